@@ -1,0 +1,9 @@
+"""The worker function: Lambda calls ``app.handler`` with batches from the jobs queue.
+
+kindling itself comes from the layer (/opt/python); this package holds only the tasks.
+"""
+
+import tasks  # noqa: F401  (registers the example tasks)
+from kindling.handler import LambdaWorker
+
+handler = LambdaWorker()

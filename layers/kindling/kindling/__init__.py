@@ -1,0 +1,27 @@
+"""kindling: a cold-start-optimized job runner for AWS Lambda.
+
+The worker side needs only this::
+
+    from kindling import task, current_job
+
+    @task(timeout=30)
+    def resize(key: str) -> str: ...
+
+Producers use :class:`kindling.client.Client` (boto3, outside Lambda). Importing this
+package loads no AWS SDK and opens no connection.
+"""
+
+from kindling.errors import JobFailed, KindlingError
+from kindling.registry import Registry, Task, task
+from kindling.runner import current_job
+
+__all__ = ["Client", "JobFailed", "KindlingError", "Registry", "Task", "current_job", "task"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "Client":  # boto3 is loaded only by programs that enqueue
+        from kindling.client import Client
+
+        return Client
+    raise AttributeError(f"module 'kindling' has no attribute {name!r}")

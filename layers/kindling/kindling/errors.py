@@ -1,0 +1,65 @@
+"""One exception tree for kindling.
+
+Everything kindling raises on purpose derives from :class:`KindlingError`, so callers can
+catch the family in one clause and still tell the cases apart.
+"""
+
+from __future__ import annotations
+
+
+class KindlingError(Exception):
+    """Base class of every error kindling raises on purpose."""
+
+
+class TaskDefinitionError(KindlingError, TypeError):
+    """A task was declared wrongly (unknown option, bad value, duplicate name)."""
+
+
+class InvalidJob(KindlingError, ValueError):
+    """A message is not a valid job; ``reason`` says why, for the ``rejected`` record."""
+
+    def __init__(self, reason: str, *, job_id: str | None = None, task: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.job_id = job_id
+        self.task = task
+
+
+class JobTimeout(KindlingError, TimeoutError):
+    """A job ran past its time limit (its own timeout or the invocation's remaining time)."""
+
+
+class ResultTooLarge(KindlingError, ValueError):
+    """A task returned a result too large to record in one DynamoDB item."""
+
+
+class PayloadTooLarge(KindlingError, ValueError):
+    """A job's envelope is larger than the queue accepts (SQS: 256 KiB)."""
+
+
+class EnqueueError(KindlingError):
+    """Some jobs could not be sent; ``failed`` maps their ids to the reason, ``sent`` holds the rest."""
+
+    def __init__(self, message: str, *, failed: dict[str, str], sent: list | None = None):
+        super().__init__(message)
+        self.failed = failed
+        self.sent = sent or []
+
+
+class StoreUnavailable(KindlingError):
+    """The result store could not be read or written; the batch is handed back untouched."""
+
+
+class JobFailed(KindlingError):
+    """Raised by ``Client.result`` for a job recorded dead, rejected or (at timeout) failed.
+
+    ``error`` is the recorded error: ``{"type": ..., "message": ..., "traceback": ...}``.
+    """
+
+    def __init__(self, job_id: str, status: str, error: dict | None):
+        self.job_id = job_id
+        self.status = status
+        self.error = error or {}
+        kind = self.error.get("type", "Error")
+        message = self.error.get("message", "")
+        super().__init__(f"job {job_id} is {status}: {kind}: {message}")

@@ -1,0 +1,89 @@
+import pytest
+
+from kindling.errors import InvalidJob, TaskDefinitionError
+from kindling.registry import Registry
+
+
+def test_task_keeps_the_function_callable_and_reads_options():
+    reg = Registry()
+
+    @reg.task(name="resize", timeout=30, max_attempts=5, skip_succeeded=False)
+    def resize(key, width=256):
+        return key, width
+
+    assert resize("a.png") == ("a.png", 256)
+    t = reg.get("resize")
+    assert (t.name, t.timeout, t.max_attempts, t.skip_succeeded, t.is_async) == ("resize", 30.0, 5, False, False)
+
+
+def test_async_functions_are_recognised_and_default_names_are_qualified():
+    reg = Registry()
+
+    @reg.task
+    async def fetch(url):
+        return url
+
+    assert fetch.is_async
+    assert fetch.name.endswith("test_async_functions_are_recognised_and_default_names_are_qualified.<locals>.fetch")
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"retries": 3}, "unknown task option(s) retries"),
+        ({"timeout": 0}, "timeout must be a positive number"),
+        ({"timeout": "5"}, "timeout must be a positive number"),
+        ({"max_attempts": 0}, "max_attempts must be an integer >= 1"),
+        ({"max_attempts": True}, "max_attempts must be an integer >= 1"),
+        ({"skip_succeeded": "yes"}, "skip_succeeded must be True or False"),
+        ({"name": ""}, "task name must be a non-empty string"),
+    ],
+)
+def test_bad_options_fail_at_definition_time(options, message):
+    with pytest.raises(TaskDefinitionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Registry().task(**options)(lambda: None)
+
+
+def test_two_different_functions_cannot_share_a_name():
+    reg = Registry()
+    reg.task(name="x")(lambda: 1)
+    with pytest.raises(TaskDefinitionError, match="already registered"):
+        reg.task(name="x")(lambda: 2)
+
+
+def test_unknown_task_is_an_invalid_job():
+    with pytest.raises(InvalidJob, match="unknown task 'nope'"):
+        Registry().get("nope")
+
+
+def f_plain(a, b=2): ...
+def f_star(a, *args, c, d=4, **kwargs): ...
+def f_posonly(a, b, /, c=3): ...
+def f_posonly_kw(a, /, **kwargs): ...
+def f_kwonly(*, x): ...
+def f_none(): ...
+
+
+CALLS = [
+    ((), {}), ((1,), {}), ((1, 2), {}), ((1, 2, 3), {}), ((), {"a": 1}), ((1,), {"a": 1}),
+    ((1,), {"b": 2}), ((1,), {"c": 3}), ((1, 2), {"c": 3}), ((), {"x": 1}), ((1,), {"x": 1}),
+    ((1, 2, 3, 4), {"c": 1, "z": 2}), ((), {"a": 1, "b": 2}), ((1,), {"z": 1}),
+]
+
+
+@pytest.mark.parametrize("fn", [f_plain, f_star, f_posonly, f_posonly_kw, f_kwonly, f_none])
+@pytest.mark.parametrize("args, kwargs", CALLS)
+def test_argument_check_agrees_with_calling_the_function(fn, args, kwargs):
+    """The binder accepts exactly the calls Python accepts (these functions do nothing)."""
+    reg = Registry()
+    t = reg.task(name="t")(fn)
+    try:
+        fn(*args, **kwargs)
+        expected_ok = True
+    except TypeError:
+        expected_ok = False
+    if expected_ok:
+        t.check_arguments(list(args), dict(kwargs))
+    else:
+        with pytest.raises(InvalidJob, match="bad arguments for task 't'"):
+            t.check_arguments(list(args), dict(kwargs))

@@ -1,0 +1,235 @@
+"""The batch runner against an in-memory store: what each kind of message becomes."""
+
+import time
+
+import pytest
+
+from kindling import codec, current_job
+from kindling.envelope import encode_job, new_job
+from kindling.registry import Registry
+from kindling.results import MemoryResultStore
+from kindling.runner import Delivery, Runner
+
+
+@pytest.fixture
+def reg():
+    r = Registry()
+    calls = r.calls = []
+
+    @r.task(name="add")
+    def add(a, b):
+        calls.append(("add", a, b))
+        return a + b
+
+    @r.task(name="boom")
+    def boom():
+        raise ValueError("kaboom")
+
+    @r.task(name="nap")
+    def nap(ms):
+        calls.append(("nap", ms))
+        time.sleep(ms / 1000)
+
+    @r.task(name="attempt")
+    def attempt():
+        return current_job().attempt
+
+    return r
+
+
+@pytest.fixture
+def store():
+    return MemoryResultStore()
+
+
+def delivery(task, *args, ref=None, attempts=1, **opts):
+    job = new_job(task, args, **opts)
+    return Delivery(ref or job.id, encode_job(job).decode(), attempts)
+
+
+def statuses(outcomes):
+    return [o.status for o in outcomes]
+
+
+def test_mixed_batch(reg, store):
+    batch = [
+        delivery("add", 1, 2),
+        delivery("boom"),
+        Delivery("m-bad", "{not json", 1),
+        delivery("nope"),
+        delivery("add", 1),  # missing argument
+        delivery("add", 3, 4),
+    ]
+    outcomes = Runner(reg, store).run(batch)
+    assert statuses(outcomes) == ["succeeded", "failed", "rejected", "rejected", "rejected", "succeeded"]
+    ok, failed, not_json, unknown, bad_args, ok2 = (store.records[o.job_id] for o in outcomes)
+    assert codec.loads(ok["result"]) == 3 and codec.loads(ok2["result"]) == 7
+    assert failed["error"]["type"] == "ValueError" and failed["error"]["message"] == "kaboom"
+    assert "kaboom" in failed["error"]["traceback"]
+    assert not_json["id"] == "rejected-m-bad" and not_json["raw"] == "{not json"
+    assert "not JSON" in not_json["error"]["message"]
+    assert unknown["error"]["message"] == "unknown task 'nope'" and unknown["raw"] == batch[3].body
+    assert "missing required argument(s): 'b'" in bad_args["error"]["message"]
+    assert store.reads == 1 and store.writes == 1  # one round trip each way per batch
+
+
+def test_a_duplicate_of_a_succeeded_job_does_not_run_again(reg, store):
+    runner = Runner(reg, store)
+    first = delivery("add", 1, 1)
+    runner.run([first])
+    again = runner.run([Delivery("redelivered", first.body, 2)])
+    assert statuses(again) == ["skipped"]
+    assert reg.calls == [("add", 1, 1)]
+
+
+def test_a_job_twice_in_one_batch_runs_once(reg, store):
+    d = delivery("add", 2, 2)
+    outcomes = Runner(reg, store).run([d, Delivery("copy", d.body, 1)])
+    assert statuses(outcomes) == ["succeeded", "skipped"]
+    assert reg.calls == [("add", 2, 2)]
+
+
+def test_tasks_may_opt_into_rerunning_duplicates(store):
+    reg = Registry()
+    runs = []
+    reg.task(name="count", skip_succeeded=False)(lambda: runs.append(1))
+    d = delivery("count")
+    Runner(reg, store).run([d])
+    Runner(reg, store).run([d])
+    assert len(runs) == 2
+
+
+def test_the_last_attempt_is_recorded_dead_with_its_error(reg, store):
+    runner = Runner(reg, store, max_attempts=3)
+    d = delivery("boom")
+    assert statuses(runner.run([Delivery(d.ref, d.body, 2)])) == ["failed"]
+    outcomes = runner.run([Delivery(d.ref, d.body, 3)])
+    assert statuses(outcomes) == ["dead"]
+    record = store.records[outcomes[0].job_id]
+    assert record["status"] == "dead" and record["attempts"] == 3
+    assert record["error"]["message"] == "kaboom"
+
+
+def test_max_attempts_comes_from_job_then_task_and_is_capped_by_the_queue(reg, store):
+    d = delivery("boom", max_attempts=10)
+    assert statuses(Runner(reg, store, attempts_cap=4).run([Delivery(d.ref, d.body, 4)])) == ["dead"]
+    d = delivery("boom", max_attempts=1)
+    assert statuses(Runner(reg, store).run([d])) == ["dead"]
+
+
+def test_a_job_already_dead_is_not_run_again(reg, store):
+    d = delivery("boom", max_attempts=1)
+    runner = Runner(reg, store)
+    runner.run([d])
+    writes = store.writes
+    assert statuses(runner.run([Delivery(d.ref, d.body, 2)])) == ["dead"]
+    assert store.writes == writes  # nothing new to record
+
+
+def test_remaining_time_cutoff_hands_back_unstarted_jobs(reg, store):
+    """With 1.2 s left and 1 s kept for the write, only jobs started in the first 0.2 s run."""
+    deadline = time.monotonic() + 1.2
+    batch = [delivery("nap", 150) for _ in range(5)]
+    outcomes = Runner(reg, store, safety_ms=1000, cutoff_ms=10).run(
+        batch, remaining_ms=lambda: int((deadline - time.monotonic()) * 1000)
+    )
+    started = [o for o in outcomes if o.status != "deferred"]
+    deferred = [o for o in outcomes if o.status == "deferred"]
+    assert 1 <= len(started) <= 2 and len(deferred) >= 3
+    assert all(o.job_id not in store.records for o in deferred)  # not recorded: redelivered as new
+    assert len(reg.calls) == len(started)
+
+
+def test_a_sync_job_is_stopped_at_its_timeout(reg, store):
+    outcomes = Runner(reg, store).run([delivery("nap", 2000, timeout=0.1)])
+    assert statuses(outcomes) == ["failed"]
+    err = store.records[outcomes[0].job_id]["error"]
+    assert err["type"] == "JobTimeout" and "timeout of 0.1s" in err["message"]
+
+
+def test_a_job_is_stopped_when_the_invocation_runs_out(reg, store):
+    deadline = time.monotonic() + 1.3
+    outcomes = Runner(reg, store, safety_ms=1000, cutoff_ms=10).run(
+        [delivery("nap", 5000)], remaining_ms=lambda: int((deadline - time.monotonic()) * 1000)
+    )
+    assert statuses(outcomes) == ["failed"]
+    assert "remaining time ran out" in store.records[outcomes[0].job_id]["error"]["message"]
+
+
+def test_async_jobs_run_concurrently_up_to_the_limit(store):
+    import asyncio
+
+    reg = Registry()
+    state = {"now": 0, "max": 0}
+
+    @reg.task(name="io")
+    async def io():
+        state["now"] += 1
+        state["max"] = max(state["max"], state["now"])
+        await asyncio.sleep(0.05)
+        state["now"] -= 1
+        return "done"
+
+    outcomes = Runner(reg, store, concurrency=4).run([delivery("io") for _ in range(10)])
+    assert statuses(outcomes) == ["succeeded"] * 10
+    assert state["max"] == 4
+
+
+def test_async_timeout(store):
+    import asyncio
+
+    reg = Registry()
+    reg.task(name="hang", timeout=0.05)(lambda: None)
+
+    @reg.task(name="ahang", timeout=0.05)
+    async def ahang():
+        await asyncio.sleep(10)
+
+    outcomes = Runner(reg, store).run([delivery("ahang")])
+    assert statuses(outcomes) == ["failed"]
+    assert store.records[outcomes[0].job_id]["error"]["type"] == "JobTimeout"
+
+
+def test_a_store_that_is_down_loses_nothing(reg, store):
+    store.fail = True
+    outcomes = Runner(reg, store).run([delivery("add", 1, 2), Delivery("bad", "x", 1)])
+    assert statuses(outcomes) == ["deferred", "deferred"]
+    assert reg.calls == []  # nothing ran that could not be recorded
+    assert all("result store unavailable" in o.reason for o in outcomes)
+
+
+def test_a_result_too_large_to_record_is_a_clear_failure(store):
+    reg = Registry()
+    reg.task(name="big")(lambda: "x" * 400_000)
+    outcomes = Runner(reg, store).run([delivery("big")])
+    record = store.records[outcomes[0].job_id]
+    assert record["status"] == "failed" and record["error"]["type"] == "ResultTooLarge"
+    assert "result" not in record
+
+
+def test_a_result_json_cannot_hold_is_a_clear_failure(store):
+    reg = Registry()
+    reg.task(name="obj")(lambda: object())
+    outcomes = Runner(reg, store).run([delivery("obj")])
+    assert "not JSON-serializable" in store.records[outcomes[0].job_id]["error"]["message"]
+
+
+def test_a_job_not_due_yet_is_deferred(reg, store):
+    outcomes = Runner(reg, store).run([delivery("add", 1, 2, not_before=int(time.time() * 1000) + 60_000)])
+    assert statuses(outcomes) == ["deferred"] and reg.calls == []
+
+
+def test_tasks_see_their_attempt_number(reg, store):
+    d = delivery("attempt")
+    outcomes = Runner(reg, store).run([Delivery(d.ref, d.body, 2)])
+    assert codec.loads(store.records[outcomes[0].job_id]["result"]) == 2
+
+
+def test_records_carry_timing_worker_and_expiry(reg, store):
+    runner = Runner(reg, store, worker={"function": "fn", "version": "$LATEST"}, ttl_days=1)
+    outcomes = runner.run([delivery("add", 1, 2)], request_id="req-1")
+    r = store.records[outcomes[0].job_id]
+    assert r["worker"] == {"function": "fn", "version": "$LATEST", "request_id": "req-1"}
+    assert r["enqueued_at"] <= r["started_at"] <= r["finished_at"]
+    assert r["expires_at"] == r["finished_at"] // 1000 + 86_400
+    assert r["duration_ms"] >= 0
