@@ -69,6 +69,7 @@ def test_mixed_batch(reg, store):
     assert not_json["id"] == "rejected-m-bad" and not_json["raw"] == "{not json"
     assert "not JSON" in not_json["error"]["message"]
     assert unknown["error"]["message"] == "unknown task 'nope'" and unknown["raw"] == batch[3].body
+    assert unknown["id"] == batch[3].ref and bad_args["id"] == batch[4].ref  # recorded under the job's id
     assert "missing required argument(s): 'b'" in bad_args["error"]["message"]
     assert store.reads == 1 and store.writes == 1  # one round trip each way per batch
 

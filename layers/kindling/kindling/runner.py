@@ -51,6 +51,10 @@ DAY_S = 86_400
 _current: ContextVar[JobContext] = ContextVar("kindling_job")
 
 
+def _log(entry: dict) -> None:
+    sys.stdout.write(codec.dumps(entry) + "\n")
+
+
 class Delivery:
     """One message as a trigger received it.
 
@@ -127,6 +131,8 @@ class Runner:
         cutoff_ms: no job is started once less than this is left (after ``safety_ms``).
         worker: recorded with each outcome (function name, version, ...).
         ttl_days: results expire this many days after they are written (DynamoDB TTL).
+        log: where one JSON line per batch and per failed job goes (default: stdout, which
+            Lambda sends to CloudWatch); ``None`` for silence.
     """
 
     def __init__(
@@ -142,6 +148,7 @@ class Runner:
         cutoff_ms: int = 500,
         worker: dict | None = None,
         ttl_days: float = 7.0,
+        log=_log,
     ):
         self.registry = registry
         self.store = store
@@ -153,6 +160,7 @@ class Runner:
         self.cutoff_ms = cutoff_ms
         self.worker = worker or {}
         self.ttl_s = int(ttl_days * DAY_S)
+        self.log = log
         self._loop = None
 
     # -- the batch, top to bottom ----------------------------------------------------
@@ -191,18 +199,22 @@ class Runner:
                 self.store.write(records)
             except StoreUnavailable as exc:
                 return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
-        _log_batch(outcomes)
+        if self.log:
+            _log_batch(outcomes, self.log)
         return outcomes
 
     # -- steps -------------------------------------------------------------------------
 
     def _admit(self, d: Delivery) -> Outcome:
         """Decode and validate; a bad message becomes a ``rejected`` outcome right here."""
+        job = None
         try:
             job = decode_job(d.body)
             task = self.registry.get(job.task)
             task.check_arguments(job.args, job.kwargs)
         except InvalidJob as exc:
+            if job is not None:  # a valid envelope for a task this worker cannot run
+                exc.job_id, exc.task = job.id, job.task
             return self._rejected(d, exc)
         o = Outcome(d.ref, job.id, job.task, None, d.attempts)  # type: ignore[arg-type]
         o.job = job
@@ -392,7 +404,8 @@ class Runner:
                 o.status = DEFERRED
                 o.reason = reason
                 o.record = None
-        _log({"kindling": "store_unavailable", "error": reason, "handed_back": len(outcomes)})
+        if self.log:
+            self.log({"kindling": "store_unavailable", "error": reason, "handed_back": len(outcomes)})
         return outcomes
 
     def _task(self, o: Outcome) -> Task:
@@ -451,16 +464,12 @@ def _describe(exc: BaseException) -> dict:
     return {"type": type(exc).__name__, "message": str(exc)[:4000], "traceback": tb[-4000:]}
 
 
-def _log(entry: dict) -> None:
-    sys.stdout.write(codec.dumps(entry) + "\n")
-
-
-def _log_batch(outcomes: list[Outcome]) -> None:
+def _log_batch(outcomes: list[Outcome], log) -> None:
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1
-    _log({"kindling": "batch", "messages": len(outcomes), **counts})
+    log({"kindling": "batch", "messages": len(outcomes), **counts})
     for o in outcomes:
         if o.status in (FAILED, DEAD, REJECTED):
-            _log({"kindling": o.status, "job": o.job_id, "task": o.task, "attempt": o.attempts,
+            log({"kindling": o.status, "job": o.job_id, "task": o.task, "attempt": o.attempts,
                   "ref": o.ref, "error": o.reason})

@@ -1,0 +1,162 @@
+"""The ``kindling`` command: run a worker, send jobs, read outcomes, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+
+def load_tasks(specs: list[str]) -> None:
+    """Import task modules given as dotted names or ``.py`` paths, registering their tasks."""
+    for spec in specs:
+        if spec.endswith(".py") or os.sep in spec:
+            path = Path(spec).resolve()
+            if not path.exists():
+                raise SystemExit(f"kindling: tasks file {spec} does not exist")
+            sys.path.insert(0, str(path.parent))  # so the file's own imports resolve as in Lambda
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[path.stem] = module
+            module_spec.loader.exec_module(module)
+        else:
+            importlib.import_module(spec)
+
+
+def _arg(text: str):
+    """A positional job argument: JSON if it parses (``3``, ``"x"``, ``[1]``), else a string."""
+    from kindling import codec
+
+    try:
+        return codec.loads(text)
+    except ValueError:
+        return text
+
+
+def cmd_worker(ns) -> int:
+    load_tasks(ns.tasks)
+    if ns.valkey:
+        from kindling.valkey import run_worker
+
+        return run_worker(ns)
+    from kindling.loop import SqsWorker
+
+    worker = SqsWorker(_need(ns.queue_url, "--queue-url / KINDLING_QUEUE_URL"),
+                       _need(ns.table, "--table / KINDLING_TABLE"), wait=ns.wait, concurrency=ns.concurrency)
+    counts = worker.run(burst=ns.burst)
+    print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs")
+    return 0
+
+
+def cmd_enqueue(ns) -> int:
+    from kindling import codec
+    from kindling.client import Call, Client
+
+    kwargs = codec.loads(ns.kwargs) if ns.kwargs else {}
+    client = Client(queue_url=ns.queue_url, table=ns.table)
+    handle = client.send(Call(ns.task, [_arg(a) for a in ns.args], kwargs, delay=ns.delay,
+                              job_id=ns.job_id, max_attempts=ns.max_attempts, timeout=ns.timeout))
+    print(handle.id)
+    return 0
+
+
+def cmd_status(ns) -> int:
+    from kindling import codec
+    from kindling.client import Client
+
+    record = Client(table=ns.table, queue_url="-").record(ns.job_id)
+    print(codec.dumps(record) if record else f"{ns.job_id}: no outcome recorded yet (queued or running)")
+    return 0 if record else 1
+
+
+def cmd_result(ns) -> int:
+    from kindling import codec
+    from kindling.client import Client
+    from kindling.errors import JobFailed
+
+    try:
+        value = Client(table=ns.table, queue_url="-").result(ns.job_id, timeout=ns.timeout)
+    except JobFailed as exc:
+        print(f"kindling: {exc}", file=sys.stderr)
+        return 2
+    except TimeoutError as exc:
+        print(f"kindling: {exc}", file=sys.stderr)
+        return 3
+    print(codec.dumps(value))
+    return 0
+
+
+def cmd_demo(ns) -> int:
+    from kindling.demo import main as demo
+
+    return demo(jobs=ns.jobs, cloud=ns.cloud)
+
+
+def _need(value: str | None, what: str) -> str:
+    if not value:
+        raise SystemExit(f"kindling: {what} is required")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="kindling", description="A cold-start-optimized job runner for AWS Lambda.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    w = sub.add_parser("worker", help="run jobs from SQS (or a Valkey stream) outside Lambda",
+                       description="Long-poll the jobs queue and run batches with the same runner as Lambda.")
+    w.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
+                   help="module or .py file defining the tasks (repeatable)")
+    w.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"))
+    w.add_argument("--table", default=env("KINDLING_TABLE"))
+    w.add_argument("--wait", type=int, default=20, help="long-poll seconds (default 20)")
+    w.add_argument("--concurrency", type=int, default=16, help="async jobs at once (default 16)")
+    w.add_argument("--burst", action="store_true", help="stop when the queue is drained")
+    w.add_argument("--valkey", metavar="URL", default=env("KINDLING_VALKEY_URL"),
+                   help="consume a Valkey stream instead of SQS (redis://, rediss://)")
+    w.add_argument("--stream", default="kindling:jobs", help="Valkey stream (with --valkey)")
+    w.add_argument("--processes", type=int, default=1, help="worker processes (with --valkey)")
+    w.set_defaults(fn=cmd_worker)
+
+    e = sub.add_parser("enqueue", help="send one job", description="Send one job to the jobs queue.")
+    e.add_argument("task")
+    e.add_argument("args", nargs="*", help="positional arguments (JSON if they parse, else strings)")
+    e.add_argument("--kwargs", help="keyword arguments as a JSON object")
+    e.add_argument("--delay", type=int, default=0, help="seconds before it may run (0-900)")
+    e.add_argument("--job-id")
+    e.add_argument("--max-attempts", type=int)
+    e.add_argument("--timeout", type=float)
+    e.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"))
+    e.add_argument("--table", default=env("KINDLING_TABLE"))
+    e.set_defaults(fn=cmd_enqueue)
+
+    s = sub.add_parser("status", help="print a job's recorded outcome", description="Print a job's record.")
+    s.add_argument("job_id")
+    s.add_argument("--table", default=env("KINDLING_TABLE"))
+    s.set_defaults(fn=cmd_status)
+
+    r = sub.add_parser("result", help="wait for a job's result",
+                       description="Wait for a job's final outcome; print its result or its error.")
+    r.add_argument("job_id")
+    r.add_argument("--timeout", type=float, default=30.0)
+    r.add_argument("--table", default=env("KINDLING_TABLE"))
+    r.set_defaults(fn=cmd_result)
+
+    d = sub.add_parser("demo", help="run the whole path on a local cloud",
+                       description="Bring up a local AWS, deploy, enqueue jobs (some failing), drain, report.")
+    d.add_argument("--jobs", type=int, default=300)
+    d.add_argument("--cloud", choices=["moto", "localstack"], default=env("KINDLING_DEMO_CLOUD", "moto"))
+    d.set_defaults(fn=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parser().parse_args(argv)
+    return ns.fn(ns)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""The producer side: send jobs to SQS and read their outcomes from DynamoDB (boto3).
+
+Example::
+
+    from kindling import Client
+
+    client = Client(queue_url="https://sqs.../jobs", table="kindling-results")
+    job = client.enqueue("resize", "a.png", width=64)
+    print(job.result(timeout=30))              # waits; raises JobFailed if the job died
+
+    handles = client.enqueue_many([("resize", ["a.png"], {}), ("resize", ["b.png"], {})])
+
+``queue_url`` and ``table`` default to ``KINDLING_QUEUE_URL`` and ``KINDLING_TABLE``; boto3
+finds credentials, region and endpoint (``AWS_ENDPOINT_URL`` for LocalStack) as usual.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kindling import codec
+from kindling.envelope import Job, encode_job, new_job
+from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge
+from kindling.registry import Task
+from kindling.results import FINAL, from_item
+
+SQS_MAX_BYTES = 262_144  # one message, and all messages of one SendMessageBatch together
+SQS_MAX_BATCH = 10
+SQS_MAX_DELAY = 900
+
+
+class Call:
+    """One job to send with :meth:`Client.enqueue_many`, with its per-job options."""
+
+    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout")
+
+    def __init__(self, task: str | Task, args: Sequence = (), kwargs: dict | None = None, *,
+                 delay: int = 0, job_id: str | None = None, max_attempts: int | None = None,
+                 timeout: float | None = None):
+        self.task, self.args, self.kwargs = task, args, kwargs or {}
+        self.delay, self.job_id, self.max_attempts, self.timeout = delay, job_id, max_attempts, timeout
+
+
+class JobHandle:
+    """A sent job: its id, and shortcuts to :meth:`Client.status` and :meth:`Client.result`."""
+
+    __slots__ = ("id", "task", "client")
+
+    def __init__(self, id: str, task: str, client: Client):
+        self.id, self.task, self.client = id, task, client
+
+    def status(self) -> str | None:
+        return self.client.status(self.id)
+
+    def result(self, timeout: float = 30.0) -> Any:
+        return self.client.result(self.id, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.id!r}, {self.task!r})"
+
+
+class Client:
+    """Sends jobs and reads results.
+
+    Args:
+        queue_url: the jobs queue (default ``KINDLING_QUEUE_URL``).
+        table: the results table (default ``KINDLING_TABLE``).
+        session: a ``boto3.Session`` to build clients from (default: a new one).
+        max_send_attempts: tries for messages SQS refuses with a server-side error.
+    """
+
+    def __init__(self, queue_url: str | None = None, table: str | None = None, *, session=None,
+                 max_send_attempts: int = 5):
+        self.queue_url = queue_url or os.environ.get("KINDLING_QUEUE_URL", "")
+        self.table = table or os.environ.get("KINDLING_TABLE", "")
+        self.max_send_attempts = max_send_attempts
+        if session is None:
+            import boto3
+
+            session = boto3.Session()
+        self._session = session
+        self._sqs = None
+        self._ddb = None
+        codec.use_orjson()
+
+    @property
+    def sqs(self):
+        if self._sqs is None:
+            if not self.queue_url:
+                raise ValueError("no queue: pass queue_url= or set KINDLING_QUEUE_URL")
+            self._sqs = self._session.client("sqs")
+        return self._sqs
+
+    @property
+    def dynamodb(self):
+        if self._ddb is None:
+            if not self.table:
+                raise ValueError("no results table: pass table= or set KINDLING_TABLE")
+            self._ddb = self._session.client("dynamodb")
+        return self._ddb
+
+    # -- sending ---------------------------------------------------------------------
+
+    def enqueue(self, task: str | Task, /, *args: Any, **kwargs: Any) -> JobHandle:
+        """Send one job running ``task(*args, **kwargs)``; see :meth:`send` for options."""
+        return self.send(Call(task, args, kwargs))
+
+    def send(self, call: Call) -> JobHandle:
+        """Send one job with options (delay in seconds up to 900, job id, attempts, timeout)."""
+        job, body = self._prepare(call)
+        params = {"QueueUrl": self.queue_url, "MessageBody": body}
+        if call.delay:
+            params["DelaySeconds"] = call.delay
+        self.sqs.send_message(**params)
+        return JobHandle(job.id, job.task, self)
+
+    def enqueue_many(self, calls: Iterable[Call | tuple]) -> list[JobHandle]:
+        """Send many jobs with SendMessageBatch: 10 per call, and at most 256 KiB per call.
+
+        ``calls`` holds :class:`Call` objects or ``(task, args, kwargs)`` tuples. Entries SQS
+        refuses with a server-side error are retried with backoff; if any still fail (or
+        SQS refuses them as invalid), :class:`EnqueueError` names them and carries the
+        handles of the jobs that were sent. Nothing is dropped silently.
+        """
+        prepared = []
+        for c in calls:
+            call = c if isinstance(c, Call) else Call(*c)
+            job, body = self._prepare(call)
+            prepared.append((job, body, call.delay))
+        sent: list[JobHandle] = []
+        failed: dict[str, str] = {}
+        for chunk in _chunks(prepared):
+            ok, bad = self._send_batch(chunk)
+            sent.extend(JobHandle(j.id, j.task, self) for j in ok)
+            failed.update(bad)
+        if failed:
+            raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed, sent=sent)
+        return sent
+
+    def _prepare(self, call: Call) -> tuple[Job, str]:
+        name = call.task.name if isinstance(call.task, Task) else call.task
+        if not 0 <= call.delay <= SQS_MAX_DELAY:
+            raise ValueError(f"delay must be 0-{SQS_MAX_DELAY} seconds for SQS, got {call.delay}")
+        job = new_job(name, call.args, call.kwargs, job_id=call.job_id,
+                      max_attempts=call.max_attempts, timeout=call.timeout)
+        body = encode_job(job).decode()
+        size = len(body.encode())
+        if size > SQS_MAX_BYTES:
+            raise PayloadTooLarge(
+                f"job {job.id} for {name!r} is {size:,} bytes; SQS takes at most {SQS_MAX_BYTES:,} "
+                "(put large inputs in S3 and pass their key)"
+            )
+        return job, body
+
+    def _send_batch(self, chunk: list[tuple[Job, str, int]]) -> tuple[list[Job], dict[str, str]]:
+        pending = {str(i): item for i, item in enumerate(chunk)}
+        ok: list[Job] = []
+        failed: dict[str, str] = {}
+        for attempt in range(self.max_send_attempts):
+            entries = []
+            for key, (job, body, delay) in pending.items():
+                entry = {"Id": key, "MessageBody": body}
+                if delay:
+                    entry["DelaySeconds"] = delay
+                entries.append(entry)
+            try:
+                response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            except Exception as exc:  # noqa: BLE001 - transport/throttling: retry the whole chunk
+                if attempt == self.max_send_attempts - 1:
+                    failed.update({job.id: f"{type(exc).__name__}: {exc}" for job, _, _ in pending.values()})
+                    return ok, failed
+                _sleep(attempt)
+                continue
+            for entry in response.get("Successful", []):
+                ok.append(pending.pop(entry["Id"])[0])
+            retry = {}
+            for entry in response.get("Failed", []):
+                job = pending[entry["Id"]][0]
+                reason = f"{entry.get('Code')}: {entry.get('Message', '')}"
+                if entry.get("SenderFault"):
+                    failed[job.id] = reason
+                else:
+                    retry[entry["Id"]] = pending[entry["Id"]]
+                    failed[job.id] = reason  # cleared below if a retry succeeds
+            pending = retry
+            if not pending:
+                break
+            _sleep(attempt)
+        for job in ok:
+            failed.pop(job.id, None)
+        return ok, failed
+
+    # -- reading results -------------------------------------------------------------
+
+    def record(self, job_id: str) -> dict | None:
+        """The job's result record as stored (consistent read), or ``None`` if none yet."""
+        response = self.dynamodb.get_item(TableName=self.table, Key={"id": {"S": job_id}}, ConsistentRead=True)
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def status(self, job_id: str) -> str | None:
+        """``succeeded``, ``failed`` (will be retried), ``dead``, ``rejected``, or ``None``
+        while no worker has recorded an outcome (queued or running)."""
+        record = self.record(job_id)
+        return record["status"] if record else None
+
+    def result(self, job_id: str, timeout: float = 30.0) -> Any:
+        """Wait for the job's final outcome and return its result.
+
+        Polls with consistent reads and backoff (20 ms growing to 1 s). A ``failed`` job is
+        waited through, since it will be retried. Raises :class:`JobFailed` for a ``dead``
+        or ``rejected`` job, or for one still ``failed`` when ``timeout`` runs out (with
+        that attempt's error), and ``TimeoutError`` if no outcome was recorded in time.
+        """
+        deadline = time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            record = self.record(job_id)
+            status = record["status"] if record else None
+            if status == "succeeded":
+                raw = record.get("result")
+                return codec.loads(raw) if raw is not None else None
+            if status in FINAL:
+                raise JobFailed(job_id, status, record.get("error"))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if status == "failed":
+                    raise JobFailed(job_id, status, record.get("error"))
+                raise TimeoutError(f"job {job_id}: no outcome recorded within {timeout}s")
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 1.0)
+
+
+def _chunks(prepared: list[tuple[Job, str, int]]):
+    chunk, size = [], 0
+    for item in prepared:
+        n = len(item[1].encode())
+        if chunk and (len(chunk) == SQS_MAX_BATCH or size + n > SQS_MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += n
+    if chunk:
+        yield chunk
+
+
+def _sleep(attempt: int) -> None:
+    time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
