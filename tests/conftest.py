@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,3 +18,29 @@ def layer_python(tmp_path_factory) -> Path:
         check=True,
     )
     return out / "python"
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """An in-process moto server; AWS_* variables point boto3 and kindling.aws at it."""
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "token", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_REGION": "us-east-1"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    yield env["AWS_ENDPOINT_URL"]
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()

@@ -1,0 +1,92 @@
+"""The worker's cold path: what importing the handler loads, as Lambda would import it.
+
+Each check runs a fresh interpreter without site-packages (``-S``), with the built layer's
+python/ on sys.path as Lambda's /opt/python and the function's code directory first.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FORBIDDEN = ["boto3", "botocore", "aws_lambda_powertools", "asyncio", "valkey", "redis", "pydantic",
+             "urllib3", "requests", "orjson", "json", "typing", "inspect", "logging", "socket", "ssl"]
+
+PROBE = """
+import sys
+before = set(sys.modules)
+events = []
+sys.addaudithook(lambda event, args: events.append(event) if event.startswith("socket.") else None)
+sys.path[:0] = [{code!r}, {layer!r}]
+import app
+print(" ".join(sorted(set(sys.modules) - before)))
+print(" ".join(events))
+print(sys.modules["kindling"].__file__)
+"""
+
+
+def run_probe(layer: Path) -> dict:
+    code = PROBE.format(code=str(ROOT / "functions/worker"), layer=str(layer))
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True)
+    loaded, events, origin = out.stdout.split("\n")[:3]
+    return {"loaded": loaded.split(), "socket_events": events.split(), "kindling_from": origin}
+
+
+def test_importing_the_handler_loads_no_sdk_and_opens_no_socket(layer_python):
+    report = run_probe(layer_python)
+    assert report["kindling_from"].startswith(str(layer_python))  # the layer's copy, not the venv's
+    loaded = set(report["loaded"])
+    assert not loaded & set(FORBIDDEN), sorted(loaded & set(FORBIDDEN))
+    assert report["socket_events"] == []
+
+
+def test_the_handler_import_stays_within_its_module_budget(layer_python):
+    """kindling's modules, the tasks and small stdlib ones (os and friends load at startup
+    without -S): nothing else."""
+    loaded = set(run_probe(layer_python)["loaded"])
+    ours = {m for m in loaded if m == "kindling" or m.startswith("kindling.")} | {"app", "tasks"}
+    stdlib = loaded - ours
+    assert stdlib <= {"__future__", "_contextvars", "contextvars", "_json", "os", "os.path", "stat",
+                      "_stat", "posixpath", "genericpath", "_collections_abc"}, sorted(stdlib)
+    assert len(loaded) <= 24, sorted(loaded)
+
+
+def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python):
+    kindling = layer_python / "kindling"
+    sources = {p.stem for p in kindling.glob("*.py")}
+    compiled = {p.name.split(".")[0] for p in (kindling / "__pycache__").glob("*.cpython-313.pyc")}
+    assert sources and sources <= compiled
+    top = {p.name for p in layer_python.iterdir()}
+    assert not {"boto3", "botocore", "tests"} & top
+    assert "orjson" in top
+
+
+def test_a_first_batch_loads_no_sdk_either(layer_python, moto_endpoint, tmp_path):
+    """A whole invocation (DynamoDB read and write included) through kindling's own client."""
+    import boto3
+
+    boto3.client("dynamodb").create_table(
+        TableName="coldpath", BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    script = f"""
+import sys
+sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
+import app
+from kindling.envelope import encode_job, new_job
+body = encode_job(new_job("noop")).decode()
+event = {{"Records": [{{"messageId": "m1", "body": body, "attributes": {{"ApproximateReceiveCount": "1"}},
+           "eventSource": "aws:sqs"}}]}}
+response = app.handler(event, None)
+assert response == {{"batchItemFailures": []}}, response
+print(" ".join(sorted(sys.modules)))
+"""
+    import os
+
+    env = dict(os.environ, KINDLING_TABLE="coldpath")
+    out = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env, check=True)
+    loaded = set(out.stdout.split())
+    assert not loaded & {"boto3", "botocore", "urllib3", "requests", "asyncio", "orjson", "valkey"}
+    item = boto3.client("dynamodb").scan(TableName="coldpath")["Items"]
+    assert [i["status"]["S"] for i in item] == ["succeeded"]

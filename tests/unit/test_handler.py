@@ -1,0 +1,151 @@
+"""The Lambda handler end to end against moto: SQS events in, DynamoDB records out."""
+
+import time
+import uuid
+
+import boto3
+import pytest
+
+from kindling import codec
+from kindling.client import Client
+from kindling.envelope import encode_job, new_job
+from kindling.handler import LambdaWorker
+
+
+@pytest.fixture
+def table(moto_endpoint):
+    name = f"results-{uuid.uuid4().hex[:8]}"
+    boto3.client("dynamodb").create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    return name
+
+
+@pytest.fixture
+def worker(table, monkeypatch):
+    import tasks  # noqa: F401  the example tasks in functions/worker
+
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_MAX_ATTEMPTS", "3")
+    return LambdaWorker(log=None)
+
+
+@pytest.fixture
+def client(table):
+    return Client(queue_url="unused", table=table)
+
+
+class Context:
+    aws_request_id = "req-1"
+
+    def __init__(self, remaining_ms=30_000):
+        self.deadline = time.monotonic() + remaining_ms / 1000
+
+    def get_remaining_time_in_millis(self):
+        return int((self.deadline - time.monotonic()) * 1000)
+
+
+def record(body, message_id=None, receive_count=1):
+    return {
+        "messageId": message_id or str(uuid.uuid4()),
+        "receiptHandle": "rh",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": str(receive_count)},
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs",
+        "awsRegion": "us-east-1",
+    }
+
+
+def job_body(task, *args, **kwargs):
+    job = new_job(task, args, kwargs)
+    return job.id, encode_job(job).decode()
+
+
+def failures(response):
+    return {f["itemIdentifier"] for f in response["batchItemFailures"]}
+
+
+def test_mixed_batch_reports_exactly_the_failed_ids(worker, client):
+    ok_id, ok = job_body("echo", 1, x=2)
+    boom_id, boom = job_body("always_fails", "nope")
+    unknown_id, unknown = job_body("no_such_task")
+    records = [record(ok), record(boom, "m-boom"), record("{malformed", "m-bad"), record(unknown, "m-unknown")]
+    response = worker({"Records": records}, Context())
+    assert failures(response) == {"m-boom"}
+    assert client.result(ok_id, timeout=1) == {"args": [1], "kwargs": {"x": 2}}
+    assert client.status(boom_id) == "failed"
+    assert client.record(boom_id)["error"]["message"] == "nope"
+    bad = client.record("rejected-m-bad")
+    assert bad["status"] == "rejected" and bad["raw"] == "{malformed" and "not JSON" in bad["error"]["message"]
+    assert client.record(unknown_id)["error"]["message"] == "unknown task 'no_such_task'"
+
+
+def test_a_duplicate_delivery_of_a_succeeded_job_is_not_run_again(worker, client):
+    job_id, body = job_body("flaky", fails=0)
+    assert failures(worker({"Records": [record(body)]}, Context())) == set()
+    first = client.record(job_id)
+    assert failures(worker({"Records": [record(body, receive_count=2)]}, Context())) == set()
+    assert client.record(job_id) == first  # not rewritten: the task did not run again
+
+
+def test_the_remaining_time_cutoff_hands_back_unstarted_jobs(worker, client):
+    bodies = [job_body("sleep", 300) for _ in range(6)]
+    records = [record(b, f"m{i}") for i, (_, b) in enumerate(bodies)]
+    # 2.2 s left, 1 s kept back for the write, 0.5 s cutoff: ~3 sleeps start, the rest go back.
+    response = worker({"Records": records}, Context(remaining_ms=2200))
+    handed_back = failures(response)
+    assert 2 <= len(handed_back) <= 5
+    for i, (job_id, _) in enumerate(bodies):
+        if f"m{i}" in handed_back:
+            assert client.status(job_id) is None  # never started, never recorded
+        else:
+            assert client.status(job_id) == "succeeded"
+
+
+def test_the_last_attempt_is_recorded_dead_and_still_reported_for_the_dlq(worker, client):
+    job_id, body = job_body("always_fails", "last words")
+    response = worker({"Records": [record(body, "m-dead", receive_count=3)]}, Context())
+    assert failures(response) == {"m-dead"}  # so the redrive policy moves it to the DLQ
+    rec = client.record(job_id)
+    assert rec["status"] == "dead" and rec["attempts"] == 3 and rec["error"]["message"] == "last words"
+    with pytest.raises(Exception, match="is dead: RuntimeError: last words"):
+        client.result(job_id, timeout=1)
+
+
+def test_async_tasks_run_concurrently_within_a_batch(worker, client):
+    """Ten 300 ms async sleeps, concurrency 16: they overlap, so their runs intersect."""
+    bodies = [job_body("async_sleep", 300) for _ in range(10)]
+    response = worker({"Records": [record(b) for _, b in bodies]}, Context())
+    assert failures(response) == set()
+    spans = [(r["started_at"], r["finished_at"]) for r in (client.record(j) for j, _ in bodies)]
+    latest_start = max(s for s, _ in spans)
+    earliest_finish = min(f for _, f in spans)
+    assert latest_start < earliest_finish  # every job started before any finished
+
+
+def test_a_results_table_that_is_down_hands_everything_back(monkeypatch, moto_endpoint):
+    import tasks  # noqa: F401
+
+    monkeypatch.setenv("KINDLING_TABLE", "no-such-table")
+    w = LambdaWorker(log=None)
+    _, body = job_body("noop")
+    response = w({"Records": [record(body, "m1"), record("x", "m2")]}, Context())
+    assert failures(response) == {"m1", "m2"}
+
+
+def test_events_that_are_not_sqs_are_refused_clearly(worker):
+    with pytest.raises(Exception, match="not an SQS event or a drain event"):
+        worker({"hello": "world"}, Context())
+
+
+def test_results_are_json_in_dynamodb(worker, client, table):
+    job_id, body = job_body("echo", "é", n=1.5)
+    worker({"Records": [record(body)]}, Context())
+    item = boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": job_id}})["Item"]
+    assert codec.loads(item["result"]["S"]) == {"args": ["é"], "kwargs": {"n": 1.5}}
+    assert item["worker"]["M"]["request_id"]["S"] == "req-1"
+    assert int(item["expires_at"]["N"]) > time.time() + 6 * 86_400
