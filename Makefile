@@ -1,0 +1,57 @@
+# kindling: the two commands a new machine needs are `make demo` and `make test`.
+# Both install what they use: a Python 3.13 virtualenv in .venv with the project and its
+# dev extras, and (for the local cloud) LocalStack and Valkey under infra/.
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export SAM_CLI_TELEMETRY := 0
+# Lambda's runtime is python3.13; pyenv's build is preferred, then one on PATH.
+PYTHON313 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13) \
+                         $(shell command -v python3.13 2>/dev/null))
+PYTEST_ARGS ?=
+
+.PHONY: install demo demo-moto test unit lint build validate layer-size clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON313)" || { echo "Python 3.13 not found: install it (pyenv install 3.13) or set PYTHON313=/path/to/python3.13"; exit 1; }
+	@test -x $(PY) || $(PYTHON313) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+## The main job on a local cloud: deploy, enqueue a few hundred jobs, drain, report.
+demo: install
+	$(VENV)/bin/kindling demo
+
+## The same demo on moto's embedded AWS (no LocalStack, no Lambda).
+demo-moto: install
+	$(VENV)/bin/kindling demo --cloud moto
+
+## The whole suite: unit tests, then integration tests against the services they need.
+test: install
+	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	 if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
+
+unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check layers functions tests infra
+
+validate: install
+	sam validate --lint
+
+build: install
+	sam build
+
+## Build the layer as `sam build` does and print its zip size.
+layer-size: build
+	@$(PY) -c 'import os, shutil; z = shutil.make_archive("/tmp/kindling-layer", "zip", ".aws-sam/build/KindlingLayer", "python"); \
+	  print(f"layer zip: {os.path.getsize(z):,} bytes")'
+
+clean:
+	rm -rf .aws-sam .pytest_cache .hypothesis .ruff_cache
