@@ -9,7 +9,6 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from kindling import codec
 
 json_values = st.recursive(

@@ -1,5 +1,4 @@
 import pytest
-
 from kindling import codec
 from kindling.envelope import decode_job, encode_job, new_job, new_job_id
 from kindling.errors import InvalidJob

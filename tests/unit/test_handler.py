@@ -5,7 +5,6 @@ import uuid
 
 import boto3
 import pytest
-
 from kindling import codec
 from kindling.client import Client
 from kindling.envelope import encode_job, new_job

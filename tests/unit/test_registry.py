@@ -1,5 +1,4 @@
 import pytest
-
 from kindling.errors import InvalidJob, TaskDefinitionError
 from kindling.registry import Registry
 

@@ -3,7 +3,6 @@
 import time
 
 import pytest
-
 from kindling import codec, current_job
 from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry

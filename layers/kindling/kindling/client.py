@@ -162,7 +162,7 @@ class Client:
         failed: dict[str, str] = {}
         for attempt in range(self.max_send_attempts):
             entries = []
-            for key, (job, body, delay) in pending.items():
+            for key, (_job, body, delay) in pending.items():
                 entry = {"Id": key, "MessageBody": body}
                 if delay:
                     entry["DelaySeconds"] = delay

@@ -10,9 +10,10 @@ C scanner and encoder of CPython's ``_json`` module directly: the same parser th
 Long-lived processes (the Valkey worker, the local SQS loop, producers) call
 :func:`use_orjson`: there the import is paid once and the speed is paid back per job.
 
-Both paths accept and produce the same JSON: NaN and infinities are refused, and ``datetime``/``date``/``UUID``/``Enum`` values are written the way
-orjson writes them (ISO 8601 strings, UUID strings, the enum's value). Use string dict
-keys: orjson refuses others, the standard codec turns numbers into strings.
+Both paths accept and produce the same JSON: NaN and infinities are refused, and
+``datetime``/``date``/``UUID``/``Enum`` values are written the way orjson writes them
+(ISO 8601 strings, UUID strings, the enum's value). Use string dict keys: orjson refuses
+others, the standard codec turns numbers into strings.
 """
 
 from __future__ import annotations
