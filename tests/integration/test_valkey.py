@@ -1,0 +1,406 @@
+"""The Valkey trigger against a real valkey-server (infra/valkey/ctl) and DynamoDB on moto.
+
+Run: .venv/bin/pytest tests/integration/test_valkey.py -q -m valkey
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.valkey
+
+ROOT = Path(__file__).resolve().parents[2]
+CTL = ROOT / "infra/valkey/ctl"
+TASKS = ROOT / "functions/worker/tasks.py"
+
+
+# -- fixtures -------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ctl(*args: str) -> str:
+    done = subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"ctl {' '.join(args)} failed: {done.stdout}{done.stderr}")
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def valkey_server():
+    """A valkey-server of our own on a free loopback port: (port, url)."""
+    _ctl("install")
+    port = _free_port()
+    _ctl("start", str(port))
+    yield port, _ctl("url", str(port))
+    _ctl("stop", str(port))
+
+
+@pytest.fixture(scope="session")
+def valkey_url(valkey_server) -> str:
+    return valkey_server[1]
+
+
+@pytest.fixture
+def stream() -> str:
+    return f"test:{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def table(moto_endpoint) -> str:
+    import boto3
+
+    name = f"results-{uuid.uuid4().hex[:8]}"
+    boto3.client("dynamodb").create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    return name
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    import tasks as module  # functions/worker is on pytest's pythonpath
+
+    return module
+
+
+def _scan(table: str) -> dict[str, dict]:
+    import boto3
+    from kindling.results import from_item
+
+    out = {}
+    for page in boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
+        for item in page["Items"]:
+            record = from_item(item)
+            out[record["id"]] = record
+    return out
+
+
+def _worker(url: str, stream: str, table: str, *, burst: bool = True, **env) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "kindling.cli", "worker", "--valkey", url, "--stream", stream,
+            "--tasks", str(TASKS), "--table", table]
+    if burst:
+        argv.append("--burst")
+    environment = dict(os.environ, KINDLING_LOG="0", **{k: str(v) for k, v in env.items()})
+    return subprocess.Popen(argv, cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _counts(output: str) -> dict[str, int]:
+    line = output.strip().splitlines()[-1]
+    return {k: int(v) for k, v in (part.split("=") for part in line.split())}
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _empty(client, stream: str, group: str = "kindling") -> None:
+    assert client.xlen(stream) == 0
+    assert client.xpending(stream, group)["pending"] == 0
+
+
+# -- a) throughput and exactly-one record per job ----------------------------------------------
+
+
+def test_10k_noop_jobs_two_worker_processes(valkey_url, stream, table, capsys):
+    from kindling.valkey import StreamProducer
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    t0 = time.perf_counter()
+    sent = producer.enqueue_many([("noop", [], {})] * 10_000)
+    enqueue_s = time.perf_counter() - t0
+    assert len({s.id for s in sent}) == 10_000 and producer.client.xlen(stream) == 10_000
+
+    t0 = time.perf_counter()
+    workers = [_worker(valkey_url, stream, table, KINDLING_VALKEY_BLOCK_MS=200) for _ in range(2)]
+    outputs = [w.communicate(timeout=150) for w in workers]
+    run_s = time.perf_counter() - t0
+    for w, (_out, err) in zip(workers, outputs, strict=True):
+        assert w.returncode == 0, err
+    counts = [_counts(out) for out, _ in outputs]
+    # every job ran exactly once across the two processes; none skipped, none failed
+    assert sum(c.get("succeeded", 0) for c in counts) == 10_000, counts
+    assert all(set(c) == {"succeeded"} for c in counts), counts
+    assert all(c["succeeded"] > 0 for c in counts), counts  # both processes took part
+
+    records = _scan(table)
+    assert set(records) == {s.id for s in sent}
+    assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in records.values())
+    _empty(producer.client, stream)
+    span_ms = max(r["finished_at"] for r in records.values()) - min(r["started_at"] for r in records.values())
+    with capsys.disabled():
+        print(f"\n[valkey 10k] enqueue_many {enqueue_s:.2f}s ({10_000 / enqueue_s:,.0f} jobs/s); "
+              f"2 worker processes spawn-to-exit {run_s:.2f}s ({10_000 / run_s:,.0f} jobs/s); "
+              f"first start to last finish {span_ms / 1000:.2f}s ({10_000 / (span_ms / 1000):,.0f} jobs/s); "
+              f"per process {[c['succeeded'] for c in counts]}")
+
+
+# -- b) a worker killed mid-batch -------------------------------------------------------------------
+
+
+def test_killed_worker_entries_are_reclaimed(valkey_url, stream, table, tasks):
+    import boto3
+    from kindling.envelope import decode_job
+    from kindling.results import to_item
+    from kindling.valkey import StreamProducer
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    sent = producer.enqueue_many([("sleep", [150], {})] * 30)
+    env = {"KINDLING_VALKEY_BATCH": 5, "KINDLING_VALKEY_VISIBILITY_MS": 1000, "KINDLING_VALKEY_BLOCK_MS": 200}
+    a = _worker(valkey_url, stream, table, burst=False, **env)
+    try:
+        _wait(lambda: len(_scan(table)) >= 5, 30, "worker A's first batch")
+
+        def held_by_a():
+            rows = producer.client.xpending_range(stream, "kindling", "-", "+", 100)
+            return rows if len(rows) == 5 else None  # A is in the middle of its next batch
+
+        pending = _wait(held_by_a, 10, "worker A mid-batch")
+    finally:
+        a.send_signal(signal.SIGKILL)
+        a.communicate(timeout=10)
+    assert a.returncode == -signal.SIGKILL
+    recorded_before = _scan(table)
+    held = [p["message_id"].decode() for p in pending]
+    held_jobs = {}
+    for entry_id in held:
+        (_, fields), = producer.client.xrange(stream, entry_id, entry_id)
+        held_jobs[entry_id] = decode_job(fields[b"job"]).id
+    # A recorded one of its batch but died before acknowledging: it must not run again
+    already = held_jobs[held[0]]
+    boto3.client("dynamodb").put_item(TableName=table, Item=to_item({
+        "id": already, "task": "sleep", "status": "succeeded", "attempts": 1, "result": '"pre"',
+        "started_at": 1, "finished_at": 2, "duration_ms": 1}))
+
+    b = _worker(valkey_url, stream, table, **env)
+    out, err = b.communicate(timeout=60)
+    assert b.returncode == 0, err
+    counts = _counts(out)
+    assert counts.get("skipped") == 1, counts
+    assert counts["succeeded"] == 30 - len(recorded_before) - 1, (counts, len(recorded_before))
+
+    records = _scan(table)
+    assert set(records) == {s.id for s in sent}
+    assert all(r["status"] == "succeeded" for r in records.values())
+    assert records[already]["result"] == '"pre"'  # not run again
+    for entry_id in held[1:]:
+        assert records[held_jobs[entry_id]]["attempts"] == 2  # reclaimed: second delivery
+    for job_id, r in recorded_before.items():
+        assert records[job_id]["finished_at"] == r["finished_at"]
+    _empty(producer.client, stream)
+
+
+# -- c) poison, retries, dead stream ----------------------------------------------------------------
+
+
+def test_poison_retries_and_dead_stream(valkey_url, stream, table, tasks):
+    from kindling.envelope import encode_job, new_job
+    from kindling.results import DynamoResultStore
+    from kindling.valkey import StreamProducer, StreamWorker
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    r = producer.client
+    worker = StreamWorker(valkey_url, store=DynamoResultStore(table), stream=stream, visibility_ms=200,
+                          block_ms=100, batch=20, max_attempts=3, log=False)
+    worker.ensure_group()
+    # a job whose workers kept dying: delivered 4 times already (by a consumer that is gone)
+    crashy = producer.enqueue("sleep", 1)
+    r.xreadgroup("kindling", "ghost", {stream: ">"}, count=1)
+    for _ in range(3):
+        r.xclaim(stream, "kindling", "ghost", 0, [crashy.entry])
+    r.xclaim(stream, "kindling", "ghost", 0, [crashy.entry], idle=60_000, justid=True)
+    r.xadd(stream, {"job": b"{not json"})
+    r.xadd(stream, {"something": "else"})
+    unknown = new_job("no_such_task")
+    r.xadd(stream, {"job": encode_job(unknown)})
+    bad_args = producer.enqueue("sleep", nope=1)
+    fails = producer.enqueue("always_fails", "boom")
+    flaky = producer.enqueue("flaky", fails=1)
+    ok = producer.enqueue("echo", 1, a=2)
+
+    t0 = time.perf_counter()
+    counts = worker.run(burst=True)
+    assert time.perf_counter() - t0 < 20
+    records = _scan(table)
+    rejected = [x for x in records.values() if x["status"] == "rejected"]
+    assert len(rejected) == 4, rejected
+    assert records[unknown.id]["status"] == "rejected" and "no_such_task" in records[unknown.id]["error"]["message"]
+    assert records[bad_args.id]["status"] == "rejected"
+    assert {x["raw"] for x in rejected} >= {"{not json", ""}
+    assert records[fails.id]["status"] == "dead" and records[fails.id]["attempts"] == 3
+    assert records[fails.id]["error"]["message"] == "boom"
+    assert records[flaky.id]["status"] == "succeeded" and records[flaky.id]["attempts"] == 2
+    assert records[ok.id]["status"] == "succeeded" and records[ok.id]["attempts"] == 1
+    assert records[crashy.id]["status"] == "dead"
+    assert records[crashy.id]["error"]["type"] == "TooManyDeliveries"
+    assert counts["dead"] == 2 and counts["rejected"] == 4 and counts["failed"] == 3, counts
+
+    dead = {f[b"job_id"].decode(): f for _, f in r.xrange(f"{stream}:dead")}
+    assert set(dead) == {fails.id, crashy.id}
+    assert b"boom" in dead[fails.id][b"error"] and dead[fails.id][b"attempts"] == b"3"
+    assert dead[fails.id][b"job"].startswith(b"{")
+    _empty(r, stream)
+
+
+# -- d) Lambda drain with the invocation's time running out ---------------------------------------
+
+
+class FakeContext:
+    aws_request_id = "req-1"
+
+    def __init__(self, budget_ms: int):
+        self.deadline = time.monotonic() + budget_ms / 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+def test_drain_stops_in_time_and_leaves_the_rest_pending(valkey_url, stream, tasks):
+    from kindling.handler import LambdaWorker
+    from kindling.results import MemoryResultStore
+    from kindling.valkey import StreamProducer
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    sent = producer.enqueue_many([("sleep", [50], {})] * 40)
+    store = MemoryResultStore()
+    handler = LambdaWorker(store=store, safety_ms=200, cutoff_ms=100, log=None)
+    context = FakeContext(1500)
+    t0 = time.monotonic()
+    summary = handler({"kindling": "drain", "url": valkey_url, "stream": stream, "batch": 5}, context)
+    elapsed_ms = (time.monotonic() - t0) * 1000
+    assert elapsed_ms < 1500 - 200, (elapsed_ms, summary)  # the safety margin was kept
+    done = summary["processed"]
+    assert 5 <= done < 40, summary
+    assert summary["counts"].get("succeeded") == done
+    assert len(store.records) == done and all(x["status"] == "succeeded" for x in store.records.values())
+    r = producer.client
+    assert r.xlen(stream) == 40 - done  # the rest is still there: unread or pending
+    assert r.xpending(stream, "kindling")["pending"] == summary["left_pending"]
+
+    # a later invocation with time to spare picks up where this one stopped
+    summary2 = handler({"kindling": "drain", "url": valkey_url, "stream": stream, "batch": 10},
+                       _after_visibility(r, stream))
+    assert summary2["processed"] == 40 - done, summary2
+    assert {s.id for s in sent} == set(store.records)
+    _empty(r, stream)
+
+
+def _after_visibility(r, stream):
+    """Deferred entries stay pending for visibility_ms; make them reclaimable now."""
+    for p in r.xpending_range(stream, "kindling", "-", "+", 100):
+        r.xclaim(stream, "kindling", p["consumer"], 0, [p["message_id"]], idle=10 ** 7, justid=True)
+    return FakeContext(60_000)
+
+
+# -- e) Valkey restarted during a run -----------------------------------------------------------------
+
+
+def test_worker_survives_a_valkey_restart(stream, table):
+    from kindling.valkey import StreamProducer
+
+    _ctl("install")
+    port = _free_port()
+    url = _ctl("url", str(port))
+    _ctl("start", str(port))
+    worker = None
+    try:
+        first = StreamProducer(url, stream=stream).enqueue_many([("noop", [], {})] * 50)
+        worker = _worker(url, stream, table, burst=False, KINDLING_VALKEY_BLOCK_MS=200)
+        _wait(lambda: len(_scan(table)) >= 50, 30, "the first 50 jobs")
+        _ctl("stop", str(port))
+        time.sleep(1.0)  # the worker is now failing to reach Valkey and backing off
+        _ctl("start", str(port))  # no persistence: the stream and group are gone
+        second = StreamProducer(url, stream=stream).enqueue_many([("noop", [], {})] * 50)
+        _wait(lambda: len(_scan(table)) >= 100, 30, "the 50 jobs sent after the restart")
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=20)
+        assert worker.returncode == 0, err
+        assert _counts(out) == {"succeeded": 100}
+        records = _scan(table)
+        assert set(records) == {s.id for s in first + second}
+    finally:
+        if worker and worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+        _ctl("stop", str(port))
+
+
+# -- producer limits, Valkey results, --processes -------------------------------------------------
+
+
+def test_maxlen_refuses_instead_of_trimming(valkey_url, stream):
+    from kindling.valkey import StreamFull, StreamProducer
+
+    producer = StreamProducer(valkey_url, stream=stream, maxlen=10)
+    producer.enqueue_many([("noop", [], {})] * 8)
+    with pytest.raises(StreamFull, match="maxlen=10") as info:
+        producer.enqueue_many([("noop", [], {})] * 3)
+    assert len(info.value.failed) == 3 and info.value.sent == []
+    assert producer.client.xlen(stream) == 8  # nothing trimmed, nothing half-sent
+    producer.enqueue("noop")
+    producer.enqueue("noop")
+    with pytest.raises(StreamFull):
+        producer.enqueue("noop")
+
+
+def test_valkey_results_waiters_block_and_processes_flag(valkey_url, stream):
+    import threading
+
+    from kindling.valkey import StreamProducer, ValkeyResultStore
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    store = ValkeyResultStore(valkey_url, ttl_s=60)  # the worker's store (default prefix)
+    first = producer.enqueue("sleep", 300)
+    waited = {}
+
+    def waiter():
+        t0 = time.monotonic()
+        waited["record"] = store.wait(first.id, timeout=30)
+        waited["s"] = time.monotonic() - t0
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    time.sleep(0.2)
+    sent = producer.enqueue_many([("echo", [i], {}) for i in range(200)] + [("always_fails", [], {})])
+    # table is not needed with KINDLING_RESULTS=valkey; two processes from one command
+    argv = [sys.executable, "-m", "kindling.cli", "worker", "--valkey", valkey_url, "--stream", stream,
+            "--tasks", str(TASKS), "--burst", "--processes", "2"]
+    env = dict(os.environ, KINDLING_LOG="0", KINDLING_RESULTS="valkey", KINDLING_VALKEY_BLOCK_MS="200",
+               KINDLING_VALKEY_VISIBILITY_MS="1000", KINDLING_VALKEY_BATCH="20")  # > one batch's run time
+    env.pop("KINDLING_TABLE", None)
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 2, done.stdout  # one summary per process
+    assert sum(_counts(line).get("succeeded", 0) for line in lines) == 201
+    thread.join(5)
+    assert not thread.is_alive()
+    assert waited["record"]["status"] == "succeeded" and waited["record"]["result"] == "300"
+    assert waited["s"] < 30  # woken by the worker's push, not by the timeout
+    assert store.wait(first.id, timeout=1)["id"] == first.id  # a second waiter is not starved
+    statuses = store.get_statuses([s.id for s in sent])
+    assert sum(v == "succeeded" for v in statuses.values()) == 200
+    assert statuses[sent[-1].id] == "dead"
+    _empty(producer.client, stream)
