@@ -233,3 +233,16 @@ def test_records_carry_timing_worker_and_expiry(reg, store):
     assert r["enqueued_at"] <= r["started_at"] <= r["finished_at"]
     assert r["expires_at"] == r["finished_at"] // 1000 + 86_400
     assert r["duration_ms"] >= 0
+
+
+def test_sync_jobs_share_a_thread_pool_in_long_lived_workers(reg, store):
+    outcomes = Runner(reg, store, threads=8).run([delivery("nap", 200) for _ in range(8)])
+    assert statuses(outcomes) == ["succeeded"] * 8
+    spans = [(store.records[o.job_id]["started_at"], store.records[o.job_id]["finished_at"]) for o in outcomes]
+    assert max(s for s, _ in spans) < min(f for _, f in spans)  # all eight overlapped
+
+
+def test_a_threaded_job_past_its_timeout_is_recorded_and_the_batch_moves_on(reg, store):
+    outcomes = Runner(reg, store, threads=4).run([delivery("nap", 1500, timeout=0.1), delivery("add", 1, 2)])
+    assert statuses(outcomes) == ["failed", "succeeded"]
+    assert store.records[outcomes[0].job_id]["error"]["type"] == "JobTimeout"

@@ -45,7 +45,8 @@ def cmd_worker(ns) -> int:
     from kindling.loop import SqsWorker
 
     worker = SqsWorker(_need(ns.queue_url, "--queue-url / KINDLING_QUEUE_URL"),
-                       _need(ns.table, "--table / KINDLING_TABLE"), wait=ns.wait, concurrency=ns.concurrency)
+                       _need(ns.table, "--table / KINDLING_TABLE"), wait=ns.wait, concurrency=ns.concurrency,
+                       threads=ns.concurrency)
     counts = worker.run(burst=ns.burst)
     print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs")
     return 0
@@ -113,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"))
     w.add_argument("--table", default=env("KINDLING_TABLE"))
     w.add_argument("--wait", type=int, default=20, help="long-poll seconds (default 20)")
-    w.add_argument("--concurrency", type=int, default=16, help="async jobs at once (default 16)")
+    w.add_argument("--concurrency", type=int, default=16, help="jobs at once: async ones, and sync ones in threads (default 16)")
     w.add_argument("--burst", action="store_true", help="stop when the queue is drained")
     w.add_argument("--valkey", metavar="URL", default=env("KINDLING_VALKEY_URL"),
                    help="consume a Valkey stream instead of SQS (redis://, rediss://)")

@@ -127,6 +127,10 @@ class Runner:
             maxReceiveCount; past it the message is in the DLQ whatever a task asks).
         default_timeout: seconds a job may run when neither job nor task sets a timeout.
         concurrency: async jobs of one batch that run at the same time.
+        threads: synchronous jobs of one batch that run at the same time, in a thread pool
+            (long-lived workers). ``0`` (the default, and what Lambda uses) runs them one by
+            one on the calling thread, where SIGALRM enforces their timeouts; in threads a
+            job past its timeout is recorded as timed out, but its thread runs on.
         safety_ms: time kept back from the invocation's remaining time for writing results.
         cutoff_ms: no job is started once less than this is left (after ``safety_ms``).
         worker: recorded with each outcome (function name, version, ...).
@@ -144,6 +148,7 @@ class Runner:
         attempts_cap: int | None = None,
         default_timeout: float = 300.0,
         concurrency: int = 16,
+        threads: int = 0,
         safety_ms: int = 1000,
         cutoff_ms: int = 500,
         worker: dict | None = None,
@@ -156,6 +161,8 @@ class Runner:
         self.attempts_cap = attempts_cap
         self.default_timeout = default_timeout
         self.concurrency = max(1, concurrency)
+        self.threads = threads
+        self._pool = None
         self.safety_ms = safety_ms
         self.cutoff_ms = cutoff_ms
         self.worker = worker or {}
@@ -183,8 +190,11 @@ class Runner:
         deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
         sync_jobs = [o for o in runnable if not self._task(o).is_async]
         async_jobs = [o for o in runnable if self._task(o).is_async]
-        for o in sync_jobs:
-            self._run_sync(o, deadline)
+        if self.threads > 1 and len(sync_jobs) > 1:
+            self._run_threaded(sync_jobs, deadline)
+        else:
+            for o in sync_jobs:
+                self._run_sync(o, deadline)
         if async_jobs:
             self._run_async(async_jobs, deadline)
 
@@ -318,6 +328,23 @@ class Runner:
         finally:
             _current.reset(token)
 
+    def _run_threaded(self, outcomes: list[Outcome], deadline: float | None) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="kindling")
+        # The time limit is checked when a job really starts, not when it is queued.
+        futures = [(o, self._pool.submit(self._run_sync, o, deadline)) for o in outcomes]
+        for o, future in futures:
+            wait_s = None if deadline is None else max(0.0, deadline - time.monotonic() - self.safety_ms / 1000)
+            own = o.job.timeout or self._task(o).timeout or self.default_timeout  # type: ignore[union-attr]
+            try:
+                future.result(timeout=own if wait_s is None else min(own, wait_s) + 0.05)
+            except FutureTimeout:
+                if o.status is None:  # still running: record it timed out and move on
+                    self._finish(o, now_ms(), time.perf_counter(), error=_timeout_error(own, wait_s is not None))
+
     def _run_async(self, outcomes: list[Outcome], deadline: float | None) -> None:
         import asyncio  # only batches with async tasks pay for asyncio
 
@@ -351,6 +378,8 @@ class Runner:
         self._loop.run_until_complete(batch())
 
     def _finish(self, o: Outcome, started: int, t0: float, *, value=None, error=None) -> None:
+        if o.status is not None:  # a thread that outlived its timeout: already recorded
+            return
         duration = round((time.perf_counter() - t0) * 1000, 3)
         result = None
         if error is None:

@@ -580,7 +580,7 @@ def run_worker(ns) -> int:
         ns.valkey, ns.table, store=store, stream=ns.stream, group=env("KINDLING_VALKEY_GROUP", DEFAULT_GROUP),
         batch=int(env("KINDLING_VALKEY_BATCH", "100")), block_ms=int(env("KINDLING_VALKEY_BLOCK_MS", "1000")),
         visibility_ms=int(env("KINDLING_VALKEY_VISIBILITY_MS", "30000")),
-        max_attempts=int(env("KINDLING_MAX_ATTEMPTS", "3")), concurrency=ns.concurrency,
+        max_attempts=int(env("KINDLING_MAX_ATTEMPTS", "3")), concurrency=ns.concurrency, threads=ns.concurrency,
         log=env("KINDLING_LOG", "1") != "0",
     )
 
