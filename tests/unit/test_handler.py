@@ -148,3 +148,24 @@ def test_results_are_json_in_dynamodb(worker, client, table):
     assert codec.loads(item["result"]["S"]) == {"args": ["é"], "kwargs": {"n": 1.5}}
     assert item["worker"]["M"]["request_id"]["S"] == "req-1"
     assert int(item["expires_at"]["N"]) > time.time() + 6 * 86_400
+
+
+def test_failed_jobs_come_back_after_the_retry_delay_not_the_visibility_timeout(table, monkeypatch):
+    """A real queue on moto: the failed message is visible again after ~1 s, not 300 s."""
+    import tasks  # noqa: F401
+
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}", Attributes={"VisibilityTimeout": "300"})["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    _, body = job_body("always_fails")
+    sqs.send_message(QueueUrl=url, MessageBody=body)
+    msg = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["ApproximateReceiveCount"])["Messages"][0]
+    event = {"Records": [{**record(body, msg["MessageId"]), "receiptHandle": msg["ReceiptHandle"],
+                          "eventSourceARN": arn}]}
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_RETRY_DELAY", "1")
+    response = LambdaWorker(log=None)(event, Context())
+    assert failures(response) == {msg["MessageId"]}
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages") is None  # not yet
+    again = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=3).get("Messages")
+    assert again and again[0]["MessageId"] == msg["MessageId"]

@@ -19,6 +19,9 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_TIMEOUT``        default per-job timeout in seconds (default 300)
 ``KINDLING_SAFETY_MS``      time kept back at the end of an invocation (default 1000)
 ``KINDLING_RESULT_TTL_DAYS`` days before result records expire (default 7)
+``KINDLING_RETRY_DELAY``    seconds before a failed job's first retry, doubling with
+                            each attempt; unset or 0 leaves retries to the queue's
+                            visibility timeout (see :func:`kindling.sqs.visibility_changes`)
 ========================== ===========================================================
 """
 
@@ -68,6 +71,7 @@ class LambdaWorker:
         }
         options.update(runner_options)
         self._options = options
+        self.retry_delay = float(env.get("KINDLING_RETRY_DELAY", "0"))
         self._runner: Runner | None = None
 
     @property
@@ -91,10 +95,28 @@ class LambdaWorker:
         request_id = getattr(context, "aws_request_id", None)
         if sqs.is_sqs_event(event):
             outcomes = self.runner.run(sqs.deliveries(event), remaining, request_id)
-            return sqs.batch_response(outcomes)
+            response = sqs.batch_response(outcomes)
+            if response["batchItemFailures"] and self.retry_delay > 0:
+                self._change_visibility(event, outcomes)
+            return response
         if isinstance(event, dict) and event.get("kindling") == "drain":
             from kindling import valkey  # the Valkey client is never on the SQS path
 
             return valkey.drain(self.runner, event, remaining)
         kind = type(event).__name__ if not isinstance(event, dict) else f"keys {sorted(event)[:5]}"
         raise KindlingError(f"kindling worker: not an SQS event or a drain event ({kind})")
+
+    def _change_visibility(self, event: dict, outcomes) -> None:
+        """Bring handed-back messages back sooner. Best effort: if SQS refuses, they still
+        return after the queue's visibility timeout, so nothing is lost either way."""
+        from kindling import aws
+
+        client = aws.sqs()
+        for arn, entries in sqs.visibility_changes(event, outcomes, self.retry_delay).items():
+            url = sqs.queue_url(client.endpoint, arn)
+            for start in range(0, len(entries), 10):
+                try:
+                    client.call("ChangeMessageVisibilityBatch", {"QueueUrl": url, "Entries": entries[start : start + 10]})
+                except aws.AwsError as exc:
+                    if self.runner.log:
+                        self.runner.log({"kindling": "visibility_not_changed", "queue": arn, "error": str(exc)})

@@ -8,11 +8,18 @@ the messages to redeliver; every other message is deleted from the queue::
 
 Failed, dead and deferred jobs are reported; a dead job is reported too, so that the
 queue's redrive policy moves its message to the dead-letter queue.
+
+Reported messages would come back after the queue's visibility timeout (six times the
+function timeout). :func:`visibility_changes` shortens that: a failed job returns after
+an exponential backoff (``retry_delay * 2**(attempt-1)`` seconds, at most 12 hours); a
+deferred one (never started) and a dead one (on its way to the DLQ) at once.
 """
 
 from __future__ import annotations
 
 from kindling.runner import DEAD, DEFERRED, FAILED, Delivery
+
+MAX_VISIBILITY_S = 43_200
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,3 +53,27 @@ def batch_response(outcomes: Iterable[Outcome]) -> dict:
     return {
         "batchItemFailures": [{"itemIdentifier": o.ref} for o in outcomes if o.status in HANDED_BACK]
     }
+
+
+def visibility_changes(event: dict, outcomes: Iterable[Outcome], retry_delay: float) -> dict[str, list[dict]]:
+    """ChangeMessageVisibilityBatch entries for the handed-back messages, per queue ARN."""
+    records = {r["messageId"]: r for r in event["Records"]}
+    changes: dict[str, list[dict]] = {}
+    for o in outcomes:
+        if o.status not in HANDED_BACK:
+            continue
+        if o.status == FAILED:
+            seconds = min(int(retry_delay * 2 ** max(o.attempts - 1, 0)), MAX_VISIBILITY_S)
+        else:
+            seconds = 0
+        record = records[o.ref]
+        changes.setdefault(record.get("eventSourceARN", ""), []).append(
+            {"Id": o.ref, "ReceiptHandle": record["receiptHandle"], "VisibilityTimeout": seconds}
+        )
+    return changes
+
+
+def queue_url(endpoint: str, queue_arn: str) -> str:
+    """The queue's URL on ``endpoint``, from its ARN (``arn:aws:sqs:region:account:name``)."""
+    _, _, _, _, account, name = queue_arn.split(":", 5)
+    return f"{endpoint.rstrip('/')}/{account}/{name}"
