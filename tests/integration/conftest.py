@@ -47,3 +47,23 @@ def localstack() -> dict[str, str]:
     finally:
         if started:
             _localstack_ctl("stop", timeout=60)
+
+
+@pytest.fixture(scope="session")
+def stack(localstack) -> dict[str, str]:
+    """template.yaml deployed into LocalStack (sam build + sam deploy): the stack outputs."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "infra/localstack"))
+    from deploy import deploy
+
+    saved = {k: os.environ.get(k) for k in localstack}
+    os.environ.update(localstack)
+    try:
+        yield deploy("kindling-it", {"MaxReceiveCount": "4"})
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
