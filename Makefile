@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 
 ## The main job on a local cloud: deploy, enqueue a few hundred jobs, drain, report.
 demo: install
-	$(VENV)/bin/kindling demo
+	$(PY) infra/localstack/demo.py
 
 ## The same demo on moto's embedded AWS (no LocalStack, no Lambda).
 demo-moto: install

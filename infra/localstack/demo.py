@@ -1,0 +1,146 @@
+"""`make demo`: the whole kindling path on LocalStack, on this machine, no AWS account.
+
+It installs and starts LocalStack if needed (infra/localstack/ctl), deploys template.yaml
+(sam build + sam deploy), sends a few hundred jobs through the producer client (some slow,
+some CPU-bound, some flaky, some that always fail, and three messages that are not valid
+jobs), lets LocalStack's SQS event source mapping invoke the worker, waits for every
+outcome, and prints the results table, the cold invocation's init time next to the warm
+ones, and jobs/s. It stops LocalStack afterwards if it started it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CTL = ROOT / "infra/localstack/ctl"
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def ctl(*args: str) -> str:
+    return subprocess.run([sys.executable, str(CTL), *args], check=True, capture_output=True, text=True).stdout
+
+
+def mix(n: int) -> list[tuple[str, list, dict]]:
+    rng = random.Random(7)
+    weighted = [(55, ("noop", [], {})), (15, ("sleep", [10], {})), (10, ("async_sleep", [20], {})),
+                (10, ("cpu_hash", [200], {})), (6, ("flaky", [], {"fails": 1})), (4, ("always_fails", ["demo"], {}))]
+    population = [call for weight, call in weighted for _ in range(weight)]
+    return [rng.choice(population) for _ in range(n)]
+
+
+def reports(function: str) -> list[dict]:
+    """The REPORT lines the runtime wrote to CloudWatch Logs, oldest first."""
+    import boto3
+
+    logs = boto3.client("logs")
+    out = []
+    for event in logs.filter_log_events(logGroupName=f"/aws/lambda/{function}")["events"]:
+        for line in event["message"].splitlines():
+            if line.startswith("REPORT"):
+                fields = dict(part.split(": ", 1) for part in line.split("\t")[1:] if ": " in part)
+                out.append({k: float(v.split()[0]) for k, v in fields.items() if v.split()[0].replace(".", "").isdigit()})
+    return out
+
+
+def main(jobs: int = 300) -> int:
+    print("installing LocalStack (first time: a few minutes) ...", flush=True)
+    ctl("install")
+    started = subprocess.run([sys.executable, str(CTL), "status"], capture_output=True).returncode != 0
+    if started:
+        print(ctl("start").strip().splitlines()[-1])
+    os.environ.update(dict(item.split("=", 1) for item in ctl("env").removeprefix("export ").split()))
+    try:
+        return run(jobs)
+    finally:
+        if started:
+            ctl("stop")
+
+
+def run(jobs: int) -> int:
+    import boto3
+
+    from deploy import deploy
+    from kindling import codec
+    from kindling.client import Client
+    from kindling.results import FINAL, from_item
+
+    print("deploying template.yaml (sam build + sam deploy) ...", flush=True)
+    out = deploy("kindling-demo")
+    print(f"deployed in {out['DeploySeconds']} s: queue, dead-letter queue, results table, layer, worker function")
+    client = Client(queue_url=out["QueueUrl"], table=out["ResultsTableName"])
+    sqs = boto3.client("sqs")
+
+    t0 = time.perf_counter()
+    handles = client.enqueue_many(mix(jobs))
+    enqueue_s = time.perf_counter() - t0
+    bad = sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody="{not json")["MessageId"]
+    extra = [f"rejected-{bad}"]
+    for body in ({"version": 1, "id": "demo-unknown-task", "task": "no_such_task", "args": [], "kwargs": {},
+                  "enqueued_at": 0},
+                 {"version": 1, "id": "demo-bad-args", "task": "sleep", "args": [1, 2, 3], "kwargs": {},
+                  "enqueued_at": 0}):
+        sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody=codec.dumps(body))
+        extra.append(body["id"])
+    print(f"enqueued {len(handles)} jobs in {enqueue_s * 1000:.0f} ms ({len(handles) / enqueue_s:,.0f} jobs/s) "
+          f"and 3 malformed messages; waiting for LocalStack's event source mapping to run them ...", flush=True)
+
+    ids = [h.id for h in handles] + extra
+    tasks = {h.id: h.task for h in handles} | {i: "(malformed)" for i in extra}
+    ddb = boto3.client("dynamodb")
+    found: dict[str, dict] = {}
+    first_pass_s = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        missing = [i for i in ids if found.get(i, {}).get("status") not in FINAL]
+        if not missing:
+            break
+        for start in range(0, len(missing), 100):
+            keys = [{"id": {"S": i}} for i in missing[start:start + 100]]
+            resp = ddb.batch_get_item(RequestItems={client.table: {"Keys": keys, "ConsistentRead": True}})
+            for item in resp["Responses"][client.table]:
+                found[item["id"]["S"]] = from_item(item)
+        if first_pass_s is None and len(found) == len(ids):
+            first_pass_s = time.perf_counter() - t0
+        time.sleep(0.25)
+    total_s = time.perf_counter() - t0
+
+    rows: dict[tuple[str, str], int] = {}
+    for i in ids:
+        key = (tasks[i], found.get(i, {}).get("status", "missing"))
+        rows[key] = rows.get(key, 0) + 1
+    print(f"\n{'task':<14} {'status':<10} {'jobs':>5}\n{'-' * 14} {'-' * 10} {'-' * 5}")
+    for (task, status), n in sorted(rows.items()):
+        print(f"{task:<14} {status:<10} {n:>5}")
+    dead = [r for r in found.values() if r["status"] == "dead"]
+    if dead:
+        print(f"\ne.g. dead after {dead[0]['attempts']} attempts: {dead[0]['error']['type']}: {dead[0]['error']['message']}")
+
+    time.sleep(2)  # let the runtime's last REPORT lines reach CloudWatch Logs
+    rep = reports(out["WorkerFunctionName"])
+    cold = [r for r in rep if "Init Duration" in r]
+    warm = [r["Duration"] for r in rep if "Init Duration" not in r]
+    print()
+    if cold:
+        c = cold[0]
+        print(f"cold invocation: init {c['Init Duration']:.1f} ms + handler {c['Duration']:.1f} ms "
+              f"(first batch: imports the SigV4 client, opens the DynamoDB connection)")
+    if warm:
+        print(f"warm invocations: handler median {statistics.median(warm):.1f} ms "
+              f"(min {min(warm):.1f}, max {max(warm):.1f}) over {len(warm)} batches; "
+              f"{len(cold)} cold start(s) in all")
+    if first_pass_s:
+        print(f"every job recorded at least once after {first_pass_s:.1f} s "
+              f"({len(ids) / first_pass_s:,.0f} jobs/s end to end through the event source mapping)")
+    print(f"all outcomes final after {total_s:.1f} s (retries wait their backoff: RetryDelay 1 s, doubling)")
+    return 0 if rows.keys() and not any(s == "missing" for _, s in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 300))
