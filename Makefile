@@ -12,7 +12,7 @@ PYTHON313 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.1
                          $(shell command -v python3.13 2>/dev/null))
 PYTEST_ARGS ?=
 
-.PHONY: install demo demo-moto test unit lint build validate layer-size clean
+.PHONY: install demo demo-moto test unit lint build validate layer-size bench clean
 
 install: $(VENV)/.installed
 
@@ -52,6 +52,13 @@ build: install
 layer-size: build
 	@$(PY) -c 'import os, shutil; z = shutil.make_archive("/tmp/kindling-layer", "zip", ".aws-sam/build/KindlingLayer", "python"); \
 	  print(f"layer zip: {os.path.getsize(z):,} bytes")'
+
+## Benchmarks: kindling vs Celery vs a boto3 + Powertools handler, interleaved (QUICK=1: < 10 min).
+BENCH_VENV := .venv-bench
+bench:
+	@test -x $(BENCH_VENV)/bin/python || $(PYTHON313) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(BENCH_VENV)/bin/python infra/bench/run.py $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) --out bench-results
 
 clean:
 	rm -rf .aws-sam .pytest_cache .hypothesis .ruff_cache

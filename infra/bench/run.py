@@ -1,0 +1,672 @@
+"""kindling's benchmark harness: what do I gain over Celery, and over the handler I'd write myself?
+
+    python infra/bench/run.py [--quick] [--only cold,imports,throughput,enqueue] [--out bench-results]
+
+Every scenario runs its systems round-robin within each repetition (interleaved, same
+machine, same run) and reports medians with min and max and each median's ratio to the
+baseline's. Writes <out>/bench-<stamp>.json (every sample), <out>/bench-<stamp>.md (the
+tables) and PNG charts; prints progress, the tables and the ratios against the targets.
+Nothing else may run heavy work meanwhile: absolute numbers on a shared machine are noise,
+the ratios are the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(HERE), str(HERE / "systems")]
+
+import stats  # noqa: E402
+from services import Services  # noqa: E402
+
+PY = sys.executable
+SCENARIOS = ("cold", "imports", "throughput", "enqueue", "latency")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def build_layer(out: Path) -> str:
+    """Build the layer fresh from the source (as sam build does) into <out>/layer/python."""
+    art = out / "layer"
+    subprocess.run(["make", "-s", "-C", str(ROOT / "layers/kindling"), "build-KindlingLayer",
+                    f"ARTIFACTS_DIR={art}", f"PYTHON={PY}"], check=True)
+    return str(art / "python")
+
+
+def sqs_event(job: dict) -> dict:
+    return {"Records": [{
+        "messageId": "bench-" + job["id"], "receiptHandle": "rh", "body": json.dumps(job),
+        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": str(job["enqueued_at"]),
+                       "SenderId": "bench", "ApproximateFirstReceiveTimestamp": str(job["enqueued_at"])},
+        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:kindling-bench-jobs", "awsRegion": "us-east-1",
+    }]}
+
+
+def new_job(task: str = "noop", args=(), kwargs=None) -> dict:
+    from kindling.envelope import new_job_id
+
+    return {"version": 1, "id": new_job_id(), "task": task, "args": list(args), "kwargs": kwargs or {},
+            "enqueued_at": time.time_ns() // 1_000_000}
+
+
+def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def tree_rss(proc) -> int:
+    import psutil
+
+    try:
+        p = psutil.Process(proc.pid)
+        procs = [p, *p.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for q in procs:
+        with contextlib.suppress(psutil.Error):
+            total += q.memory_info().rss
+    return total
+
+
+def celery_cmd(pool: str, c: int) -> list[str]:
+    from celery_app import WORKER_FLAGS
+
+    return [PY, "-m", "celery", "-A", "celery_app", "worker", "--pool", pool, "-c", str(c), *WORKER_FLAGS]
+
+
+# ----------------------------------------------------------------------------- cold start
+
+def cold_child(cmd: list[str], env: dict, svc: Services, job: dict) -> float:
+    """Spawn -> result recorded (child prints its clock right after the handler returned)."""
+    env = dict(env, KINDLING_BENCH_EVENT=json.dumps(sqs_event(job)))
+    t0 = time.time()
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0 or "DONE" not in out.stdout:
+        raise RuntimeError(f"{cmd[:2]} failed ({out.returncode}): {out.stderr[-2000:]}")
+    done = float(out.stdout.split("DONE", 1)[1].split()[0])
+    import boto3
+
+    item = boto3.client("dynamodb").get_item(TableName=svc.table, Key={"id": {"S": job["id"]}},
+                                             ConsistentRead=True).get("Item")
+    if not item or item["status"]["S"] != "succeeded":
+        raise RuntimeError(f"no succeeded record for {job['id']}: {item}")
+    return (done - t0) * 1000
+
+
+def cold_celery(pool: str, c: int, env: dict, svc: Services) -> float:
+    """Spawn a Celery worker with one noop already queued -> its result is in the backend."""
+    import celery_app
+
+    r0, r1 = svc.valkey(0), svc.valkey(1)
+    r0.flushall()
+    res = celery_app.noop.delay()
+    key = f"celery-task-meta-{res.id}"
+    t0 = time.time()
+    proc = subprocess.Popen(celery_cmd(pool, c), env=env, cwd=HERE / "systems",
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            raw = r1.get(key)
+            if raw is not None:
+                t1 = time.time()
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited: {proc.stderr.read().decode()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("celery cold start: no result after 120 s")
+            time.sleep(0.002)
+        if json.loads(raw)["status"] != "SUCCESS":
+            raise RuntimeError(f"celery result: {raw!r}")
+        return (t1 - t0) * 1000
+    finally:
+        stop(proc)
+
+
+def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
+    from cold_child import floor_cmd, kindling_cmd, powertools_cmd
+
+    systems = {
+        "kindling (SQS handler, -S + layer)": lambda: cold_child(kindling_cmd(PY, layer), env, svc, new_job()),
+        "boto3 + Powertools handler": lambda: cold_child(powertools_cmd(PY), env, svc, new_job()),
+        "floor (bare -S + 1 PutItem)": lambda: cold_child(floor_cmd(PY, layer), env, svc, new_job()),
+        "Celery threads c=10": lambda: cold_celery("threads", 10, env, svc),
+        "Celery prefork c=2": lambda: cold_celery("prefork", 2, env, svc),
+    }
+    samples: dict[str, list[float]] = {k: [] for k in systems}
+    # one untimed warm-up round (page cache, pyc files, moto/valkey first requests)
+    for fn in systems.values():
+        fn()
+    for i in range(ns.cold_reps):
+        for name, fn in systems.items():
+            samples[name].append(fn())
+        log(f"cold {i + 1}/{ns.cold_reps}: " + ", ".join(f"{k.split(' (')[0]} {v[-1]:.0f}" for k, v in samples.items()))
+    results["cold"] = {"unit": "ms", "baseline": "Celery threads c=10", "samples": samples}
+
+
+# ----------------------------------------------------------------------------- imports
+
+def scenario_imports(ns, layer: str, env: dict, results: dict) -> None:
+    from importtime import wall
+
+    funcdir = str(ROOT / "functions/worker")
+    systems_dir = str(HERE / "systems")
+    cases = {
+        "bare (python -S -c pass)": [PY, "-S", "-c", "pass"],
+        "kindling handler (-S + layer)": [PY, "-S", "-c",
+                                          f"import sys; sys.path[:0] = [{funcdir!r}, {layer!r}]; import app"],
+        "orjson (-S + layer)": [PY, "-S", "-c", f"import sys; sys.path[:0] = [{layer!r}]; import orjson"],
+        "python -c pass (with site)": [PY, "-c", "pass"],
+        "boto3 + DynamoDB client": [PY, "-c", "import boto3; boto3.client('dynamodb')"],
+        "Powertools BatchProcessor": [PY, "-c", "from aws_lambda_powertools.utilities.batch import "
+                                      "BatchProcessor, EventType, process_partial_response"],
+        "boto3 + Powertools handler module": [PY, "-c", f"import sys; sys.path.insert(0, {systems_dir!r}); "
+                                              "import powertools_handler"],
+        "Celery app module": [PY, "-c", f"import sys; sys.path.insert(0, {systems_dir!r}); import celery_app"],
+    }
+    os.environ.update(env)
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    for cmd in cases.values():
+        wall(cmd)
+    for i in range(ns.import_reps):
+        for name, cmd in cases.items():
+            samples[name].append(wall(cmd))
+        if (i + 1) % 5 == 0 or i + 1 == ns.import_reps:
+            log(f"imports {i + 1}/{ns.import_reps}")
+    results["imports"] = {"unit": "ms", "baseline": "bare (python -S -c pass)", "samples": samples}
+
+
+# ----------------------------------------------------------------------------- throughput
+
+WORKLOADS = {
+    # name: (celery task, args, kindling task, args, cpu-bound)
+    "noop": ("noop", [], "noop", [], False),
+    "sleep 10 ms": ("sleep", [10], "async_sleep", [10], False),
+    "cpu_hash 1000x1KiB": ("cpu_hash", [1000, 1024], "cpu_hash", [1000, 1024], True),
+}
+
+
+def drain(svc: Services, spawn, n: int, prefix: str) -> dict:
+    """Start workers (``spawn()`` -> list of Popen), poll db 1 until ``n`` results exist."""
+    r1, r0 = svc.valkey(1), svc.valkey(0)
+    t0 = time.monotonic()
+    procs = spawn()
+    first = t10 = t90 = None
+    peak_rss = peak_conns = 0
+    last_sample = 0.0
+    try:
+        deadline = t0 + 600
+        while True:
+            count = r1.dbsize()
+            now = time.monotonic()
+            if count and first is None:
+                first = now
+            if t10 is None and count >= n * 0.1:
+                t10 = now
+            if t90 is None and count >= n * 0.9:
+                t90 = now
+            if now - last_sample > 0.05:
+                last_sample = now
+                peak_rss = max(peak_rss, sum(tree_rss(p) for p in procs))
+                # our two polling connections are not the worker's
+                peak_conns = max(peak_conns, len(r0.client_list()) - 2)
+            if count >= n:
+                break
+            for p in procs:
+                if p.poll() not in (None, 0):
+                    err = (p.stderr.read() or b"").decode()[-2000:]
+                    raise RuntimeError(f"worker exited with {p.returncode}: {err}")
+            if now > deadline:
+                raise RuntimeError(f"{prefix}: only {count}/{n} results after 600 s")
+            time.sleep(0.005)
+        end = time.monotonic()
+    finally:
+        for p in procs:
+            stop(p)
+    keys = r1.keys(prefix + "*")
+    if len(keys) < n:
+        raise RuntimeError(f"{prefix}: {len(keys)} result keys, expected {n}")
+    # 10% -> 90% of results: the steady rate without startup; None when both came in one write
+    steady = 0.8 * n / (t90 - t10) if t90 - t10 > 0.02 else None
+    return {"jobs_per_s": n / (end - t0), "steady_jobs_per_s": steady,
+            "total_s": end - t0, "first_result_s": first - t0, "peak_rss_mib": peak_rss / 2**20,
+            "peak_connections": peak_conns}
+
+
+def tp_celery(svc: Services, env: dict, workload: str, n: int) -> dict:
+    import celery_app
+    from celery import group
+
+    task, args, _, _, cpu = WORKLOADS[workload]
+    svc.valkey(0).flushall()
+    group(celery_app.app.signature(task, args=args) for _ in range(n)).apply_async()
+    pool, c = ("prefork", 2) if cpu else ("threads", 100)
+
+    def spawn():
+        return [subprocess.Popen(celery_cmd(pool, c), env=env, cwd=HERE / "systems",
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
+    return drain(svc, spawn, n, "celery-task-meta-")
+
+
+def tp_kindling(svc: Services, env: dict, workload: str, n: int) -> dict:
+    from kindling.valkey import StreamProducer
+
+    _, _, task, args, cpu = WORKLOADS[workload]
+    svc.valkey(0).flushall()
+    StreamProducer(svc.valkey_url).enqueue_many([(task, args, {})] * n)
+    procs = 2 if cpu else 1
+    cmd = [PY, str(HERE / "systems/kindling_valkey.py"), "--url", svc.valkey_url, "--concurrency", "100",
+           "--batch", "50" if cpu else "500"]
+
+    def spawn():
+        return [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                for _ in range(procs)]
+    return drain(svc, spawn, n, "kindling-result:")
+
+
+def tp_bare(svc: Services, env: dict, workload: str, n: int) -> dict:
+    import bare_consumer
+
+    task, args, _, _, cpu = WORKLOADS[workload]
+    r0 = svc.valkey(0)
+    r0.flushall()
+    bare_consumer.enqueue(r0, [new_job(task, args) for _ in range(n)])
+    threads = 1 if task != "sleep" else 100
+    cmd = [PY, str(HERE / "bare_consumer.py"), "--url", svc.valkey_url, "--threads", str(threads),
+           "--batch", "50" if cpu else "500"]
+
+    def spawn():
+        return [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                for _ in range(2 if cpu else 1)]
+    return drain(svc, spawn, n, "bare-result:")
+
+
+def scenario_throughput(ns, svc: Services, env: dict, results: dict) -> None:
+    systems = {"Celery (threads c=100 / prefork c=2 for CPU)": tp_celery,
+               "kindling StreamWorker (results in Valkey)": tp_kindling,
+               "bare batched consumer (BLMPOP 500)": tp_bare}
+    out = {}
+    for workload in WORKLOADS:
+        n = ns.n_cpu if WORKLOADS[workload][4] else ns.n
+        runs: dict[str, list[dict]] = {k: [] for k in systems}
+        for i in range(ns.tp_reps):
+            for name, fn in systems.items():
+                runs[name].append(fn(svc, env, workload, n))
+            log(f"throughput {workload} {i + 1}/{ns.tp_reps} (n={n}): " + ", ".join(
+                f"{k.split(' ')[0]} {v[-1]['jobs_per_s']:.0f}/s" for k, v in runs.items()))
+        out[workload] = {"n": n, "runs": runs}
+    results["throughput"] = {"unit": "jobs/s", "baseline": "Celery (threads c=100 / prefork c=2 for CPU)",
+                             "workloads": out}
+
+
+# ----------------------------------------------------------------------------- enqueue
+
+def scenario_enqueue(ns, svc: Services, env: dict, results: dict) -> None:
+    import celery_app
+    from celery import group
+    from kindling.client import Client
+    from kindling.valkey import StreamProducer
+
+    n = ns.n
+    producer = StreamProducer(svc.valkey_url)
+    client = Client(queue_url=svc.queue_url, table=svc.table)
+    celery_app.noop.delay()  # connect first, outside the timing
+
+    import boto3
+
+    sqs = boto3.client("sqs")
+
+    def sqs_batch():
+        client.enqueue_many(noops * ns.n_sqs)
+
+    def t(fn, count: int = n) -> float:
+        if fn is sqs_batch:  # a fresh queue each time: moto's SQS slows down as a queue grows
+            client.queue_url = sqs.create_queue(QueueName=f"kindling-bench-{time.time_ns()}")["QueueUrl"]
+        svc.valkey(0).flushall()
+        t0 = time.perf_counter()
+        fn()
+        return count / (time.perf_counter() - t0)
+
+    noops = [("noop", [], {})]
+    systems = {
+        "Celery delay() one at a time": lambda: t(lambda: [celery_app.noop.delay() for _ in range(n)]),
+        "Celery group().apply_async()": lambda: t(lambda: group(celery_app.noop.s() for _ in range(n)).apply_async()),
+        "kindling StreamProducer.enqueue_many (Valkey)": lambda: t(lambda: producer.enqueue_many(noops * n)),
+        "kindling StreamProducer.enqueue one at a time":
+            lambda: t(lambda: [producer.enqueue("noop") for _ in range(n)]),
+        "kindling Client.enqueue_many (SQS on moto)": lambda: t(sqs_batch, ns.n_sqs),
+    }
+    samples: dict[str, list[float]] = {k: [] for k in systems}
+    for i in range(ns.enq_reps):
+        for name, fn in systems.items():
+            samples[name].append(fn())
+        log(f"enqueue {i + 1}/{ns.enq_reps} (n={n}): " + ", ".join(f"{v[-1]:.0f}/s" for v in samples.values()))
+    results["enqueue"] = {"unit": "jobs/s", "baseline": "Celery delay() one at a time", "samples": samples,
+                          "n": n, "n_sqs": ns.n_sqs}
+
+
+# ----------------------------------------------------------------------------- latency
+
+def scenario_latency(ns, svc: Services, env: dict, results: dict) -> None:
+    """Low load: one ``stamp`` job at a time per system, round-robin; the waiter polls every 0.5 ms."""
+    import bare_consumer
+    import celery_app
+    from kindling.valkey import StreamProducer
+
+    svc.valkey(0).flushall()
+    r1 = svc.valkey(1)
+    producer = StreamProducer(svc.valkey_url)
+    q = subprocess.DEVNULL
+    procs = [
+        subprocess.Popen(celery_cmd("threads", 10), env=env, cwd=HERE / "systems", stdout=q, stderr=q),
+        subprocess.Popen([PY, str(HERE / "systems/kindling_valkey.py"), "--url", svc.valkey_url, "--forever"],
+                         env=env, stdout=q, stderr=q),
+        subprocess.Popen([PY, str(HERE / "bare_consumer.py"), "--url", svc.valkey_url, "--forever"],
+                         env=env, stdout=q, stderr=q),
+    ]
+
+    def wait(key: str) -> tuple[float, bytes]:
+        deadline = time.monotonic() + 60
+        while True:
+            raw = r1.get(key)
+            if raw is not None:
+                return time.time(), raw
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"latency: no result at {key}")
+            time.sleep(0.0005)
+
+    def celery_one():
+        t0 = time.time()
+        res = celery_app.app.send_task("stamp")
+        seen, raw = wait(f"celery-task-meta-{res.id}")
+        return t0, json.loads(raw)["result"], seen
+
+    def kindling_one():
+        t0 = time.time()
+        sent = producer.enqueue("stamp")
+        seen, raw = wait(f"kindling-result:{sent.id}")
+        return t0, float(json.loads(json.loads(raw)["result"])), seen
+
+    def bare_one():
+        job = new_job("stamp")
+        t0 = time.time()
+        bare_consumer.enqueue(r0, [job])
+        seen, raw = wait(f"bare-result:{job['id']}")
+        return t0, json.loads(raw)["result"], seen
+
+    r0 = svc.valkey(0)
+    systems = {"Celery threads c=10": celery_one, "kindling StreamWorker": kindling_one,
+               "bare batched consumer": bare_one}
+    samples: dict[str, dict[str, list[float]]] = {k: {"total": [], "enqueue_to_start": [], "start_to_seen": []}
+                                                  for k in systems}
+    try:
+        for fn in systems.values():  # startup and warm-up, untimed
+            for _ in range(5):
+                fn()
+        for i in range(ns.lat_n):
+            for name, fn in systems.items():
+                t0, started, seen = fn()
+                d = samples[name]
+                d["total"].append((seen - t0) * 1000)
+                d["enqueue_to_start"].append((started - t0) * 1000)
+                d["start_to_seen"].append((seen - started) * 1000)
+            if (i + 1) % 50 == 0 or i + 1 == ns.lat_n:
+                log(f"latency {i + 1}/{ns.lat_n}")
+    finally:
+        for p in procs:
+            stop(p)
+    results["latency"] = {"unit": "ms", "baseline": "Celery threads c=10", "samples": samples,
+                          "note": "waiter polls the result key every 0.5 ms; one job in flight at a time"}
+
+
+# ----------------------------------------------------------------------------- report
+
+def report(results: dict, out: Path, stamp: str) -> str:
+    md = [f"## kindling benchmarks ({stamp})", "", f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}. {results['meta']['services']} Load average at start "
+          f"{results['meta']['loadavg_start'][0]:.2f}, at end {results['meta']['loadavg_end'][0]:.2f}.", ""]
+    if "cold" in results:
+        c = results["cold"]
+        md.append(stats.markdown_table("Cold start: spawn to first job's result recorded", c["unit"],
+                                       stats.table_rows(c["samples"], c["baseline"]), c["baseline"]))
+    if "imports" in results:
+        c = results["imports"]
+        md.append(stats.markdown_table("Import (init) phase, wall time of the interpreter", c["unit"],
+                                       stats.table_rows(c["samples"], c["baseline"]), c["baseline"]))
+    if "throughput" in results:
+        tp = results["throughput"]
+        base = tp["baseline"]
+        md.append("Sleep workload: Celery and the bare consumer run `time.sleep(0.01)` in 100 threads; kindling runs "
+                  "its `async_sleep(10)` task (its runner runs sync tasks one after another, async ones 100 at a "
+                  "time). CPU workload: 2 processes each (Celery prefork c=2, two kindling/bare workers). Results "
+                  "in Valkey db 1 for all three. Main rate: N / (spawn to last result), so it includes worker startup; "
+                  "steady rate: 10% to 90% of results ('-' when they arrived in one batch write). kindling and "
+                  "the bare consumer fetch 500 per read (50 for the CPU workload, so both processes get work).\n")
+        for workload, w in tp["workloads"].items():
+            rates = {k: [r["jobs_per_s"] for r in v] for k, v in w["runs"].items()}
+            md.append(stats.markdown_table(f"Throughput on Valkey: {w['n']} x {workload}, queued before the "
+                                           "workers start (spawn to last result)", "jobs/s",
+                                           stats.table_rows(rates, base, higher_is_better=True), base))
+            md.append("| system | steady jobs/s (10% to 90% of results) | time to first result s | peak RSS MiB "
+                      "| peak Valkey connections |\n|---|---:|---:|---:|---:|")
+            for k, v in w["runs"].items():
+                d = stats.summary([r["steady_jobs_per_s"] for r in v if r["steady_jobs_per_s"]])
+                f = stats.summary([r["first_result_s"] for r in v])
+                m = stats.summary([r["peak_rss_mib"] for r in v])
+                cn = stats.summary([r["peak_connections"] for r in v])
+                md.append(f"| {k} | {stats.fmt(d['median'])} ({stats.fmt(d['min'])}-{stats.fmt(d['max'])}) "
+                          f"| {stats.fmt(f['median'], 2)} | {stats.fmt(m['median'])} | {stats.fmt(cn['median'], 0)} |")
+            md.append("")
+    if "enqueue" in results:
+        c = results["enqueue"]
+        md.append(stats.markdown_table(f"Enqueue rate ({c['n']} noop jobs; {c['n_sqs']} for SQS)", c["unit"],
+                                       stats.table_rows(c["samples"], c["baseline"], higher_is_better=True),
+                                       c["baseline"]))
+    if "latency" in results:
+        c = results["latency"]
+        md.append(f"### Latency at low load, ms ({c['note']})\n")
+        md.append("| system | total p50 | total p99 | min | max | enqueue->start p50 | p99 "
+                  "| start->result seen p50 | p99 | p50 x Celery |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        base = stats.percentile(c["samples"][c["baseline"]]["total"], 50)
+        for k, d in c["samples"].items():
+            pc = stats.percentile
+            md.append(f"| {k} | {stats.fmt(pc(d['total'], 50), 2)} | {stats.fmt(pc(d['total'], 99), 2)} "
+                      f"| {stats.fmt(min(d['total']), 2)} | {stats.fmt(max(d['total']), 2)} "
+                      f"| {stats.fmt(pc(d['enqueue_to_start'], 50), 2)} "
+                      f"| {stats.fmt(pc(d['enqueue_to_start'], 99), 2)} "
+                      f"| {stats.fmt(pc(d['start_to_seen'], 50), 2)} | {stats.fmt(pc(d['start_to_seen'], 99), 2)} "
+                      f"| {stats.fmt_ratio(stats.ratio(pc(d['total'], 50), base))} |")
+        md.append("")
+    md.append("### Ratios and targets\n")
+    md.extend(f"- {line}" for line in ratio_lines(results))
+    return "\n".join(md) + "\n"
+
+
+def ratio_lines(results: dict) -> list[str]:
+    lines = []
+    med = lambda xs: stats.summary(xs)["median"]  # noqa: E731
+    if "cold" in results:
+        s = results["cold"]["samples"]
+        k = med(s["kindling (SQS handler, -S + layer)"])
+        for other, target in (("Celery threads c=10", 1 / 8), ("Celery prefork c=2", 1 / 8),
+                              ("boto3 + Powertools handler", 1 / 10)):
+            lines.append(stats.verdict(f"cold start kindling / {other}", stats.ratio(k, med(s[other])), target))
+        floor = med(s["floor (bare -S + 1 PutItem)"])
+        lines.append(stats.verdict("cold start kindling / floor", stats.ratio(k, floor), 2))
+    if "imports" in results:
+        s = results["imports"]["samples"]
+        r = stats.ratio(med(s["kindling handler (-S + layer)"]), med(s["bare (python -S -c pass)"]))
+        lines.append(stats.verdict("import kindling handler / bare python -S", r, 2))
+    if "throughput" in results:
+        for workload, w in results["throughput"]["workloads"].items():
+            rates = {k: med([r["jobs_per_s"] for r in v]) for k, v in w["runs"].items()}
+            base = rates[results["throughput"]["baseline"]]
+            for k, v in rates.items():
+                if k != results["throughput"]["baseline"]:
+                    lines.append(f"throughput {workload}: {k} / Celery = {stats.fmt_ratio(stats.ratio(v, base))}")
+    if "enqueue" in results:
+        s = results["enqueue"]["samples"]
+        base = med(s[results["enqueue"]["baseline"]])
+        for k, v in s.items():
+            if k != results["enqueue"]["baseline"]:
+                lines.append(f"enqueue: {k} / Celery delay() = {stats.fmt_ratio(stats.ratio(med(v), base))}")
+    if "latency" in results:
+        c = results["latency"]
+        base = stats.percentile(c["samples"][c["baseline"]]["total"], 50)
+        for k, d in c["samples"].items():
+            if k != c["baseline"]:
+                r = stats.ratio(stats.percentile(d["total"], 50), base)
+                lines.append(f"latency p50 enqueue->result seen: {k} / Celery = {stats.fmt_ratio(r)}")
+    return lines
+
+
+def charts(results: dict, out: Path, stamp: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+
+    def bars(ax, data: dict[str, list[float]], unit: str, title: str):
+        names = list(data)
+        s = [stats.summary(data[k]) for k in names]
+        meds = [x["median"] for x in s]
+        err = [[m - x["min"] for m, x in zip(meds, s, strict=True)],
+               [x["max"] - m for m, x in zip(meds, s, strict=True)]]
+        ax.bar(range(len(names)), meds, yerr=err, capsize=4, color="#e07b39")
+        ax.set_xticks(range(len(names)), [n.replace(" (", "\n(") for n in names], fontsize=7, rotation=20, ha="right")
+        ax.set_ylabel(unit)
+        ax.set_title(title, fontsize=9)
+        for i, m in enumerate(meds):
+            ax.annotate(stats.fmt(m), (i, m), ha="center", va="bottom", fontsize=7)
+
+    for key, title in (("cold", "Cold start: spawn to first result recorded (median, min-max)"),
+                       ("imports", "Import phase wall time (median, min-max)"),
+                       ("enqueue", "Enqueue rate (median, min-max)")):
+        if key in results:
+            fig, ax = plt.subplots(figsize=(9, 4.5))
+            bars(ax, results[key]["samples"], results[key]["unit"], title)
+            if key == "cold":
+                ax.set_yscale("log")
+            fig.tight_layout()
+            p = out / f"bench-{stamp}-{key}.png"
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+    if "throughput" in results:
+        w = results["throughput"]["workloads"]
+        fig, axes = plt.subplots(1, len(w), figsize=(5 * len(w), 4.5))
+        for ax, (workload, v) in zip(axes if len(w) > 1 else [axes], w.items(), strict=True):
+            bars(ax, {k: [r["jobs_per_s"] for r in runs] for k, runs in v["runs"].items()}, "jobs/s",
+                 f"{v['n']} x {workload}")
+        fig.suptitle("Throughput on Valkey, spawn to last result (median, min-max)", fontsize=10)
+        fig.tight_layout()
+        p = out / f"bench-{stamp}-throughput.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
+    return made
+
+
+# ----------------------------------------------------------------------------- main
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="few repetitions, small N (< 10 minutes)")
+    ap.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    ap.add_argument("--out", default=str(ROOT / "bench-results"))
+    ap.add_argument("--reps", type=int, help="override every scenario's repetitions (development)")
+    ap.add_argument("--n", type=int, help="override N for throughput/enqueue (CPU-bound: N/5)")
+    ap.add_argument("--layer", help="a built layer's python/ dir (default: build one fresh into <out>/layer)")
+    ns = ap.parse_args()
+    only = [s.strip() for s in ns.only.split(",") if s.strip()]
+    bad = set(only) - set(SCENARIOS)
+    if bad:
+        ap.error(f"unknown scenarios {sorted(bad)}; choose from {SCENARIOS}")
+    q = ns.quick
+    ns.cold_reps, ns.import_reps, ns.tp_reps, ns.enq_reps = (10, 20, 3, 3) if q else (20, 40, 5, 5)
+    n_override = ns.n
+    ns.n, ns.n_cpu = (2000, 1000) if q else (10000, 3000)
+    ns.n_sqs = 500 if q else 2000  # moto: ~5 ms per SendMessageBatch of 10, queue purged first
+    if ns.reps:
+        ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.reps
+        ns.lat_n = max(10, ns.reps)
+    ns.lat_n = 500 if q else 2000
+    if n_override:
+        ns.n, ns.n_cpu, ns.n_sqs = n_override, max(1, n_override // 5), n_override
+    out = Path(ns.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    log(f"kindling bench: {', '.join(only)}{' (quick)' if q else ''}; load average {os.getloadavg()}")
+
+    layer = ns.layer or build_layer(out)
+    log(f"layer: {layer}")
+    svc = Services(log=log)
+    results: dict = {"meta": {"quick": q, "stamp": stamp, "layer": layer, "python": PY,
+                              "loadavg_start": os.getloadavg(), "cpus": os.cpu_count()}}
+    try:
+        svc.start_aws()
+        if {"cold", "throughput", "enqueue", "latency"} & set(only):
+            svc.start_valkey()
+        env = dict(os.environ, **svc.aws_env(), KINDLING_BENCH_VALKEY=svc.valkey_url or "redis://127.0.0.1:1/0",
+                   PYTHONPATH=str(HERE / "systems"))
+        os.environ["KINDLING_BENCH_VALKEY"] = env["KINDLING_BENCH_VALKEY"]
+        import celery_app
+
+        results["meta"].update(services=f"AWS: {svc.endpoint_kind}. Valkey: {svc.valkey_kind or 'not used'}.",
+                               celery_settings=celery_app.SETTINGS, celery_worker_flags=celery_app.WORKER_FLAGS)
+        for name in SCENARIOS:
+            if name not in only:
+                continue
+            log(f"== {name}")
+            t0 = time.monotonic()
+            if name == "cold":
+                scenario_cold(ns, svc, layer, env, results)
+            elif name == "imports":
+                scenario_imports(ns, layer, env, results)
+            elif name == "throughput":
+                scenario_throughput(ns, svc, env, results)
+            elif name == "enqueue":
+                scenario_enqueue(ns, svc, env, results)
+            elif name == "latency":
+                scenario_latency(ns, svc, env, results)
+            log(f"== {name} done in {time.monotonic() - t0:.0f} s")
+    finally:
+        svc.close()
+    results["meta"]["loadavg_end"] = os.getloadavg()
+    jpath = out / f"bench-{stamp}.json"
+    jpath.write_text(json.dumps(results, indent=1, default=str))
+    md = report(results, out, stamp)
+    mpath = out / f"bench-{stamp}.md"
+    mpath.write_text(md)
+    pngs = charts(results, out, stamp)
+    print(md)
+    log(f"wrote {jpath}, {mpath}, " + ", ".join(str(p) for p in pngs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
