@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,17 @@ def moto_endpoint():
         else:
             os.environ[k] = v
     server.stop()
+
+
+@pytest.fixture
+def table(moto_endpoint) -> str:
+    """A fresh results table (partition key ``id``) on the moto server."""
+    import boto3
+
+    name = f"results-{uuid.uuid4().hex[:8]}"
+    boto3.client("dynamodb").create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    return name

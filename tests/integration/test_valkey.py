@@ -59,19 +59,6 @@ def stream() -> str:
     return f"test:{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture
-def table(moto_endpoint) -> str:
-    import boto3
-
-    name = f"results-{uuid.uuid4().hex[:8]}"
-    boto3.client("dynamodb").create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
-    return name
-
-
 @pytest.fixture(scope="module")
 def tasks():
     import tasks as module  # functions/worker is on pytest's pythonpath

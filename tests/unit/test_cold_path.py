@@ -61,15 +61,10 @@ def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python):
     assert "orjson" in top
 
 
-def test_a_first_batch_loads_no_sdk_either(layer_python, moto_endpoint, tmp_path):
+def test_a_first_batch_loads_no_sdk_either(layer_python, table):
     """A whole invocation (DynamoDB read and write included) through kindling's own client."""
     import boto3
 
-    boto3.client("dynamodb").create_table(
-        TableName="coldpath", BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
     script = f"""
 import sys
 sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
@@ -84,9 +79,9 @@ print(" ".join(sorted(sys.modules)))
 """
     import os
 
-    env = dict(os.environ, KINDLING_TABLE="coldpath")
+    env = dict(os.environ, KINDLING_TABLE=table)
     out = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env, check=True)
     loaded = set(out.stdout.split())
     assert not loaded & {"boto3", "botocore", "urllib3", "requests", "asyncio", "orjson", "valkey"}
-    item = boto3.client("dynamodb").scan(TableName="coldpath")["Items"]
+    item = boto3.client("dynamodb").scan(TableName=table)["Items"]
     assert [i["status"]["S"] for i in item] == ["succeeded"]

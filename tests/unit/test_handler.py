@@ -12,17 +12,6 @@ from kindling.handler import LambdaWorker
 
 
 @pytest.fixture
-def table(moto_endpoint):
-    name = f"results-{uuid.uuid4().hex[:8]}"
-    boto3.client("dynamodb").create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
-    return name
-
-
-@pytest.fixture
 def worker(table, monkeypatch):
     import tasks  # noqa: F401  the example tasks in functions/worker
 
