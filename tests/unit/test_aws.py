@@ -2,6 +2,8 @@
 
 import calendar
 import datetime
+import hashlib
+import hmac
 import json
 import socket
 import subprocess
@@ -11,7 +13,7 @@ import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from unittest import mock
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import botocore.auth
 import pytest
@@ -251,6 +253,41 @@ def test_sign_does_not_mutate_and_replaces_stale_auth():
 
 
 # -------------------------------------------------------------- configuration from env
+
+
+# ------------------------------------------------------- stdlib stand-ins on the cold path
+
+
+@given(st.binary(max_size=200), st.text(max_size=200))
+def test_hmac_matches_the_hmac_module(key, msg):
+    assert aws._hmac(key, msg) == hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+@given(st.text(max_size=60), st.sampled_from(["/", "/~", "", "/~:@"]))
+def test_quote_matches_urllib(text, safe):
+    assert aws._quote(text, safe) == quote(text, safe=safe)
+
+
+@given(
+    st.sampled_from(["http", "https", "HTTPS"]),
+    st.sampled_from(["", "user:pw@", "u@"]),
+    hosts,
+    st.one_of(st.none(), st.integers(0, 65535)),
+    st.from_regex(r"(/[a-zA-Z0-9%._~-]{0,8}){0,3}", fullmatch=True),
+    st.one_of(st.just(""), st.from_regex(r"\?[a-zA-Z0-9=&%]{0,12}", fullmatch=True)),
+    st.one_of(st.just(""), st.just("#frag")),
+)
+def test_url_parts_match_urlsplit(scheme, userinfo, host, port, path, query, fragment):
+    url = f"{scheme}://{userinfo}{host}{'' if port is None else f':{port}'}{path}{query}{fragment}"
+    ours, theirs = aws._Url(url), urlsplit(url)
+    assert (ours.scheme, ours.hostname, ours.port, ours.path, ours.query) == (
+        theirs.scheme, theirs.hostname, theirs.port, theirs.path, theirs.query)
+
+
+def test_url_with_a_bad_port_is_refused():
+    for url in ("http://h:99999", "http://h:port", "http://[::1]:x/"):
+        with pytest.raises(ValueError):
+            aws._Url(url)
 
 
 def test_region_resolution(env):
@@ -582,6 +619,103 @@ def test_transport_failure_exhausted(env, sleeps):
     assert "ConnectionRefusedError" in err.message and len(sleeps) == 2
 
 
+class RawServer:
+    """Answers each request with the next scripted raw response (bytes), then closes if told."""
+
+    def __init__(self, script: list[tuple[bytes, bool]]):
+        self.script = list(script)
+        self.requests: list[bytes] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while self.script:
+            conn, _ = self.sock.accept()
+            with conn:
+                buf = b""
+                while self.script:
+                    while b"\r\n\r\n" not in buf:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                    if b"\r\n\r\n" not in buf:
+                        break
+                    head, _, buf = buf.partition(b"\r\n\r\n")
+                    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                    while len(buf) < length:
+                        buf += conn.recv(65536)
+                    self.requests.append(head + b"\r\n\r\n" + buf[:length])
+                    buf = buf[length:]
+                    response, close = self.script.pop(0)
+                    conn.sendall(response)
+                    if close:
+                        break
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        pytest.param(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"5;ext=1\r\n{\"a\":\r\n3\r\n[1]\r\n1\r\n}\r\n0\r\nX-Trailer: t\r\n\r\n", id="chunked"),
+        pytest.param(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"a\":[1]}",
+                     id="100-continue"),
+        pytest.param(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\nX-Dup: 1\r\nX-Dup: 2\r\n\r\n{\"a\":[1]}",
+                     id="lowercase-and-repeated-headers"),
+    ],
+)
+def test_response_framings(env, sleeps, response):
+    srv = RawServer([(response, False), (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", False)])
+    client = aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint=srv.url)
+    assert client.call("GetItem", {}) == {"a": [1]}
+    assert client.call("GetItem", {}) == {}  # the same connection, framing intact
+    assert sleeps == [] and len(srv.requests) == 2
+
+
+def test_body_delimited_by_close_and_http10(env, sleeps):
+    srv = RawServer([
+        (b"HTTP/1.1 200 OK\r\n\r\n{\"n\":1}", True),  # no length: the body runs to the close
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 7\r\n\r\n{\"n\":2}", False),  # 1.0: closes after
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"n\":3}", False),
+    ])
+    client = aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint=srv.url, max_attempts=1)
+    assert [client.call("X", {}) for _ in range(3)] == [{"n": 1}, {"n": 2}, {"n": 3}]
+    assert client._conn.sock is not None and sleeps == []
+
+
+@pytest.mark.parametrize(
+    "response, message",
+    [
+        (b"SMTP ready\r\n\r\n", "bad status line"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n{}", "2 of 50 body bytes"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n{}", "bad Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "bad header line"),
+    ],
+)
+def test_broken_responses_are_transport_errors(env, sleeps, response, message):
+    srv = RawServer([(response, True)] * 2)
+    client = aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint=srv.url, max_attempts=2)
+    with pytest.raises(aws.AwsError) as info:
+        client.call("GetItem", {})
+    err = info.value
+    assert (err.code, err.retryable, err.attempts) == ("ConnectionError", True, 2)
+    assert message in err.message and client._conn is None
+
+
+def test_request_bytes_on_the_wire(env):
+    srv = RawServer([(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", False)])
+    aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint=srv.url + "/prefix").call("ListTables", {"Limit": 1})
+    head, _, body = srv.requests[0].partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    assert lines[0] == "POST /prefix HTTP/1.1" and body == b'{"Limit":1}'
+    assert headers["Host"] == srv.url.removeprefix("http://") and headers["Content-Length"] == "11"
+    assert headers["X-Amz-Target"] == "DynamoDB_20120810.ListTables"
+    assert "SignedHeaders=content-type;host;x-amz-date;x-amz-target," in headers["Authorization"]
+
+
 def test_crc32_mismatch_is_retried(env, server, sleeps):
     server.replies = [
         Reply(body=b'{"a":1}', headers={"x-amz-crc32": "1"}),
@@ -722,7 +856,8 @@ os.environ.__class__ = Spy
 import kindling.aws
 print(json.dumps({
     "heavy": sorted(m for m in sys.modules
-                    if m.split(".")[0] in ("boto3", "botocore", "urllib3", "requests", "orjson")),
+                    if m.split(".")[0] in ("boto3", "botocore", "urllib3", "requests", "orjson", "http",
+                                           "email", "socket", "ssl", "hashlib", "urllib")),
     "events": events,
     "aws_env": [k for k in env_reads if k.startswith("AWS_")],
 }))

@@ -1,9 +1,12 @@
 """A small SigV4 client for the AWS JSON protocols (DynamoDB, SQS), standard library only.
 
 This runs inside the worker's cold path (see DESIGN.md, "The cold path"): importing it
-pulls in http.client but never boto3/botocore (nor orjson: JSON goes through
-:mod:`kindling.codec`, which uses orjson only once a process opts in), reads no
-credentials and opens no socket. Connections open at the first call and are kept alive
+loads only C modules (``_socket``, ``_sha2``), never boto3/botocore, http.client, ssl or
+orjson (JSON goes through :mod:`kindling.codec`, which uses orjson only once a process opts
+in), reads no credentials and opens no socket. HTTP/1.1 is spoken by the small
+:class:`_Connection` below: ``import http.client`` alone costs a fresh interpreter more
+than the whole worker handler (it pulls in the email package, socket, enum and ssl).
+HTTPS endpoints import ssl when the first connection opens. Connections open at the first call and are kept alive
 across warm invocations; a connection the server (or a NAT) dropped while the Lambda
 sandbox was frozen is detected on first use and replaced without costing a retry attempt.
 
@@ -16,13 +19,15 @@ are absent (SnapStart functions get no key variables), the container credentials
 Producers and tools outside Lambda should keep using boto3.
 """
 
-import hashlib
-import hmac
-import http.client
+import _socket  # the C module: socket.py would import enum, selectors and array
 import os
 import time
 from _thread import allocate_lock  # threading.Lock without importing threading
-from urllib.parse import quote, urlsplit  # already imported by http.client
+
+try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
+    from _sha2 import sha256
+except ImportError:  # pragma: no cover - a build without it
+    from hashlib import sha256
 
 from kindling import codec  # codec.loads/dumps are rebound by codec.use_orjson()
 
@@ -83,21 +88,25 @@ RETRYABLE_CODES = frozenset(
     }
 )
 
-# Errors that mean "the kept-alive connection was already dead when we used it".
-_STALE_ERRORS: tuple[type[BaseException], ...] = (
-    http.client.RemoteDisconnected,  # also a ConnectionResetError
-    ConnectionResetError,
-    ConnectionAbortedError,
-    BrokenPipeError,
-)
-try:  # http.client has already imported ssl (when available), so this costs nothing
-    from ssl import SSLEOFError, SSLZeroReturnError
+class HttpProtocolError(Exception):
+    """The server's reply was not HTTP/1.x as this client understands it."""
 
-    _STALE_ERRORS += (SSLEOFError, SSLZeroReturnError)
-except ImportError:  # pragma: no cover - Python built without ssl
-    pass
 
-_TRANSPORT_ERRORS = (OSError, http.client.HTTPException)
+class RemoteDisconnected(ConnectionResetError):
+    """The server closed the connection before sending a status line."""
+
+
+# Errors that mean "the kept-alive connection was already dead when we used it". ssl's
+# EOF errors are matched by name so that plain-HTTP workers never import ssl.
+_STALE_ERRORS = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+_STALE_SSL_ERRORS = frozenset({"SSLEOFError", "SSLZeroReturnError"})
+
+
+def _is_stale(exc: BaseException) -> bool:
+    return isinstance(exc, _STALE_ERRORS) or type(exc).__name__ in _STALE_SSL_ERRORS
+
+
+_TRANSPORT_ERRORS = (OSError, HttpProtocolError)
 
 # Indirection so tests can make backoff instant.
 _sleep = time.sleep
@@ -154,8 +163,53 @@ class AwsError(Exception):
 # --------------------------------------------------------------------------- signing
 
 
+_IPAD = bytes(b ^ 0x36 for b in range(256))
+_OPAD = bytes(b ^ 0x5C for b in range(256))
+
+
 def _hmac(key: bytes, msg: str) -> bytes:
-    return hmac.new(key, msg.encode("utf-8"), hashlib.sha256).digest()
+    """HMAC-SHA256 (RFC 2104), as hmac.new(key, msg, sha256).digest() without importing hmac."""
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(key.translate(_IPAD) + msg.encode("utf-8")).digest()
+    return sha256(key.translate(_OPAD) + inner).digest()
+
+
+# Percent-encoding as urllib.parse.quote: unreserved characters (RFC 3986) stay as they are.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _quote(text: str, safe: str = "/") -> str:
+    """urllib.parse.quote(text, safe) for str input (UTF-8, uppercase hex)."""
+    keep = _UNRESERVED | frozenset(safe.encode("ascii"))
+    return "".join(chr(b) if b in keep else f"%{b:02X}" for b in text.encode("utf-8"))
+
+
+class _Url:
+    """The parts of an http(s) URL this module needs, as urllib.parse.urlsplit reads them."""
+
+    __slots__ = ("scheme", "hostname", "port", "path", "query")
+
+    def __init__(self, url: str) -> None:
+        scheme, sep, rest = url.partition("://")
+        if not sep:
+            scheme, rest = "", url
+        self.scheme = scheme.lower()
+        rest = rest.partition("#")[0]
+        cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+        netloc, rest = rest[:cut], rest[cut:]
+        self.path, _, self.query = rest.partition("?")
+        hostport = netloc.rpartition("@")[2]
+        if hostport.startswith("["):  # IPv6 literal
+            host, _, port = hostport[1:].partition("]")
+            port = port[1:] if port.startswith(":") else ""
+        else:
+            host, _, port = hostport.partition(":")
+        self.hostname = host.lower() or None
+        if port and not (port.isdigit() and int(port) <= 65535):
+            raise ValueError(f"invalid port in URL {url!r}")
+        self.port = int(port) if port else None
 
 
 def _canonical_path(path: str) -> str:
@@ -179,7 +233,7 @@ def _canonical_path(path: str) -> str:
         normalized = "/" + normalized
     if path[-1] == "/" and segments:
         normalized += "/"
-    return quote(normalized, safe="/~")
+    return _quote(normalized, safe="/~")
 
 
 def _canonical_query(query: str) -> str:
@@ -238,7 +292,7 @@ def sign(
     if session_token:
         out["X-Amz-Security-Token"] = session_token
 
-    parts = urlsplit(url)
+    parts = _Url(url)
     signed: dict[str, list[str]] = {}
     payload_hash = None
     for name, value in out.items():
@@ -254,7 +308,7 @@ def sign(
     names = sorted(signed)
     signed_names = ";".join(names)
     if payload_hash is None:
-        payload_hash = hashlib.sha256(body).hexdigest()
+        payload_hash = sha256(body).hexdigest()
 
     canonical_request = "\n".join(
         (
@@ -273,12 +327,12 @@ def sign(
             "AWS4-HMAC-SHA256",
             amz_date,
             scope,
-            hashlib.sha256(canonical_request.encode("utf-8")).hexdigest(),
+            sha256(canonical_request.encode("utf-8")).hexdigest(),
         )
     )
     key = _hmac(f"AWS4{secret_key}".encode(), date)
     key = _hmac(_hmac(_hmac(key, region), service), "aws4_request")
-    signature = hmac.new(key, string_to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
+    signature = _hmac(key, string_to_sign).hex()
     out["Authorization"] = (
         f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
         f"SignedHeaders={signed_names}, Signature={signature}"
@@ -315,17 +369,152 @@ def _resolve_endpoint(service: str, region: str, endpoint: str | None) -> str:
 
 
 _ssl_context = None
+_MAX_HEADER_BYTES = 65536
 
 
-def _connection(scheme: str, host: str, port: int, timeout: float) -> http.client.HTTPConnection:
-    if scheme == "http":
-        return http.client.HTTPConnection(host, port, timeout=timeout)
-    global _ssl_context
-    if _ssl_context is None:  # loading the CA bundle takes milliseconds: once per process
-        import ssl
+class _Connection:
+    """One HTTP/1.1 client connection, just what the AWS JSON protocols need.
 
-        _ssl_context = ssl.create_default_context()
-    return http.client.HTTPSConnection(host, port, timeout=timeout, context=_ssl_context)
+    ``request`` sends a request with a Content-Length body and reads the whole response
+    (Content-Length, chunked, or until close). The socket opens on the first request and
+    stays open while the server keeps it alive; ``sock`` is None when it is closed.
+    """
+
+    def __init__(self, scheme: str, host: str, port: int, timeout: float) -> None:
+        self.scheme, self.host, self.port, self.timeout = scheme, host, port, timeout
+        self.sock = None
+        self._buf = b""
+
+    def close(self) -> None:
+        sock, self.sock, self._buf = self.sock, None, b""
+        if sock is not None:
+            sock.close()
+
+    def request(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict, bytes]:
+        """Returns (status, headers with lowercased names, body)."""
+        if self.sock is None:
+            self.sock = self._connect()
+        lines = [f"{method} {target} HTTP/1.1"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+        self.sock.sendall("\r\n".join(lines).encode("latin-1") + body)
+        while True:
+            status, version, response_headers = self._read_head()
+            if not 100 <= status < 200:
+                break  # 1xx interim responses (100 Continue) carry no body: read on
+        if method == "HEAD" or status in (204, 304):
+            data = b""
+        elif "chunked" in response_headers.get("transfer-encoding", "").lower():
+            data = self._read_chunked()
+        elif "content-length" in response_headers:
+            length = response_headers["content-length"]
+            if not length.isdigit():
+                raise HttpProtocolError(f"bad Content-Length {length!r}")
+            data = self._read_exact(int(length))
+        else:
+            data = self._read_to_close()
+        connection = response_headers.get("connection", "").lower()
+        if "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection):
+            self.close()
+        return status, response_headers, data
+
+    # -- internals
+
+    def _connect(self):
+        if self.scheme == "https":
+            global _ssl_context
+            import socket
+            import ssl
+
+            if _ssl_context is None:  # loading the CA bundle takes milliseconds: once per process
+                _ssl_context = ssl.create_default_context()
+            sock = socket.create_connection((self.host, self.port), self.timeout)
+            try:
+                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+                return _ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except BaseException:
+                sock.close()
+                raise
+        error: OSError | None = None
+        # getaddrinfo runs a str host through the idna codec, which imports re, enum and
+        # more (~10 ms); an ASCII host name is passed as bytes to skip that.
+        host = self.host.encode("ascii") if self.host.isascii() else self.host
+        for family, kind, proto, _, address in _socket.getaddrinfo(host, self.port, 0, _socket.SOCK_STREAM):
+            sock = _socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(address)
+                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error or OSError(f"getaddrinfo returned nothing for {self.host}")
+
+    def _fill(self) -> bool:
+        chunk = self.sock.recv(65536)
+        self._buf += chunk
+        return bool(chunk)
+
+    def _read_head(self) -> tuple[int, str, dict[str, str]]:
+        while (end := self._buf.find(b"\r\n\r\n")) < 0:
+            if len(self._buf) > _MAX_HEADER_BYTES:
+                raise HttpProtocolError("response headers too long")
+            if not self._fill():
+                if self._buf:
+                    raise HttpProtocolError("connection closed inside the response headers")
+                raise RemoteDisconnected("remote end closed connection without response")
+        head, self._buf = self._buf[:end].decode("latin-1"), self._buf[end + 4 :]
+        status_line, *header_lines = head.split("\r\n")
+        version, _, rest = status_line.partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise HttpProtocolError(f"bad status line {status_line[:100]!r}")
+        headers: dict[str, str] = {}
+        for line in header_lines:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise HttpProtocolError(f"bad header line {line[:100]!r}")
+            name, value = name.strip().lower(), value.strip()
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        return int(code), version, headers
+
+    def _read_exact(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            if not self._fill():
+                raise HttpProtocolError(f"connection closed after {len(self._buf)} of {n} body bytes")
+        data, self._buf = self._buf[:n], self._buf[n:]
+        return data
+
+    def _read_line(self) -> bytes:
+        while (end := self._buf.find(b"\r\n")) < 0:
+            if len(self._buf) > _MAX_HEADER_BYTES or not self._fill():
+                raise HttpProtocolError("bad chunked encoding")
+        line, self._buf = self._buf[:end], self._buf[end + 2 :]
+        return line
+
+    def _read_chunked(self) -> bytes:
+        parts = []
+        while True:
+            size = self._read_line().split(b";", 1)[0].strip()
+            try:
+                n = int(size, 16)
+            except ValueError:
+                raise HttpProtocolError(f"bad chunk size {size[:20]!r}") from None
+            if n == 0:
+                while self._read_line():  # trailers, up to the blank line
+                    pass
+                return b"".join(parts)
+            parts.append(self._read_exact(n))
+            if self._read_line():
+                raise HttpProtocolError("chunk not followed by CRLF")
+
+    def _read_to_close(self) -> bytes:
+        while self._fill():
+            pass
+        data = self._buf
+        self.close()
+        return data
 
 
 # ----------------------------------------------------------------------- credentials
@@ -384,7 +573,7 @@ def _container_credentials(uri: str) -> tuple[str, str, str | None]:
         cached = _container_cache.get(key)
         if cached is not None and time.time() < cached[1]:
             return cached[0]
-        parts = urlsplit(uri)
+        parts = _Url(uri)
         if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
             raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -393,19 +582,18 @@ def _container_credentials(uri: str) -> tuple[str, str, str | None]:
         for attempt in range(3):
             if attempt:
                 _sleep(0.05 * attempt)
-            conn = _connection(parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme], 2.0)
+            conn = _Connection(parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme], 2.0)
+            host = _host_header(parts.scheme, parts.hostname, parts.port)
             try:
-                conn.request("GET", target, headers=headers)
-                response = conn.getresponse()
-                data = response.read()
+                status, _, data = conn.request("GET", target, b"", {"Host": host, **headers})
             except _TRANSPORT_ERRORS as exc:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
             finally:
                 conn.close()
-            if response.status != 200:
-                last = f"HTTP {response.status}: {data[:200]!r}"
-                if response.status < 500:
+            if status != 200:
+                last = f"HTTP {status}: {data[:200]!r}"
+                if status < 500:
                     break
                 continue
             try:
@@ -424,9 +612,8 @@ def _container_credentials(uri: str) -> tuple[str, str, str | None]:
 # ---------------------------------------------------------------------------- client
 
 
-def _error_from_response(
-    status: int, headers: http.client.HTTPMessage, data: bytes, attempts: int
-) -> AwsError:
+def _error_from_response(status: int, headers: dict[str, str], data: bytes, attempts: int) -> AwsError:
+    """``headers`` with lowercased names, as :meth:`_Connection.request` returns them."""
     code = message = ""
     try:
         doc = codec.loads(data) if data else None
@@ -438,7 +625,7 @@ def _error_from_response(
     elif data:
         message = data[:300].decode("utf-8", "replace")
     if not code:
-        code = headers.get("x-amzn-ErrorType") or ""
+        code = headers.get("x-amzn-errortype") or ""
     # "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException",
     # "ValidationException:http://internal.amazon.com/coral/..."
     code = code.split(":", 1)[0].rpartition("#")[2]
@@ -456,7 +643,7 @@ def _error_from_response(
         message,
         status,
         retryable,
-        request_id=headers.get("x-amzn-RequestId"),
+        request_id=headers.get("x-amzn-requestid"),
         attempts=attempts,
     )
 
@@ -465,7 +652,7 @@ class JsonClient:
     """A keep-alive client for one AWS JSON-protocol service.
 
     One persistent HTTP/1.1 connection per client, opened at the first call; calls on
-    one client are serialized by a lock (http.client connections are not thread-safe).
+    one client are serialized by a lock (a connection carries one request at a time).
     Region and endpoint are resolved when the client is created (see ``_resolve_endpoint``);
     credentials on every call.
 
@@ -500,7 +687,7 @@ class JsonClient:
         self.endpoint = _resolve_endpoint(service, self.region, endpoint)
         self.timeout = timeout
         self.max_attempts = max_attempts
-        parts = urlsplit(self.endpoint)
+        parts = _Url(self.endpoint)
         if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
             raise ValueError(f"endpoint must be an http:// or https:// URL: {self.endpoint!r}")
         self._scheme = parts.scheme
@@ -519,7 +706,7 @@ class JsonClient:
             # SQS is "awsQueryCompatible": ask for the x-amzn-query-error header so error
             # codes match what boto3 reports, as botocore does.
             self._headers["x-amzn-query-mode"] = "true"
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: _Connection | None = None
         self._lock = allocate_lock()
 
     def __repr__(self) -> str:
@@ -582,15 +769,14 @@ class JsonClient:
             session_token=token,
         )
         try:
-            response, data = self._exchange(signed, body)
+            status, response_headers, data = self._exchange(signed, body)
         except _TRANSPORT_ERRORS as exc:
             raise AwsError(
                 "ConnectionError", f"{type(exc).__name__}: {exc}", 0, True, attempts=attempt
             ) from exc
-        status = response.status
         if status >= 300:
-            raise _error_from_response(status, response.headers, data, attempt)
-        crc = response.getheader("x-amz-crc32")  # DynamoDB checksums its responses
+            raise _error_from_response(status, response_headers, data, attempt)
+        crc = response_headers.get("x-amz-crc32")  # DynamoDB checksums its responses
         if crc is not None:
             import zlib
 
@@ -600,7 +786,7 @@ class JsonClient:
                     "response body does not match its x-amz-crc32 header",
                     status,
                     True,
-                    request_id=response.getheader("x-amzn-RequestId"),
+                    request_id=response_headers.get("x-amzn-requestid"),
                     attempts=attempt,
                 )
         if not data:
@@ -612,30 +798,23 @@ class JsonClient:
                 "InvalidResponse", f"undecodable JSON response: {exc}", status, attempts=attempt
             ) from exc
 
-    def _exchange(self, headers: dict[str, str], body: bytes) -> tuple[http.client.HTTPResponse, bytes]:
+    def _exchange(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
         """Send one request and read the whole response, reopening a stale connection once."""
         conn = self._conn
-        # A connection with a socket has served an earlier request (http.client drops the
-        # socket when a response says "Connection: close"); its peer may be gone.
-        reused = conn is not None and conn.sock is not None
         if conn is None:
-            conn = self._conn = _connection(self._scheme, self._host, self._port, self.timeout)
+            conn = self._conn = _Connection(self._scheme, self._host, self._port, self.timeout)
+        # An open socket has served an earlier request (it is closed when a response says
+        # "Connection: close"); its peer may be gone since.
+        reused = conn.sock is not None
         try:
-            conn.request("POST", self._target, body, headers)
-            response = conn.getresponse()
-            return response, response.read()
-        except _STALE_ERRORS:
+            return conn.request("POST", self._target, body, headers)
+        except BaseException as exc:
             self._drop()
-            if not reused:
+            if not (reused and _is_stale(exc)):
                 raise
-        except BaseException:
-            self._drop()
-            raise
-        conn = self._conn = _connection(self._scheme, self._host, self._port, self.timeout)
+        conn = self._conn = _Connection(self._scheme, self._host, self._port, self.timeout)
         try:
-            conn.request("POST", self._target, body, headers)
-            response = conn.getresponse()
-            return response, response.read()
+            return conn.request("POST", self._target, body, headers)
         except BaseException:
             self._drop()
             raise

@@ -460,7 +460,7 @@ class _alarm:
         raise _timeout_error(self.seconds, self.by_invocation)
 
     def __enter__(self):
-        import signal
+        import _signal as signal  # the C module: signal.py imports enum (~2 ms on a cold start)
 
         try:
             self.previous = signal.signal(signal.SIGALRM, self._fire)
@@ -472,7 +472,7 @@ class _alarm:
 
     def __exit__(self, *exc_info):
         if self.armed:
-            import signal
+            import _signal as signal
 
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
