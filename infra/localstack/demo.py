@@ -45,7 +45,8 @@ def reports(function: str) -> list[dict]:
         for line in event["message"].splitlines():
             if line.startswith("REPORT"):
                 fields = dict(part.split(": ", 1) for part in line.split("\t")[1:] if ": " in part)
-                out.append({k: float(v.split()[0]) for k, v in fields.items() if v.split()[0].replace(".", "").isdigit()})
+                numbers = {k: v.split()[0] for k, v in fields.items()}
+                out.append({k: float(v) for k, v in numbers.items() if v.replace(".", "").isdigit()})
     return out
 
 
@@ -65,7 +66,6 @@ def main(jobs: int = 300) -> int:
 
 def run(jobs: int) -> int:
     import boto3
-
     from deploy import deploy
     from kindling import codec
     from kindling.client import Client
@@ -120,7 +120,8 @@ def run(jobs: int) -> int:
         print(f"{task:<14} {status:<10} {n:>5}")
     dead = [r for r in found.values() if r["status"] == "dead"]
     if dead:
-        print(f"\ne.g. dead after {dead[0]['attempts']} attempts: {dead[0]['error']['type']}: {dead[0]['error']['message']}")
+        error = dead[0]["error"]
+        print(f"\ne.g. dead after {dead[0]['attempts']} attempts: {error['type']}: {error['message']}")
 
     time.sleep(2)  # let the runtime's last REPORT lines reach CloudWatch Logs
     rep = reports(out["WorkerFunctionName"])

@@ -52,7 +52,8 @@ def deploy(stack: str = "kindling", parameters: dict[str, str] | None = None, *,
 def _run(cmd: list[str], env: dict) -> None:
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:2])} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        output = done.stdout[-3000:] + done.stderr[-3000:]
+        raise RuntimeError(f"{' '.join(cmd[:2])} failed ({done.returncode}):\n{output}")
 
 
 def main() -> None:

@@ -11,7 +11,6 @@ import zipfile
 
 import boto3
 import pytest
-
 from kindling import codec
 from kindling.client import Call, Client
 from kindling.envelope import encode_job, new_job
@@ -46,7 +45,8 @@ def records(client, ids, *, until=FINAL, timeout=120.0) -> dict[str, dict]:
 
 
 def queue_depth(url: str) -> int:
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+             "ApproximateNumberOfMessagesDelayed"]
     attrs = boto3.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
     return sum(int(attrs[n]) for n in names)
 
@@ -104,7 +104,8 @@ def test_malformed_messages_are_rejected_with_their_body_and_the_rest_succeed(cl
     assert got[f"rejected-{not_json}"]["raw"] == "{this is not json"
     assert "not JSON" in got[f"rejected-{not_json}"]["error"]["message"]
     # LocalStack's event source mapping re-serializes JSON bodies (AWS passes them verbatim).
-    assert got[unknown.id]["status"] == "rejected" and codec.loads(got[unknown.id]["raw"]) == codec.loads(raw[unknown.id])
+    assert got[unknown.id]["status"] == "rejected"
+    assert codec.loads(got[unknown.id]["raw"]) == codec.loads(raw[unknown.id])
     assert got[unknown.id]["error"]["message"] == "unknown task 'no_such_task'"
     assert got[bad_args.id]["status"] == "rejected" and "bad arguments" in got[bad_args.id]["error"]["message"]
     assert [codec.loads(got[h.id]["result"])["args"] for h in good] == [[i] for i in range(5)]

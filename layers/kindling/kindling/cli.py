@@ -114,7 +114,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"))
     w.add_argument("--table", default=env("KINDLING_TABLE"))
     w.add_argument("--wait", type=int, default=20, help="long-poll seconds (default 20)")
-    w.add_argument("--concurrency", type=int, default=16, help="jobs at once: async ones, and sync ones in threads (default 16)")
+    w.add_argument("--concurrency", type=int, default=16,
+                   help="jobs at once: async ones, and sync ones in threads (default 16)")
     w.add_argument("--burst", action="store_true", help="stop when the queue is drained")
     w.add_argument("--valkey", metavar="URL", default=env("KINDLING_VALKEY_URL"),
                    help="consume a Valkey stream instead of SQS (redis://, rediss://)")

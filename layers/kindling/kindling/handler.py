@@ -116,7 +116,8 @@ class LambdaWorker:
             url = sqs.queue_url(client.endpoint, arn)
             for start in range(0, len(entries), 10):
                 try:
-                    client.call("ChangeMessageVisibilityBatch", {"QueueUrl": url, "Entries": entries[start : start + 10]})
+                    batch = {"QueueUrl": url, "Entries": entries[start : start + 10]}
+                    client.call("ChangeMessageVisibilityBatch", batch)
                 except aws.AwsError as exc:
                     if self.runner.log:
                         self.runner.log({"kindling": "visibility_not_changed", "queue": arn, "error": str(exc)})

@@ -62,10 +62,8 @@ def visibility_changes(event: dict, outcomes: Iterable[Outcome], retry_delay: fl
     for o in outcomes:
         if o.status not in HANDED_BACK:
             continue
-        if o.status == FAILED:
-            seconds = min(int(retry_delay * 2 ** max(o.attempts - 1, 0)), MAX_VISIBILITY_S)
-        else:
-            seconds = 0
+        # failed: back after an exponential delay; deferred and dead: at once
+        seconds = min(int(retry_delay * 2 ** max(o.attempts - 1, 0)), MAX_VISIBILITY_S) if o.status == FAILED else 0
         record = records[o.ref]
         changes.setdefault(record.get("eventSourceARN", ""), []).append(
             {"Id": o.ref, "ReceiptHandle": record["receiptHandle"], "VisibilityTimeout": seconds}
