@@ -1,0 +1,54 @@
+"""DynamoResultStore against moto: chunking, concurrency, and the store being down."""
+
+import pytest
+from kindling.errors import StoreUnavailable
+from kindling.results import DynamoResultStore, from_item
+
+
+def record(i: int, status: str = "succeeded") -> dict:
+    return {"id": f"job-{i:04d}", "task": "echo", "status": status, "result": f"[{i}]", "attempts": 1}
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_writes_and_reads_back_across_many_chunks(table, concurrency):
+    import boto3
+
+    store = DynamoResultStore(table, concurrency=concurrency)
+    records = [record(i, "failed" if i % 7 == 0 else "succeeded") for i in range(260)]  # 11 writes, 3 reads
+    store.write(records + [record(3, "dead")])  # a later record of the same id wins
+    statuses = store.get_statuses([r["id"] for r in records] + ["job-9999"])
+    assert len(statuses) == 260 and "job-9999" not in statuses
+    assert statuses["job-0003"] == "dead" and statuses["job-0007"] == "failed" and statuses["job-0001"] == "succeeded"
+    item = boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": "job-0042"}})["Item"]
+    assert from_item(item)["result"] == "[42]"
+    store.close()
+
+
+def test_concurrent_chunks_use_one_connection_each(table):
+    import threading
+
+    store = DynamoResultStore(table, concurrency=3)
+    store.write([record(i) for i in range(200)])  # 8 chunks over 3 threads
+    barrier = threading.Barrier(3, timeout=5)
+
+    def client_of_this_thread(_):
+        barrier.wait()  # holds each pool thread until all three have taken a task
+        return store._local.client
+
+    clients = {id(c) for c in store._pool.map(client_of_this_thread, range(3))}
+    assert len(clients) == 3 and id(store.client) not in clients
+    store.close()
+
+
+def test_a_table_that_does_not_exist_is_store_unavailable(moto_endpoint):
+    store = DynamoResultStore("no-such-table", concurrency=4)
+    with pytest.raises(StoreUnavailable, match="no-such-table"):
+        store.write([record(i) for i in range(60)])
+    with pytest.raises(StoreUnavailable, match="BatchGetItem"):
+        store.get_statuses(["a", "b"])
+    store.close()
+
+
+def test_concurrency_must_be_positive():
+    with pytest.raises(ValueError, match="concurrency"):
+        DynamoResultStore("t", concurrency=0)
