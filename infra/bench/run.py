@@ -31,7 +31,7 @@ import stats  # noqa: E402
 from services import Services  # noqa: E402
 
 PY = sys.executable
-SCENARIOS = ("cold", "imports", "throughput", "enqueue", "latency")
+SCENARIOS = ("cold", "imports", "throughput", "dynamodb", "sqs", "enqueue", "latency")
 
 
 def log(msg: str) -> None:
@@ -100,7 +100,7 @@ def celery_cmd(pool: str, c: int) -> list[str]:
 
 def cold_child(cmd: list[str], env: dict, svc: Services, job: dict) -> float:
     """Spawn -> result recorded (child prints its clock right after the handler returned)."""
-    env = dict(env, KINDLING_BENCH_EVENT=json.dumps(sqs_event(job)))
+    env = dict(env, KINDLING_BENCH_EVENT=repr(sqs_event(job)))
     t0 = time.time()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     if out.returncode != 0 or "DONE" not in out.stdout:
@@ -321,6 +321,145 @@ def scenario_throughput(ns, svc: Services, env: dict, results: dict) -> None:
                              "workloads": out}
 
 
+# ----------------------------------------------------------------------------- DynamoDB results
+
+def fresh_table(svc: Services) -> str:
+    import boto3
+
+    name = f"kindling-bench-{time.time_ns()}"
+    ddb = boto3.client("dynamodb")
+    ddb.create_table(TableName=name, KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+                     BillingMode="PAY_PER_REQUEST")
+    ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2})
+    return name
+
+
+def count_and_drop(table: str) -> int:
+    import boto3
+
+    ddb = boto3.client("dynamodb")
+    count, kwargs = 0, {"TableName": table, "Select": "COUNT"}
+    while True:
+        page = ddb.scan(**kwargs)
+        count += page["Count"]
+        if "LastEvaluatedKey" not in page:
+            break
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    ddb.delete_table(TableName=table)
+    return count
+
+
+def span_of(cmd: list[str], env: dict) -> tuple[float, float]:
+    """Run a child that prints ``SPAN <seconds>``; return (seconds, peak RSS in MiB)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss(proc))
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    if proc.returncode != 0 or "SPAN" not in out:
+        raise RuntimeError(f"{cmd[1:3]} failed ({proc.returncode}): {err[-2000:]}")
+    return float(out.split("SPAN", 1)[1].split()[0]), peak / 2**20
+
+
+DDB_BASELINE = "BatchWriteItem alone (25 per call, 4 connections)"
+
+
+def scenario_dynamodb(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
+    """Results in DynamoDB on the AWS endpoint (the default store): kindling against what the
+    table accepts through BatchWriteItem alone, back to back. Jobs/s over each worker's busy
+    span (first dedupe read to last write); every record is counted afterwards."""
+    n = ns.n_ddb
+    child = [PY, "-S", str(HERE / "systems/ddb_child.py")]
+
+    def batchwrite(connections: int):
+        def run(table: str) -> tuple[float, float]:
+            return span_of([*child, "batchwrite", "--layer", layer, "--table", table, "--n", str(n),
+                            "--connections", str(connections)], env)
+        return run
+
+    def handler(table: str) -> tuple[float, float]:
+        return span_of([*child, "handler", "--layer", layer, "--table", table, "--n", str(n), "--batch", "10"], env)
+
+    def stream(table: str) -> tuple[float, float]:
+        from kindling.valkey import StreamProducer
+
+        svc.valkey(0).flushall()
+        StreamProducer(svc.valkey_url).enqueue_many([("noop", [], {})] * n)
+        return span_of([PY, str(HERE / "systems/ddb_child.py"), "stream", "--layer", layer, "--table", table,
+                        "--n", str(n), "--url", svc.valkey_url, "--batch", "500", "--connections", "4"], env)
+
+    # each table gets n records plus the warm-up ones: 1 (handler, batchwrite) plus 1 per extra connection
+    systems = {
+        DDB_BASELINE: (batchwrite(4), n + 5),
+        "kindling StreamWorker, results in DynamoDB (4 connections)": (stream, n),
+        "BatchWriteItem alone (25 per call, 1 connection)": (batchwrite(1), n + 1),
+        "kindling SQS handler, warm, events of 10 (1 connection)": (handler, n + 1),
+    }
+    runs: dict[str, list[dict]] = {k: [] for k in systems}
+    for i in range(ns.tp_reps):
+        for name, (fn, expect) in systems.items():
+            table = fresh_table(svc)
+            seconds, rss = fn(table)
+            stored = count_and_drop(table)
+            if stored != expect:
+                raise RuntimeError(f"{name}: {stored} records in DynamoDB, expected {expect}")
+            runs[name].append({"jobs_per_s": n / seconds, "total_s": seconds, "peak_rss_mib": rss})
+        log(f"dynamodb {i + 1}/{ns.tp_reps} (n={n}): " + ", ".join(
+            f"{k.split(' (')[0].split(',')[0]} {v[-1]['jobs_per_s']:.0f}/s" for k, v in runs.items()))
+    results["dynamodb"] = {"unit": "jobs/s", "baseline": DDB_BASELINE,
+                           "n": n, "endpoint": svc.endpoint_kind, "runs": runs}
+
+
+# ----------------------------------------------------------------------------- SQS end to end
+
+def scenario_sqs(ns, svc: Services, env: dict, results: dict) -> None:
+    """The deployed stack on LocalStack: SQS -> event source mapping -> Lambda -> DynamoDB."""
+    if not svc.localstack:
+        log("sqs: skipped (needs LocalStack: the deployed stack and its event source mapping)")
+        return
+    import boto3
+    from kindling.client import Client
+
+    sys.path.insert(0, str(ROOT / "infra/localstack"))
+    from deploy import deploy
+
+    t0 = time.perf_counter()
+    out = deploy("kindling-bench")
+    log(f"sqs: stack deployed in {time.perf_counter() - t0:.0f} s (sam build + sam deploy)")
+    client = Client(queue_url=out["QueueUrl"], table=out["ResultsTableName"])
+    ddb = boto3.client("dynamodb")
+    n = ns.n_e2e
+    runs = []
+    for i in range(ns.e2e_reps):
+        t0 = time.perf_counter()
+        ids = [h.id for h in client.enqueue_many([("noop", [], {})] * n)]
+        enqueued = time.perf_counter()
+        seen: set[str] = set()
+        first = None
+        deadline = time.monotonic() + 600
+        while len(seen) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"sqs end to end: {len(seen)}/{n} results after 600 s")
+            missing = [j for j in ids if j not in seen]
+            for start in range(0, len(missing), 100):
+                keys = [{"id": {"S": j}} for j in missing[start:start + 100]]
+                got = ddb.batch_get_item(RequestItems={client.table: {"Keys": keys, "ConsistentRead": True}})
+                seen.update(item["id"]["S"] for item in got["Responses"][client.table]
+                            if item["status"]["S"] == "succeeded")
+            if seen and first is None:
+                first = time.perf_counter()
+            time.sleep(0.1)
+        end = time.perf_counter()
+        runs.append({"jobs_per_s": n / (end - t0), "enqueue_s": enqueued - t0, "first_result_s": first - t0,
+                     "total_s": end - t0})
+        log(f"sqs end to end {i + 1}/{ns.e2e_reps} (n={n}): {runs[-1]['jobs_per_s']:.0f} jobs/s")
+    results["sqs"] = {"unit": "jobs/s", "n": n, "runs": runs,
+                      "note": "enqueue_many to the last result seen; LocalStack's event source mapping poller "
+                              "bounds this (one poll loop, batches of up to 10)"}
+
+
 # ----------------------------------------------------------------------------- enqueue
 
 def scenario_enqueue(ns, svc: Services, env: dict, results: dict) -> None:
@@ -342,7 +481,7 @@ def scenario_enqueue(ns, svc: Services, env: dict, results: dict) -> None:
         client.enqueue_many(noops * ns.n_sqs)
 
     def t(fn, count: int = n) -> float:
-        if fn is sqs_batch:  # a fresh queue each time: moto's SQS slows down as a queue grows
+        if fn is sqs_batch:  # a fresh queue each time: an SQS emulator may slow down as a queue grows
             client.queue_url = sqs.create_queue(QueueName=f"kindling-bench-{time.time_ns()}")["QueueUrl"]
         svc.valkey(0).flushall()
         t0 = time.perf_counter()
@@ -356,7 +495,8 @@ def scenario_enqueue(ns, svc: Services, env: dict, results: dict) -> None:
         "kindling StreamProducer.enqueue_many (Valkey)": lambda: t(lambda: producer.enqueue_many(noops * n)),
         "kindling StreamProducer.enqueue one at a time":
             lambda: t(lambda: [producer.enqueue("noop") for _ in range(n)]),
-        "kindling Client.enqueue_many (SQS on moto)": lambda: t(sqs_batch, ns.n_sqs),
+        f"kindling Client.enqueue_many (SQS on {'LocalStack' if svc.localstack else 'moto'})":
+            lambda: t(sqs_batch, ns.n_sqs),
     }
     samples: dict[str, list[float]] = {k: [] for k in systems}
     for i in range(ns.enq_reps):
@@ -479,6 +619,20 @@ def report(results: dict, out: Path, stamp: str) -> str:
                 md.append(f"| {k} | {stats.fmt(d['median'])} ({stats.fmt(d['min'])}-{stats.fmt(d['max'])}) "
                           f"| {stats.fmt(f['median'], 2)} | {stats.fmt(m['median'])} | {stats.fmt(cn['median'], 0)} |")
             md.append("")
+    if "dynamodb" in results:
+        c = results["dynamodb"]
+        rates = {k: [r["jobs_per_s"] for r in v] for k, v in c["runs"].items()}
+        md.append(stats.markdown_table(f"Results in DynamoDB ({c['endpoint'].split(' at ')[0]}): {c['n']} noop jobs, "
+                                       "busy span of one warm process", c["unit"],
+                                       stats.table_rows(rates, c["baseline"], higher_is_better=True), c["baseline"]))
+    if "sqs" in results:
+        c = results["sqs"]
+        runs = c["runs"]
+        md.append(f"### SQS end to end on LocalStack: {c['n']} noop jobs\n\n{c['note']}.\n")
+        md.append("| jobs/s | enqueue s | first result s | last result s |\n|---:|---:|---:|---:|")
+        md.extend(f"| {stats.fmt(r['jobs_per_s'])} | {stats.fmt(r['enqueue_s'], 2)} "
+                  f"| {stats.fmt(r['first_result_s'], 2)} | {stats.fmt(r['total_s'], 1)} |" for r in runs)
+        md.append("")
     if "enqueue" in results:
         c = results["enqueue"]
         md.append(stats.markdown_table(f"Enqueue rate ({c['n']} noop jobs; {c['n_sqs']} for SQS)", c["unit"],
@@ -520,18 +674,56 @@ def ratio_lines(results: dict) -> list[str]:
         r = stats.ratio(med(s["kindling handler (-S + layer)"]), med(s["bare (python -S -c pass)"]))
         lines.append(stats.verdict("import kindling handler / bare python -S", r, 2))
     if "throughput" in results:
-        for workload, w in results["throughput"]["workloads"].items():
-            rates = {k: med([r["jobs_per_s"] for r in v]) for k, v in w["runs"].items()}
-            base = rates[results["throughput"]["baseline"]]
-            for k, v in rates.items():
-                if k != results["throughput"]["baseline"]:
-                    lines.append(f"throughput {workload}: {k} / Celery = {stats.fmt_ratio(stats.ratio(v, base))}")
+        w = results["throughput"]["workloads"]
+        rate = lambda workload, system: med([r["jobs_per_s"] for r in w[workload]["runs"][system]])  # noqa: E731
+        celery, ours, bare = "Celery (threads c=100 / prefork c=2 for CPU)", \
+            "kindling StreamWorker (results in Valkey)", "bare batched consumer (BLMPOP 500)"
+        if "noop" in w:
+            lines.append(stats.verdict("throughput noop: kindling / bare batched consumer",
+                                       stats.ratio(rate("noop", ours), rate("noop", bare)), 0.25, at_most=False))
+            lines.append(f"throughput noop: kindling / Celery = "
+                         f"{stats.fmt_ratio(stats.ratio(rate('noop', ours), rate('noop', celery)))}")
+        if "sleep 10 ms" in w:
+            lines.append(stats.verdict("throughput sleep 10 ms, concurrency 100: kindling jobs/s",
+                                       rate("sleep 10 ms", ours), 5000, at_most=False))
+        if "cpu_hash 1000x1KiB" in w:
+            lines.append(stats.verdict("throughput CPU, 2 processes: kindling / Celery prefork c=2",
+                                       stats.ratio(rate("cpu_hash 1000x1KiB", ours),
+                                                   rate("cpu_hash 1000x1KiB", celery)), 1, at_most=False))
+        for workload, v in w.items():
+            rss = {k: med([r["peak_rss_mib"] for r in runs]) for k, runs in v["runs"].items()}
+            lines.append(stats.verdict(f"peak RSS {workload}: kindling / Celery", stats.ratio(rss[ours], rss[celery]),
+                                       0.5))
+    if "dynamodb" in results:
+        c = results["dynamodb"]
+        rates = {k: med([r["jobs_per_s"] for r in v]) for k, v in c["runs"].items()}
+        base = rates[c["baseline"]]
+        lines.append(stats.verdict("results in DynamoDB: kindling StreamWorker / BatchWriteItem alone (4 connections)",
+                                   stats.ratio(rates["kindling StreamWorker, results in DynamoDB (4 connections)"],
+                                               base), 0.8, at_most=False))
+        one = rates["BatchWriteItem alone (25 per call, 1 connection)"]
+        lines.append("results in DynamoDB: kindling SQS handler (events of 10) / BatchWriteItem alone (1 connection) = "
+                     + stats.fmt_ratio(stats.ratio(rates["kindling SQS handler, warm, events of 10 (1 connection)"],
+                                                   one)))
     if "enqueue" in results:
         s = results["enqueue"]["samples"]
+        group = med(s["Celery group().apply_async()"])
+        lines.append(stats.verdict("enqueue_many on Valkey / Celery group().apply_async()",
+                                   stats.ratio(med(s["kindling StreamProducer.enqueue_many (Valkey)"]), group), 20,
+                                   at_most=False))
+        sqs_key = next(k for k in s if k.startswith("kindling Client.enqueue_many (SQS"))
+        lines.append(stats.verdict(f"{sqs_key} / Celery group().apply_async() on Valkey",
+                                   stats.ratio(med(s[sqs_key]), group), 5, at_most=False))
         base = med(s[results["enqueue"]["baseline"]])
         for k, v in s.items():
             if k != results["enqueue"]["baseline"]:
                 lines.append(f"enqueue: {k} / Celery delay() = {stats.fmt_ratio(stats.ratio(med(v), base))}")
+    if "latency" in results:
+        d = results["latency"]["samples"]["kindling StreamWorker"]
+        for part in ("enqueue_to_start", "start_to_seen"):
+            label = part.replace("_to_", " to ").replace("seen", "result seen")
+            lines.append(stats.verdict(f"latency kindling {label} p50, ms", stats.percentile(d[part], 50), 1))
+            lines.append(stats.verdict(f"latency kindling {label} p99, ms", stats.percentile(d[part], 99), 5))
     if "latency" in results:
         c = results["latency"]
         base = stats.percentile(c["samples"][c["baseline"]]["total"], 50)
@@ -576,6 +768,16 @@ def charts(results: dict, out: Path, stamp: str) -> list[Path]:
             fig.savefig(p, dpi=110)
             plt.close(fig)
             made.append(p)
+    if "dynamodb" in results:
+        c = results["dynamodb"]
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        bars(ax, {k: [r["jobs_per_s"] for r in v] for k, v in c["runs"].items()}, "jobs/s",
+             f"Results in DynamoDB on LocalStack: {c['n']} noop jobs (median, min-max)")
+        fig.tight_layout()
+        p = out / f"bench-{stamp}-dynamodb.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
     if "throughput" in results:
         w = results["throughput"]["workloads"]
         fig, axes = plt.subplots(1, len(w), figsize=(5 * len(w), 4.5))
@@ -601,6 +803,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="override every scenario's repetitions (development)")
     ap.add_argument("--n", type=int, help="override N for throughput/enqueue (CPU-bound: N/5)")
     ap.add_argument("--layer", help="a built layer's python/ dir (default: build one fresh into <out>/layer)")
+    ap.add_argument("--aws", choices=("localstack", "moto"), default="localstack",
+                    help="AWS endpoint for DynamoDB and SQS (default: LocalStack, started if not running)")
     ns = ap.parse_args()
     only = [s.strip() for s in ns.only.split(",") if s.strip()]
     bad = set(only) - set(SCENARIOS)
@@ -610,13 +814,16 @@ def main() -> int:
     ns.cold_reps, ns.import_reps, ns.tp_reps, ns.enq_reps = (10, 20, 3, 3) if q else (20, 40, 5, 5)
     n_override = ns.n
     ns.n, ns.n_cpu = (2000, 1000) if q else (10000, 3000)
-    ns.n_sqs = 500 if q else 2000  # moto: ~5 ms per SendMessageBatch of 10, queue purged first
-    if ns.reps:
-        ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.reps
-        ns.lat_n = max(10, ns.reps)
+    ns.n_sqs = 1000 if q else 5000
+    ns.n_ddb = 2000 if q else 5000
+    ns.n_e2e, ns.e2e_reps = (300, 1) if q else (1000, 3)
     ns.lat_n = 500 if q else 2000
+    if ns.reps:
+        ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.e2e_reps = ns.reps
+        ns.lat_n = max(10, ns.reps)
     if n_override:
         ns.n, ns.n_cpu, ns.n_sqs = n_override, max(1, n_override // 5), n_override
+        ns.n_ddb = ns.n_e2e = n_override
     out = Path(ns.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -628,8 +835,8 @@ def main() -> int:
     results: dict = {"meta": {"quick": q, "stamp": stamp, "layer": layer, "python": PY,
                               "loadavg_start": os.getloadavg(), "cpus": os.cpu_count()}}
     try:
-        svc.start_aws()
-        if {"cold", "throughput", "enqueue", "latency"} & set(only):
+        svc.start_aws(ns.aws)
+        if {"cold", "throughput", "dynamodb", "enqueue", "latency"} & set(only):
             svc.start_valkey()
         env = dict(os.environ, **svc.aws_env(), KINDLING_BENCH_VALKEY=svc.valkey_url or "redis://127.0.0.1:1/0",
                    PYTHONPATH=str(HERE / "systems"))
@@ -649,6 +856,10 @@ def main() -> int:
                 scenario_imports(ns, layer, env, results)
             elif name == "throughput":
                 scenario_throughput(ns, svc, env, results)
+            elif name == "dynamodb":
+                scenario_dynamodb(ns, svc, layer, env, results)
+            elif name == "sqs":
+                scenario_sqs(ns, svc, env, results)
             elif name == "enqueue":
                 scenario_enqueue(ns, svc, env, results)
             elif name == "latency":

@@ -1,6 +1,9 @@
-"""What the benchmarks run against: DynamoDB (moto server, or KINDLING_BENCH_ENDPOINT) and Valkey.
+"""What the benchmarks run against: LocalStack (DynamoDB, SQS, Lambda) and Valkey.
 
-Everything started here is stopped by :meth:`Services.close` (only what we started).
+AWS is LocalStack on the host, installed and started by infra/localstack/ctl (a running
+one is reused and left running); ``--aws moto`` uses a moto server instead, and
+KINDLING_BENCH_ENDPOINT any other endpoint. Everything started here is stopped by
+:meth:`Services.close` (only what we started).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+LOCALSTACK_VERSION = "2026.3.0"
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -49,13 +53,15 @@ class Services:
         self._valkey_ctl_port: int | None = None
         self.table = "kindling-bench-results"
         self.queue_url = ""
+        self.localstack = False
+        self._stop_localstack = False
 
     # -- AWS (DynamoDB, SQS) -------------------------------------------------------------
-    def start_aws(self) -> None:
+    def start_aws(self, kind: str = "localstack") -> None:
         given = os.environ.get("KINDLING_BENCH_ENDPOINT")
         if given:
             self.endpoint, self.endpoint_kind = given, f"given endpoint {given} (KINDLING_BENCH_ENDPOINT)"
-        else:
+        elif kind == "moto":
             port = free_port()
             p = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                  stdout=subprocess.DEVNULL, stderr=(self.tmp / "moto.log").open("w"))
@@ -63,6 +69,9 @@ class Services:
             wait_port(port, 60, p)
             self.endpoint = f"http://127.0.0.1:{port}"
             self.endpoint_kind = f"moto server (separate process) at {self.endpoint}"
+        else:
+            self._start_localstack()
+        self.localstack = kind == "localstack" and not given
         os.environ.update(self.aws_env())
         import boto3
 
@@ -77,6 +86,17 @@ class Services:
         sqs = boto3.client("sqs")
         self.queue_url = sqs.create_queue(QueueName="kindling-bench-jobs")["QueueUrl"]
         self.log(f"AWS endpoint: {self.endpoint_kind}; table {self.table}")
+
+    def _start_localstack(self) -> None:
+        ctl = str(ROOT / "infra/localstack/ctl")
+        subprocess.run([ctl, "install"], check=True, stdout=subprocess.DEVNULL)
+        if subprocess.run([ctl, "status"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+            subprocess.run([ctl, "start"], check=True, stdout=subprocess.DEVNULL)
+            self._stop_localstack = True
+        env_line = subprocess.run([ctl, "env"], check=True, capture_output=True, text=True).stdout
+        self.endpoint = next(w.split("=", 1)[1] for w in env_line.split() if w.startswith("AWS_ENDPOINT_URL="))
+        self.endpoint_kind = (f"LocalStack {LOCALSTACK_VERSION} on the host at {self.endpoint} "
+                              "(DynamoDB Local in memory)")
 
     def aws_env(self) -> dict[str, str]:
         return {
@@ -119,6 +139,10 @@ class Services:
         return valkey.Valkey(host="127.0.0.1", port=int(self.valkey_url.rsplit(":", 1)[1].split("/")[0]), db=db)
 
     def close(self) -> None:
+        if self._stop_localstack:
+            subprocess.run([str(ROOT / "infra/localstack/ctl"), "stop"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            self._stop_localstack = False
         if self._valkey_ctl_port is not None:
             subprocess.run([str(ROOT / "infra/valkey/ctl"), "stop", str(self._valkey_ctl_port)],
                            env=self._ctl_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,0 +1,127 @@
+"""Results in DynamoDB, in one warm process: the table's own write rate against kindling's.
+
+    python -S ddb_child.py batchwrite --layer DIR --table T --n N [--connections 1]
+    python -S ddb_child.py handler --layer DIR --table T --n N [--batch 10]
+    python ddb_child.py stream --layer DIR --table T --n N --url redis://... [--batch 500] [--connections 4]
+
+``batchwrite``: N result records (kindling's item shape) written with BatchWriteItem, 25
+per call, through kindling's own client on ``--connections`` kept-alive connections (one
+thread each): what the table accepts with nothing else going on. ``handler``: the Lambda handler
+(functions/worker/app.py) called with synthetic SQS events of ``--batch`` noop jobs, as
+the event source mapping would call a warm function: dedupe read, run, write. ``stream``:
+the Valkey stream worker (burst mode) over N noop jobs already queued, with its default
+store, DynamoDB (needs site-packages for valkey-py, so no -S). Each prints
+``SPAN <seconds>`` for the busy loop alone (for batchwrite and handler one untimed warm-up
+call takes the imports and the first connection; for stream, from the first dedupe read
+to the end of the last write) and exits.
+"""
+
+import sys
+import time
+
+ROOT = __file__.rsplit("/infra/", 1)[0]
+
+
+def main(argv: list[str]) -> int:
+    mode = argv[0]
+    opts = dict(zip(argv[1::2], argv[2::2], strict=True))
+    sys.path[:0] = [ROOT + "/functions/worker", opts["--layer"]]
+    import os
+
+    os.environ["KINDLING_TABLE"] = table = opts["--table"]
+    n, batch = int(opts["--n"]), int(opts.get("--batch", "10"))
+    from kindling.envelope import encode_job, new_job
+
+    if mode == "batchwrite":
+        from kindling.aws import dynamodb
+        from kindling.results import to_item
+
+        client = dynamodb()
+        now = time.time_ns() // 1_000_000
+
+        def record(i: int) -> dict:
+            return {"id": f"bw-{i:08d}", "task": "noop", "status": "succeeded", "result": "null", "attempts": 1,
+                    "enqueued_at": now, "started_at": now, "finished_at": now, "duration_ms": 0.01,
+                    "worker": {"function": "bench"}, "expires_at": now // 1000 + 86400}
+
+        def write(ids: range) -> None:
+            requests = [{"PutRequest": {"Item": to_item(record(i))}} for i in ids]
+            pending = {table: requests}
+            while pending:
+                pending = client.call("BatchWriteItem", {"RequestItems": pending}).get("UnprocessedItems") or {}
+
+        write(range(n, n + 1))  # warm-up: connection, first request (an extra item, not counted)
+        chunks = [range(start, min(start + 25, n)) for start in range(0, n, 25)]
+        connections = int(opts.get("--connections", "1"))
+        if connections == 1:
+            t0 = time.perf_counter()
+            for chunk in chunks:
+                write(chunk)
+        else:
+            import threading
+            from concurrent.futures import ThreadPoolExecutor
+
+            from kindling.aws import JsonClient
+
+            local = threading.local()
+
+            def write_on_own_connection(ids: range) -> None:
+                if not hasattr(local, "client"):
+                    local.client = JsonClient("dynamodb", "DynamoDB_20120810")
+                requests = [{"PutRequest": {"Item": to_item(record(i))}} for i in ids]
+                pending = {table: requests}
+                while pending:
+                    pending = local.client.call("BatchWriteItem", {"RequestItems": pending}).get(
+                        "UnprocessedItems") or {}
+
+            with ThreadPoolExecutor(connections) as pool:
+                list(pool.map(write_on_own_connection, [range(n + 1 + i, n + 2 + i) for i in range(connections)]))
+                t0 = time.perf_counter()  # all connections open and warm
+                list(pool.map(write_on_own_connection, chunks))
+    elif mode == "handler":
+        import app
+
+        def event(count: int) -> dict:
+            return {"Records": [{"messageId": f"m{i}", "receiptHandle": "rh", "eventSource": "aws:sqs",
+                                 "body": encode_job(new_job("noop")).decode(),
+                                 "attributes": {"ApproximateReceiveCount": "1"}} for i in range(count)]}
+
+        app.handler(event(1), None)  # warm-up: imports, connection (one job, not counted)
+        events = [event(min(batch, n - start)) for start in range(0, n, batch)]
+        t0 = time.perf_counter()
+        for e in events:
+            failures = app.handler(e, None)["batchItemFailures"]
+            if failures:
+                raise SystemExit(f"handler reported failures: {failures[:3]}")
+    elif mode == "stream":
+        import tasks  # noqa: F401  the example tasks, as the Lambda function has them
+        from kindling.results import DynamoResultStore
+        from kindling.valkey import StreamWorker
+
+        span: list[float] = []
+
+        class TimedStore(DynamoResultStore):
+            def get_statuses(self, job_ids):
+                if not span:
+                    span.append(time.perf_counter())
+                return super().get_statuses(job_ids)
+
+            def write(self, records):
+                super().write(records)
+                span[1:] = [time.perf_counter()]
+
+        store = TimedStore(table, concurrency=int(opts.get("--connections", "4")))
+        worker = StreamWorker(opts["--url"], store=store, batch=int(opts.get("--batch", "500")),
+                              block_ms=200, concurrency=100, log=False)
+        worker.run(burst=True)
+        t0 = span[0]
+        print("SPAN", repr(span[1] - t0), flush=True)
+        return 0
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    print("SPAN", repr(time.perf_counter() - t0), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
