@@ -55,7 +55,7 @@ layer-size: build
 
 ## Benchmarks: kindling vs Celery vs a boto3 + Powertools handler, interleaved (QUICK=1: < 10 min).
 BENCH_VENV := .venv-bench
-bench:
+bench: install
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON313) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(BENCH_VENV)/bin/python infra/bench/run.py $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) --out bench-results
