@@ -1,6 +1,6 @@
 """kindling's stream worker (kindling.valkey.StreamWorker) with results in Valkey, for throughput.
 
-    python kindling_valkey.py --url redis://127.0.0.1:P/0 [--concurrency 100] [--batch 500]
+    python kindling_valkey.py --url redis://127.0.0.1:P/0 [--concurrency 100] [--batch 500] [--forever]
 
 Runs in burst mode (exits when the stream is drained). Results go to a small Valkey result
 store defined here (db 1, one key per job, pipelined SETs), so that kindling and Celery both
@@ -9,12 +9,11 @@ record results in Valkey: like with like. The tasks are functions/worker/tasks.p
 
 from __future__ import annotations
 
-import argparse
 import json
+import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PREFIX = "kindling-result:"
 
 
@@ -38,14 +37,31 @@ class ValkeyResultStore:
         pipe.execute()
 
 
+def parse_args(argv: list[str]) -> dict:
+    """The options above. No argparse or pathlib: this process's peak RSS is measured, and they add
+    ~0.4 MiB to it (infra/bench calls it with well-formed arguments)."""
+    opts: dict = {"url": None, "concurrency": 100, "batch": 500, "forever": False}
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        key = name[2:]
+        if name == "--forever" and not eq:
+            opts["forever"] = True
+        elif name in ("--url", "--concurrency", "--batch"):
+            value = value if eq else next(args, None)
+            if value is None:
+                raise SystemExit(f"kindling_valkey.py: {name} needs a value")
+            opts[key] = value if key == "url" else int(value)
+        else:
+            raise SystemExit(f"kindling_valkey.py: unknown argument {arg!r}\n{__doc__}")
+    if not opts["url"]:
+        raise SystemExit(f"kindling_valkey.py: --url is required\n{__doc__}")
+    return opts
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--url", required=True)
-    ap.add_argument("--concurrency", type=int, default=100)
-    ap.add_argument("--batch", type=int, default=500)
-    ap.add_argument("--forever", action="store_true", help="not burst: run until SIGTERM")
-    ns = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "functions/worker"))
+    ns = parse_args(sys.argv[1:])
+    sys.path.insert(0, os.path.join(ROOT, "functions/worker"))
     import signal
     import time
 
@@ -58,12 +74,12 @@ def main() -> int:
         """The latency scenario's probe: the wall clock when it ran."""
         return time.time()
 
-    results = connect(ns.url.rsplit("/", 1)[0] + "/1")
-    worker = StreamWorker(ns.url, store=ValkeyResultStore(results), batch=ns.batch, block_ms=200,
-                          concurrency=ns.concurrency, log=False)
+    results = connect(ns["url"].rsplit("/", 1)[0] + "/1")
+    worker = StreamWorker(ns["url"], store=ValkeyResultStore(results), batch=ns["batch"], block_ms=200,
+                          concurrency=ns["concurrency"], log=False)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
-    counts = worker.run(burst=not ns.forever)
+    counts = worker.run(burst=not ns["forever"])
     print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())), file=sys.stderr)
     return 0
 
