@@ -166,7 +166,7 @@ class StreamWorker:
         url: the Valkey URL.
         table: the DynamoDB results table (ignored when ``store`` is given).
         registry: the tasks (default: everything registered with ``@task``).
-        store: a result store (default: ``DynamoResultStore(table)``).
+        store: a result store (default: ``DynamoResultStore(table, concurrency=4)``).
         stream, group, consumer: the stream key, consumer group and this consumer's name.
         batch: entries read per round.
         block_ms: how long one ``XREADGROUP`` blocks waiting for entries.
@@ -185,7 +185,8 @@ class StreamWorker:
                 raise KindlingError("StreamWorker needs a results table (or a store)")
             from kindling.results import DynamoResultStore
 
-            store = DynamoResultStore(table)
+            # A batch of hundreds is a few dozen DynamoDB calls: keep several in flight.
+            store = DynamoResultStore(table, concurrency=4)
         if registry is None:
             from kindling.registry import default_registry
 
