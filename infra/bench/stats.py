@@ -91,4 +91,5 @@ def verdict(name: str, value: float | None, target: float, *, at_most: bool = Tr
     if value is None:
         return f"{name}: not measured (target {'<=' if at_most else '>='} {target:g})"
     ok = value <= target if at_most else value >= target
-    return f"{name}: {value:.3g} (target {'<=' if at_most else '>='} {target:g}): {'met' if ok else 'NOT met'}"
+    shown = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return f"{name}: {shown} (target {'<=' if at_most else '>='} {target:g}): {'met' if ok else 'NOT met'}"

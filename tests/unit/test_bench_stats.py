@@ -64,3 +64,4 @@ def test_verdict():
     assert stats.verdict("k/c", 0.1, 0.125).endswith(": met")
     assert "NOT met" in stats.verdict("k/c", 0.2, 0.125)
     assert "not measured" in stats.verdict("k/c", None, 0.125)
+    assert stats.verdict("jobs/s", 4162.4, 5000, at_most=False) == "jobs/s: 4,162 (target >= 5000): NOT met"
