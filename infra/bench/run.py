@@ -1,6 +1,7 @@
 """kindling's benchmark harness: what do I gain over Celery, and over the handler I'd write myself?
 
-    python infra/bench/run.py [--quick] [--only cold,imports,throughput,enqueue] [--out bench-results]
+    python infra/bench/run.py [--quick] [--only cold,imports,throughput,dynamodb,sqs,enqueue,latency]
+                              [--aws localstack|moto] [--out bench-results]
 
 Every scenario runs its systems round-robin within each repetition (interleaved, same
 machine, same run) and reports medians with min and max and each median's ratio to the
