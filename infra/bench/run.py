@@ -867,25 +867,21 @@ def main() -> int:
 
         results["meta"].update(services=f"AWS: {svc.endpoint_kind}. Valkey: {svc.valkey_kind or 'not used'}.",
                                celery_settings=celery_app.SETTINGS, celery_worker_flags=celery_app.WORKER_FLAGS)
+        runners = {
+            "cold": lambda: scenario_cold(ns, svc, layer, env, results),
+            "imports": lambda: scenario_imports(ns, layer, env, results),
+            "throughput": lambda: scenario_throughput(ns, svc, env, results),
+            "dynamodb": lambda: scenario_dynamodb(ns, svc, layer, env, results),
+            "sqs": lambda: scenario_sqs(ns, svc, env, results),
+            "enqueue": lambda: scenario_enqueue(ns, svc, env, results),
+            "latency": lambda: scenario_latency(ns, svc, env, results),
+        }
         for name in SCENARIOS:
             if name not in only:
                 continue
             log(f"== {name}")
             t0 = time.monotonic()
-            if name == "cold":
-                scenario_cold(ns, svc, layer, env, results)
-            elif name == "imports":
-                scenario_imports(ns, layer, env, results)
-            elif name == "throughput":
-                scenario_throughput(ns, svc, env, results)
-            elif name == "dynamodb":
-                scenario_dynamodb(ns, svc, layer, env, results)
-            elif name == "sqs":
-                scenario_sqs(ns, svc, env, results)
-            elif name == "enqueue":
-                scenario_enqueue(ns, svc, env, results)
-            elif name == "latency":
-                scenario_latency(ns, svc, env, results)
+            runners[name]()
             log(f"== {name} done in {time.monotonic() - t0:.0f} s")
     finally:
         svc.close()

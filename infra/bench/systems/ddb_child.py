@@ -44,11 +44,11 @@ def main(argv: list[str]) -> int:
                     "enqueued_at": now, "started_at": now, "finished_at": now, "duration_ms": 0.01,
                     "worker": {"function": "bench"}, "expires_at": now // 1000 + 86400}
 
-        def write(ids: range) -> None:
+        def write(ids: range, via=client) -> None:
             requests = [{"PutRequest": {"Item": to_item(record(i))}} for i in ids]
             pending = {table: requests}
             while pending:
-                pending = client.call("BatchWriteItem", {"RequestItems": pending}).get("UnprocessedItems") or {}
+                pending = via.call("BatchWriteItem", {"RequestItems": pending}).get("UnprocessedItems") or {}
 
         write(range(n, n + 1))  # warm-up: connection, first request (an extra item, not counted)
         chunks = [range(start, min(start + 25, n)) for start in range(0, n, 25)]
@@ -68,11 +68,7 @@ def main(argv: list[str]) -> int:
             def write_on_own_connection(ids: range) -> None:
                 if not hasattr(local, "client"):
                     local.client = JsonClient("dynamodb", "DynamoDB_20120810")
-                requests = [{"PutRequest": {"Item": to_item(record(i))}} for i in ids]
-                pending = {table: requests}
-                while pending:
-                    pending = local.client.call("BatchWriteItem", {"RequestItems": pending}).get(
-                        "UnprocessedItems") or {}
+                write(ids, local.client)
 
             with ThreadPoolExecutor(connections) as pool:
                 list(pool.map(write_on_own_connection, [range(n + 1 + i, n + 2 + i) for i in range(connections)]))
