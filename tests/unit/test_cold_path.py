@@ -52,10 +52,17 @@ def test_the_handler_import_stays_within_its_module_budget(layer_python):
 
 
 def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python):
+    """Every module of the source package, subpackages included, is in the layer with its
+    bytecode compiled for the runtime (python3.13)."""
+    source = ROOT / "layers/kindling/kindling"
+    modules = sorted(p.relative_to(source) for p in source.rglob("*.py"))
+    assert modules and any(len(m.parts) > 1 for m in modules)  # subpackages are covered too
     kindling = layer_python / "kindling"
-    sources = {p.stem for p in kindling.glob("*.py")}
-    compiled = {p.name.split(".")[0] for p in (kindling / "__pycache__").glob("*.cpython-313.pyc")}
-    assert sources and sources <= compiled
+    missing = [str(m) for m in modules if not (kindling / m).is_file()]
+    assert not missing, missing
+    uncompiled = [str(m) for m in modules
+                  if not (kindling / m.parent / "__pycache__" / f"{m.stem}.cpython-313.pyc").is_file()]
+    assert not uncompiled, uncompiled
     top = {p.name for p in layer_python.iterdir()}
     assert not {"boto3", "botocore", "tests"} & top
     assert "orjson" in top

@@ -39,9 +39,7 @@ def _arg(text: str):
 def cmd_worker(ns) -> int:
     load_tasks(ns.tasks)
     if ns.valkey:
-        from kindling.valkey import run_worker
-
-        return run_worker(ns)
+        return run_valkey_worker(ns)
     from kindling.loop import SqsWorker
 
     worker = SqsWorker(_need(ns.queue_url, "--queue-url / KINDLING_QUEUE_URL"),
@@ -50,6 +48,63 @@ def cmd_worker(ns) -> int:
     counts = worker.run(burst=ns.burst)
     print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs")
     return 0
+
+
+def valkey_worker(ns):
+    """The :class:`kindling.valkey.StreamWorker` for ``kindling worker --valkey URL``.
+
+    Tuning from the environment: ``KINDLING_VALKEY_BATCH`` (100), ``KINDLING_VALKEY_BLOCK_MS``
+    (1000), ``KINDLING_VALKEY_VISIBILITY_MS`` (30000), ``KINDLING_MAX_ATTEMPTS`` (3),
+    ``KINDLING_VALKEY_GROUP`` (kindling), ``KINDLING_LOG=0`` (no per-batch log lines),
+    ``KINDLING_RESULTS=valkey`` (results in Valkey via :class:`kindling.valkey.ValkeyResultStore`,
+    TTL ``KINDLING_RESULT_TTL_S``; default: DynamoDB ``--table``).
+    """
+    from kindling.valkey import DEFAULT_GROUP, StreamWorker, ValkeyResultStore
+
+    env = os.environ.get
+    store = None
+    if env("KINDLING_RESULTS") == "valkey":  # results in Valkey instead of DynamoDB
+        store = ValkeyResultStore(ns.valkey, int(env("KINDLING_RESULT_TTL_S", str(7 * 86_400))))
+    elif not ns.table:
+        raise SystemExit("kindling: --table / KINDLING_TABLE is required (or KINDLING_RESULTS=valkey)")
+    return StreamWorker(
+        ns.valkey, ns.table, store=store, stream=ns.stream, group=env("KINDLING_VALKEY_GROUP", DEFAULT_GROUP),
+        batch=int(env("KINDLING_VALKEY_BATCH", "100")), block_ms=int(env("KINDLING_VALKEY_BLOCK_MS", "1000")),
+        visibility_ms=int(env("KINDLING_VALKEY_VISIBILITY_MS", "30000")),
+        max_attempts=int(env("KINDLING_MAX_ATTEMPTS", "3")), concurrency=ns.concurrency, threads=ns.concurrency,
+        log=env("KINDLING_LOG", "1") != "0",
+    )
+
+
+def run_valkey_worker(ns) -> int:
+    """``kindling worker --valkey URL [--stream S] [--processes N] [--burst]``.
+
+    With ``--processes N`` this process runs one worker (:func:`valkey_worker`) and starts
+    N-1 more (the same command line), forwarding SIGTERM/SIGINT to them.
+    """
+    import signal
+    import subprocess
+
+    children = []
+    if getattr(ns, "processes", 1) > 1:
+        argv = [sys.executable, "-m", "kindling.cli", *sys.argv[1:], "--processes", "1"]
+        children = [subprocess.Popen(argv) for _ in range(ns.processes - 1)]
+    worker = valkey_worker(ns)
+    stop_worker = worker.stop
+
+    def stop(*_args):
+        stop_worker()
+        for c in children:
+            if c.poll() is None:
+                c.send_signal(signal.SIGTERM)
+
+    worker.stop = stop  # type: ignore[method-assign]
+    counts = worker.run(burst=ns.burst)
+    rc = 0
+    for c in children:
+        rc = c.wait() or rc
+    print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs", flush=True)
+    return rc
 
 
 def cmd_enqueue(ns) -> int:

@@ -1,0 +1,61 @@
+"""The Valkey trigger: a stream with a consumer group instead of an SQS queue.
+
+Imported only when the Valkey trigger is used (``kindling worker --valkey URL``, a Lambda
+``{"kindling": "drain"}`` event, or a producer); the ``valkey`` client package is imported
+by its modules at first use and nowhere on the SQS path.
+
+=============================  ===========================================================
+:mod:`.connection`              ``connect``, ``default_consumer``, the stream's key names
+:mod:`.producer`                ``StreamProducer``, ``Sent``, ``StreamFull``
+:mod:`.worker`                  ``StreamWorker``: the consumer-group loop feeding the runner
+:mod:`.results`                 ``ValkeyResultStore``: outcomes in Valkey, blocking waiters
+:mod:`.lambda_drain`            ``drain``: the stream read from a Lambda invocation
+=============================  ===========================================================
+
+Producer::
+
+    from kindling.valkey import StreamProducer
+    p = StreamProducer("redis://127.0.0.1:6390/0")
+    p.enqueue("resize", "a.png", width=64)
+    p.enqueue_many([("noop", [], {})] * 10_000)      # pipelined, 500 XADDs per round trip
+
+Every entry has one field, ``job``: the envelope JSON (:mod:`kindling.envelope`).
+
+The names below are loaded from their module on first access, so ``from kindling import
+valkey`` costs nothing until one is used.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, connect, default_consumer
+    from kindling.valkey.lambda_drain import drain
+    from kindling.valkey.producer import CHUNK, Sent, StreamFull, StreamProducer
+    from kindling.valkey.results import ValkeyResultStore
+    from kindling.valkey.worker import StreamWorker
+
+_WHERE = {
+    "connect": "connection", "default_consumer": "connection", "DEFAULT_STREAM": "connection",
+    "DEFAULT_GROUP": "connection", "FIELD": "connection",
+    "CHUNK": "producer", "Sent": "producer", "StreamFull": "producer", "StreamProducer": "producer",
+    "StreamWorker": "worker",
+    "ValkeyResultStore": "results",
+    "drain": "lambda_drain",
+}
+
+__all__ = ["CHUNK", "DEFAULT_GROUP", "DEFAULT_STREAM", "FIELD", "Sent", "StreamFull", "StreamProducer", "StreamWorker",
+           "ValkeyResultStore", "connect", "default_consumer", "drain"]
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -1,0 +1,295 @@
+"""The consumer: a consumer-group worker feeding :class:`kindling.runner.Runner`.
+
+Per round:
+
+1. ``XAUTOCLAIM`` entries idle for more than ``visibility_ms`` (whatever consumer holds
+   them, a dead one included); their delivery counts come from ``XPENDING`` (XAUTOCLAIM has
+   already counted this delivery);
+2. otherwise ``XREADGROUP ... BLOCK block_ms >`` (a blocking read, never a sleep-poll);
+3. :meth:`kindling.runner.Runner.run` on the batch;
+4. one pipelined round trip: ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
+   skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first.
+   ``failed`` and ``deferred`` entries stay pending and are reclaimed after ``visibility_ms``.
+
+An entry delivered more than its allowed attempts (its worker crashed every time) is not run
+again: it is recorded ``dead`` ("delivered too many times") and moved to the dead stream,
+unless the store already has a final outcome for it.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+
+from kindling import codec
+from kindling.envelope import decode_job, now_ms
+from kindling.errors import InvalidJob, KindlingError
+from kindling.runner import DEAD, SETTLED, Delivery, Runner
+from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+class StreamWorker:
+    """A consumer-group worker feeding :class:`kindling.runner.Runner`.
+
+    Args:
+        url: the Valkey URL.
+        table: the DynamoDB results table (ignored when ``store`` is given).
+        registry: the tasks (default: everything registered with ``@task``).
+        store: a result store (default: ``DynamoResultStore(table, concurrency=4)``).
+        runner: an existing runner to feed (the Lambda drain passes the invocation's); its
+            registry, store and ``max_attempts`` are used, and the process's JSON codec is
+            left as it is. Give either this or what to build one from, not both.
+        stream, group, consumer: the stream key, consumer group and this consumer's name.
+        batch: entries read per round.
+        block_ms: how long one ``XREADGROUP`` blocks waiting for entries.
+        visibility_ms: how long an entry may stay pending before another consumer reclaims it.
+        max_attempts: deliveries before a failing job is dead (a job or task may say less or
+            more); default 3.
+        client: a ``valkey.Valkey`` client (default: :func:`connect` to ``url``).
+        log: ``False`` for no per-batch log lines.
+        **runner_options: passed to the runner (``concurrency``, ``default_timeout``, ...).
+    """
+
+    def __init__(self, url: str, table: str | None = None, registry=None, *, store=None, runner: Runner | None = None,
+                 stream: str = DEFAULT_STREAM, group: str = DEFAULT_GROUP, consumer: str | None = None,
+                 batch: int = 100, block_ms: int = 1000, visibility_ms: int = 30_000, max_attempts: int | None = None,
+                 client=None, log=True, **runner_options):
+        consumer = consumer or default_consumer()
+        if runner is None:
+            codec.use_orjson()
+            runner = _build_runner(table, registry, store, 3 if max_attempts is None else max_attempts, consumer, log,
+                                   runner_options)
+        elif table or registry is not None or store is not None or max_attempts is not None or runner_options:
+            raise KindlingError("StreamWorker: give a runner or what to build one from, not both")
+        self.url = url
+        self.stream = stream
+        self.dead_stream = f"{stream}:dead"
+        self.group = group
+        self.consumer = consumer
+        self.batch = batch
+        self.block_ms = block_ms
+        self.visibility_ms = visibility_ms
+        self.max_attempts = runner.max_attempts
+        self.client = client or connect(url, socket_timeout=max(10.0, block_ms / 1000 + 10))
+        self.runner = runner
+        self.counts: dict[str, int] = {}
+        self._stopping = False
+        self._group_ready = False
+
+    # -- group -------------------------------------------------------------------------
+
+    def ensure_group(self) -> None:
+        """Create the group (and the stream) if missing; a restarted server without
+        persistence has lost both."""
+        from valkey.exceptions import ResponseError
+
+        try:
+            self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    # -- one round -----------------------------------------------------------------------
+
+    def fetch(self, block_ms: int | None) -> list[Delivery]:
+        """Reclaimed entries first (idle past the visibility timeout), else new ones."""
+        from valkey.exceptions import ResponseError
+
+        if not self._group_ready:
+            self.ensure_group()
+        try:
+            deliveries = self._reclaim()
+            if not deliveries:
+                deliveries = self._read(block_ms)
+        except ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            self.ensure_group()  # the server lost the group (restart without persistence)
+            return []
+        return deliveries
+
+    def _reclaim(self) -> list[Delivery]:
+        reply = self.client.xautoclaim(self.stream, self.group, self.consumer, self.visibility_ms,
+                                       start_id="0-0", count=self.batch)
+        entries = reply[1] if len(reply) > 1 else []
+        entries = [(i, f) for i, f in entries if f is not None]  # deleted meanwhile
+        if not entries:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for entry_id, _ in entries:
+            pipe.xpending_range(self.stream, self.group, min=entry_id, max=entry_id, count=1)
+        counts = pipe.execute()
+        deliveries = []
+        for (entry_id, fields), info in zip(entries, counts, strict=True):
+            attempts = int(info[0]["times_delivered"]) if info else 2
+            deliveries.append(self._delivery(entry_id, fields, attempts))
+        return deliveries
+
+    def _read(self, block_ms: int | None) -> list[Delivery]:
+        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=self.batch,
+                                       block=block_ms)
+        if not reply:
+            return []
+        if isinstance(reply, dict):  # RESP3
+            entries = next(iter(reply.values()))
+            entries = entries[0] if entries and isinstance(entries[0], list) else entries
+        else:
+            entries = reply[0][1]
+        return [self._delivery(i, f, 1) for i, f in entries]
+
+    @staticmethod
+    def _delivery(entry_id, fields, attempts: int) -> Delivery:
+        fields = fields or {}
+        body = fields.get(FIELD)
+        if body is None:
+            body = fields.get("job")
+        if body is None:  # not a kindling entry: the runner rejects the empty body
+            body = b""
+        return Delivery(_s(entry_id), body, attempts)
+
+    def process(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None):
+        """Run one batch and settle it in one pipelined round trip; return the outcomes."""
+        exhausted, runnable = self._split_exhausted(deliveries)
+        outcomes = exhausted + (self.runner.run(runnable, remaining_ms) if runnable else [])
+        bodies = {d.ref: d.body for d in deliveries}
+        pipe = self.client.pipeline(transaction=False)
+        done = []
+        for o in outcomes:
+            if o.status == DEAD:
+                body = bodies[o.ref]
+                pipe.xadd(self.dead_stream, {
+                    FIELD: body, b"error": o.reason or "", b"entry": o.ref, b"job_id": o.job_id or "",
+                    b"attempts": str(o.attempts), b"dead_at": str(now_ms()),
+                })
+                done.append(o.ref)
+            elif o.status in SETTLED:
+                done.append(o.ref)
+        if done:
+            pipe.xack(self.stream, self.group, *done)
+            pipe.xdel(self.stream, *done)
+            pipe.execute()
+        for o in outcomes:
+            self.counts[o.status] = self.counts.get(o.status, 0) + 1
+        return outcomes
+
+    def _allowed(self, job) -> int:
+        try:
+            task = self.runner.registry.get(job.task)
+        except InvalidJob:
+            return job.max_attempts or self.max_attempts
+        return job.max_attempts or task.max_attempts or self.max_attempts
+
+    def _split_exhausted(self, deliveries: list[Delivery]):
+        """Entries delivered more often than allowed (their workers died running them) are
+        recorded dead without running them once more."""
+        from kindling.runner import Outcome
+
+        over = []
+        for d in deliveries:
+            if d.attempts <= self.max_attempts:
+                continue
+            try:
+                job = decode_job(d.body)
+            except InvalidJob:
+                continue  # the runner rejects it
+            if d.attempts > self._allowed(job):
+                over.append((d, job))
+        if not over:
+            return [], list(deliveries)
+        refs = {d.ref for d, _ in over}
+        statuses = self.runner.store.get_statuses([job.id for _, job in over])
+        outcomes, records = [], []
+        at = now_ms()
+        for d, job in over:
+            previous = statuses.get(job.id)
+            if previous in ("succeeded", "rejected", "dead"):
+                o = Outcome(d.ref, job.id, job.task, "skipped" if previous != "dead" else DEAD, d.attempts)
+                o.reason = f"already {previous}"
+                outcomes.append(o)
+                continue
+            o = Outcome(d.ref, job.id, job.task, DEAD, d.attempts)
+            o.reason = f"delivered {d.attempts} times without finishing (its workers died)"
+            o.record = {
+                "id": job.id, "task": job.task, "status": DEAD, "attempts": d.attempts,
+                "error": {"type": "TooManyDeliveries", "message": o.reason, "traceback": ""},
+                "enqueued_at": job.enqueued_at, "started_at": at, "finished_at": at, "duration_ms": 0,
+                "worker": self.runner.worker, "expires_at": at // 1000 + self.runner.ttl_s,
+            }
+            records.append(o.record)
+            outcomes.append(o)
+        if records:
+            self.runner.store.write(records)
+        return outcomes, [d for d in deliveries if d.ref not in refs]
+
+    def idle(self) -> bool:
+        """Nothing left: no entry in the stream (acked ones are deleted) and none pending."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(self.stream)
+        pipe.xpending(self.stream, self.group)
+        length, pending = pipe.execute()
+        count = pending.get("pending", 0) if isinstance(pending, dict) else pending[0]
+        return length == 0 and not count
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def stop(self, *_args) -> None:
+        self._stopping = True
+
+    def run(self, *, burst: bool = False) -> dict[str, int]:
+        """Work until SIGTERM/SIGINT (the batch in hand is finished and acknowledged first),
+        or with ``burst`` until the stream and its pending list are empty. Reconnects with
+        backoff when Valkey goes away."""
+        import threading
+
+        from valkey.exceptions import ConnectionError, TimeoutError
+
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = [signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)]
+        delay = 0.05
+        try:
+            while not self._stopping:
+                try:
+                    deliveries = self.fetch(self.block_ms)
+                    if deliveries:
+                        self.process(deliveries)
+                    elif burst and self.idle():
+                        break
+                    delay = 0.05
+                except (ConnectionError, TimeoutError, OSError) as exc:
+                    self._group_ready = False
+                    if self.runner.log:
+                        self.runner.log({"kindling": "valkey_unavailable", "error": str(exc)[:300],
+                                         "retry_in_s": round(delay, 2)})
+                    time.sleep(delay * random.uniform(0.5, 1.0))
+                    delay = min(delay * 2, 5.0)
+        finally:
+            if previous:
+                for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
+                    signal.signal(s, handler)
+        return self.counts
+
+
+def _build_runner(table, registry, store, max_attempts: int, consumer: str, log, runner_options: dict) -> Runner:
+    if store is None:
+        if not table:
+            raise KindlingError("StreamWorker needs a results table (or a store)")
+        from kindling.results import DynamoResultStore
+
+        # A batch of hundreds is a few dozen DynamoDB calls: keep several in flight.
+        store = DynamoResultStore(table, concurrency=4)
+    if registry is None:
+        from kindling.registry import default_registry
+
+        registry = default_registry
+    options = {"max_attempts": max_attempts, "worker": {"function": "kindling-valkey", "consumer": consumer}}
+    if not log:
+        options["log"] = None
+    options.update(runner_options)
+    return Runner(registry, store, **options)
