@@ -56,7 +56,7 @@ def env(monkeypatch):
 def sleeps(monkeypatch):
     """Record backoff delays instead of sleeping."""
     delays: list[float] = []
-    monkeypatch.setattr(aws, "_sleep", delays.append)
+    monkeypatch.setattr(aws.retry, "sleep", delays.append)
     return delays
 
 
@@ -260,12 +260,12 @@ def test_sign_does_not_mutate_and_replaces_stale_auth():
 
 @given(st.binary(max_size=200), st.text(max_size=200))
 def test_hmac_matches_the_hmac_module(key, msg):
-    assert aws._hmac(key, msg) == hmac.new(key, msg.encode(), hashlib.sha256).digest()
+    assert aws.signing._hmac(key, msg) == hmac.new(key, msg.encode(), hashlib.sha256).digest()
 
 
 @given(st.text(max_size=60), st.sampled_from(["/", "/~", "", "/~:@"]))
 def test_quote_matches_urllib(text, safe):
-    assert aws._quote(text, safe) == quote(text, safe=safe)
+    assert aws.url.quote(text, safe) == quote(text, safe=safe)
 
 
 @given(
@@ -279,7 +279,7 @@ def test_quote_matches_urllib(text, safe):
 )
 def test_url_parts_match_urlsplit(scheme, userinfo, host, port, path, query, fragment):
     url = f"{scheme}://{userinfo}{host}{'' if port is None else f':{port}'}{path}{query}{fragment}"
-    ours, theirs = aws._Url(url), urlsplit(url)
+    ours, theirs = aws.url.Url(url), urlsplit(url)
     assert (ours.scheme, ours.hostname, ours.port, ours.path, ours.query) == (
         theirs.scheme, theirs.hostname, theirs.port, theirs.path, theirs.query)
 
@@ -287,7 +287,7 @@ def test_url_parts_match_urlsplit(scheme, userinfo, host, port, path, query, fra
 def test_url_with_a_bad_port_is_refused():
     for url in ("http://h:99999", "http://h:port", "http://[::1]:x/"):
         with pytest.raises(ValueError):
-            aws._Url(url)
+            aws.url.Url(url)
 
 
 def test_region_resolution(env):
@@ -341,7 +341,7 @@ def test_cached_clients(env):
     assert (queue.service, queue.target_prefix) == ("sqs", "AmazonSQS")
     with mock.patch("os.getpid", return_value=-1):  # as in a forked child
         assert aws.dynamodb() is not ddb
-    aws._clients.clear()
+    aws.client._clients.clear()
 
 
 # ------------------------------------------------------------- scripted local server
@@ -473,7 +473,7 @@ def test_parse_utc_matches_calendar(seconds):
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
     if not stamp[:4].isdigit():  # strftime does not zero-pad years < 1000 everywhere
         return
-    assert aws._parse_utc(stamp) == calendar.timegm(time.gmtime(seconds))
+    assert aws.credentials._parse_utc(stamp) == calendar.timegm(time.gmtime(seconds))
 
 
 def test_keep_alive_reuses_one_connection(env, server):
@@ -754,7 +754,7 @@ def test_container_credentials(env, server, tmp_path):
         "Expiration": "2999-01-01T00:00:00Z",
     }
     server.replies = [Reply(body=creds), Reply()]
-    aws._container_cache.clear()
+    aws.credentials._container_cache.clear()
     client = client_for(server)
     client.call("A", {})
     client.call("B", {})  # credentials cached: no second fetch
@@ -764,7 +764,7 @@ def test_container_credentials(env, server, tmp_path):
     for req in (first, second):
         assert "Credential=AKIDBOX/" in req["headers"]["Authorization"]
         assert req["headers"]["X-Amz-Security-Token"] == "boxtok"
-    aws._container_cache.clear()
+    aws.credentials._container_cache.clear()
 
 
 # ------------------------------------------------------------------- moto round trip

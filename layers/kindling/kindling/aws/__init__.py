@@ -1,0 +1,42 @@
+"""A small SigV4 client for the AWS JSON protocols (DynamoDB, SQS), standard library only.
+
+This runs inside the worker's cold path: importing it loads only C modules (``_socket``,
+``_sha2``), never boto3/botocore, http.client, ssl or orjson (JSON goes through
+:mod:`kindling.codec`, which uses orjson only once a process opts in), reads no
+credentials and opens no socket. HTTP/1.1 is spoken by the small
+:class:`~kindling.aws.connection.Connection`: ``import http.client`` alone costs a fresh
+interpreter more than the whole worker handler (it pulls in the email package, socket,
+enum and ssl). HTTPS endpoints import ssl when the first connection opens. Connections
+open at the first call and are kept alive across warm invocations; a connection the
+server (or a NAT) dropped while the Lambda sandbox was frozen is detected on first use and
+replaced without costing a retry attempt.
+
+Credentials come from the environment Lambda provides, re-read on every call (see
+:mod:`kindling.aws.credentials`). Producers and tools outside Lambda should keep using boto3.
+
+The parts, as urllib3 splits them:
+
+- :mod:`~kindling.aws.errors`: :class:`AwsError` and the transport's own errors
+- :mod:`~kindling.aws.url`: URL parsing, percent-encoding, SigV4's canonical path and query
+- :mod:`~kindling.aws.signing`: :func:`sign` (SigV4)
+- :mod:`~kindling.aws.retry`: which failures are retried, backoff, errors read from responses
+- :mod:`~kindling.aws.connection`: one HTTP/1.1 connection
+- :mod:`~kindling.aws.credentials`: environment and container credentials
+- :mod:`~kindling.aws.client`: :class:`JsonClient` and the process's cached clients
+"""
+
+from kindling.aws.client import JsonClient, dynamodb, sqs
+from kindling.aws.errors import AwsError, HttpProtocolError, RemoteDisconnected
+from kindling.aws.retry import RETRYABLE_CODES
+from kindling.aws.signing import sign
+
+__all__ = [
+    "RETRYABLE_CODES",
+    "AwsError",
+    "HttpProtocolError",
+    "JsonClient",
+    "RemoteDisconnected",
+    "dynamodb",
+    "sign",
+    "sqs",
+]

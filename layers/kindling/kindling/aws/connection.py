@@ -1,0 +1,154 @@
+"""One HTTP/1.1 client connection over ``_socket`` (ssl only for https, at connect)."""
+
+import _socket  # the C module: socket.py would import enum, selectors and array
+
+from kindling.aws.errors import HttpProtocolError, RemoteDisconnected
+
+_ssl_context = None
+_MAX_HEADER_BYTES = 65536
+
+
+class Connection:
+    """One HTTP/1.1 client connection, just what the AWS JSON protocols need.
+
+    ``request`` sends a request with a Content-Length body and reads the whole response
+    (Content-Length, chunked, or until close). The socket opens on the first request and
+    stays open while the server keeps it alive; ``sock`` is None when it is closed.
+    """
+
+    def __init__(self, scheme: str, host: str, port: int, timeout: float) -> None:
+        self.scheme, self.host, self.port, self.timeout = scheme, host, port, timeout
+        self.sock = None
+        self._buf = b""
+
+    def close(self) -> None:
+        sock, self.sock, self._buf = self.sock, None, b""
+        if sock is not None:
+            sock.close()
+
+    def request(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict, bytes]:
+        """Returns (status, headers with lowercased names, body)."""
+        if self.sock is None:
+            self.sock = self._connect()
+        lines = [f"{method} {target} HTTP/1.1"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+        self.sock.sendall("\r\n".join(lines).encode("latin-1") + body)
+        while True:
+            status, version, response_headers = self._read_head()
+            if not 100 <= status < 200:
+                break  # 1xx interim responses (100 Continue) carry no body: read on
+        if method == "HEAD" or status in (204, 304):
+            data = b""
+        elif "chunked" in response_headers.get("transfer-encoding", "").lower():
+            data = self._read_chunked()
+        elif "content-length" in response_headers:
+            length = response_headers["content-length"]
+            if not length.isdigit():
+                raise HttpProtocolError(f"bad Content-Length {length!r}")
+            data = self._read_exact(int(length))
+        else:
+            data = self._read_to_close()
+        connection = response_headers.get("connection", "").lower()
+        if "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection):
+            self.close()
+        return status, response_headers, data
+
+    # -- internals
+
+    def _connect(self):
+        if self.scheme == "https":
+            global _ssl_context
+            import socket
+            import ssl
+
+            if _ssl_context is None:  # loading the CA bundle takes milliseconds: once per process
+                _ssl_context = ssl.create_default_context()
+            sock = socket.create_connection((self.host, self.port), self.timeout)
+            try:
+                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+                return _ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except BaseException:
+                sock.close()
+                raise
+        error: OSError | None = None
+        # getaddrinfo runs a str host through the idna codec, which imports re, enum and
+        # more (~10 ms); an ASCII host name is passed as bytes to skip that.
+        host = self.host.encode("ascii") if self.host.isascii() else self.host
+        for family, kind, proto, _, address in _socket.getaddrinfo(host, self.port, 0, _socket.SOCK_STREAM):
+            sock = _socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(self.timeout)
+                sock.connect(address)
+                sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error or OSError(f"getaddrinfo returned nothing for {self.host}")
+
+    def _fill(self) -> bool:
+        chunk = self.sock.recv(65536)
+        self._buf += chunk
+        return bool(chunk)
+
+    def _read_head(self) -> tuple[int, str, dict[str, str]]:
+        while (end := self._buf.find(b"\r\n\r\n")) < 0:
+            if len(self._buf) > _MAX_HEADER_BYTES:
+                raise HttpProtocolError("response headers too long")
+            if not self._fill():
+                if self._buf:
+                    raise HttpProtocolError("connection closed inside the response headers")
+                raise RemoteDisconnected("remote end closed connection without response")
+        head, self._buf = self._buf[:end].decode("latin-1"), self._buf[end + 4 :]
+        status_line, *header_lines = head.split("\r\n")
+        version, _, rest = status_line.partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise HttpProtocolError(f"bad status line {status_line[:100]!r}")
+        headers: dict[str, str] = {}
+        for line in header_lines:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise HttpProtocolError(f"bad header line {line[:100]!r}")
+            name, value = name.strip().lower(), value.strip()
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        return int(code), version, headers
+
+    def _read_exact(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            if not self._fill():
+                raise HttpProtocolError(f"connection closed after {len(self._buf)} of {n} body bytes")
+        data, self._buf = self._buf[:n], self._buf[n:]
+        return data
+
+    def _read_line(self) -> bytes:
+        while (end := self._buf.find(b"\r\n")) < 0:
+            if len(self._buf) > _MAX_HEADER_BYTES or not self._fill():
+                raise HttpProtocolError("bad chunked encoding")
+        line, self._buf = self._buf[:end], self._buf[end + 2 :]
+        return line
+
+    def _read_chunked(self) -> bytes:
+        parts = []
+        while True:
+            size = self._read_line().split(b";", 1)[0].strip()
+            try:
+                n = int(size, 16)
+            except ValueError:
+                raise HttpProtocolError(f"bad chunk size {size[:20]!r}") from None
+            if n == 0:
+                while self._read_line():  # trailers, up to the blank line
+                    pass
+                return b"".join(parts)
+            parts.append(self._read_exact(n))
+            if self._read_line():
+                raise HttpProtocolError("chunk not followed by CRLF")
+
+    def _read_to_close(self) -> bytes:
+        while self._fill():
+            pass
+        data = self._buf
+        self.close()
+        return data
+

@@ -1,0 +1,57 @@
+"""The errors of :mod:`kindling.aws`: what a call raises, and what the transport raises inside it."""
+
+
+class AwsError(Exception):
+    """An AWS error response or a transport failure after retries.
+
+    ``code`` is the service's error code with any namespace stripped
+    ("ResourceNotFoundException"); for SQS, the query-compatible code from the
+    ``x-amzn-query-error`` header when present ("AWS.SimpleQueueService.NonExistentQueue"),
+    as boto3 reports it. Transport failures use "ConnectionError" and status 0; local
+    configuration problems use "MissingCredentials", "MissingRegion" or
+    "CredentialsError" (container credentials endpoint failed), also with status 0.
+    ``retryable`` says whether the failure was of a kind worth retrying (throttling, 5xx,
+    transport); when a call raises a retryable error its attempts are exhausted.
+    """
+
+    code: str
+    message: str
+    status: int
+    retryable: bool
+    request_id: str | None
+    attempts: int
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        status: int = 0,
+        retryable: bool = False,
+        *,
+        request_id: str | None = None,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(code, message, status, retryable)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+        self.request_id = request_id
+        self.attempts = attempts
+
+    def __str__(self) -> str:
+        text = f"{self.code}: {self.message}" if self.message else self.code
+        details = [f"HTTP {self.status}"] if self.status else []
+        if self.attempts > 1:
+            details.append(f"after {self.attempts} attempts")
+        if self.request_id:
+            details.append(f"request id {self.request_id}")
+        return f"{text} ({', '.join(details)})" if details else text
+
+
+class HttpProtocolError(Exception):
+    """The server's reply was not HTTP/1.x as this client understands it."""
+
+
+class RemoteDisconnected(ConnectionResetError):
+    """The server closed the connection before sending a status line."""

@@ -1,0 +1,101 @@
+"""Which failures are worth another attempt, how long to wait, and errors read from responses."""
+
+import os
+import time
+
+from kindling import codec  # codec.loads is rebound by codec.use_orjson()
+from kindling.aws.errors import AwsError, HttpProtocolError
+
+# Error codes retried with backoff. The throttling set is botocore's standard-mode list
+# (retries/standard.py) minus LimitExceededException, plus botocore's transient codes and
+# the SQS KMS throttle. Deliberately NOT retried:
+#   LimitExceededException  - DynamoDB: too many concurrent control-plane operations
+#                             (CreateTable/UpdateTable/...); a 2 s backoff window rarely
+#                             clears it and the worker only uses the data plane.
+#   TransactionConflictException, ConditionalCheckFailedException, SQS OverLimit - the
+#                             caller has to decide; retrying blindly is wrong.
+# Any HTTP 5xx and HTTP 429 are retried whatever the code, as are transport failures.
+RETRYABLE_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TransactionInProgressException",
+        "BandwidthLimitExceeded",
+        "SlowDown",
+        "PriorRequestNotComplete",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "KmsThrottled",
+        "KMS.ThrottlingException",
+    }
+)
+
+# Errors that mean "the kept-alive connection was already dead when we used it". ssl's
+# EOF errors are matched by name so that plain-HTTP workers never import ssl.
+_STALE_ERRORS = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)
+_STALE_SSL_ERRORS = frozenset({"SSLEOFError", "SSLZeroReturnError"})
+
+# What a connection raises when the request or its response did not get through.
+TRANSPORT_ERRORS = (OSError, HttpProtocolError)
+
+# Indirection so tests can make backoff instant.
+sleep = time.sleep
+
+
+def is_stale(exc: BaseException) -> bool:
+    """Whether ``exc`` says a kept-alive connection was dead before this request used it."""
+    return isinstance(exc, _STALE_ERRORS) or type(exc).__name__ in _STALE_SSL_ERRORS
+
+
+def backoff_delay(attempt: int, base: float, cap: float) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (from 1): full jitter under
+    ``base`` doubling per attempt, capped at ``cap``."""
+    delay = min(cap, base * (1 << (attempt - 1)))
+    # Full jitter; os.urandom avoids importing random (~1 ms) on the cold path.
+    return delay * int.from_bytes(os.urandom(4)) / 0x1_0000_0000
+
+
+def error_from_response(status: int, headers: dict[str, str], data: bytes, attempts: int) -> AwsError:
+    """The AwsError an HTTP error response stands for; ``headers`` with lowercased names,
+    as :meth:`Connection.request <kindling.aws.connection.Connection.request>` returns them."""
+    code = message = ""
+    try:
+        doc = codec.loads(data) if data else None
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict):
+        code = str(doc.get("__type") or doc.get("code") or doc.get("Code") or "")
+        message = str(doc.get("message") or doc.get("Message") or "")
+    elif data:
+        message = data[:300].decode("utf-8", "replace")
+    if not code:
+        code = headers.get("x-amzn-errortype") or ""
+    # "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException",
+    # "ValidationException:http://internal.amazon.com/coral/..."
+    code = code.split(":", 1)[0].rpartition("#")[2]
+    type_code = code
+    query_error = headers.get("x-amzn-query-error")  # "AWS.SimpleQueueService.X;Sender"
+    if query_error:
+        query_code, sep, fault = query_error.partition(";")
+        if query_code and sep and fault and ";" not in fault:
+            code = query_code
+    if not code:
+        code = str(status)
+    retryable = status >= 500 or status == 429 or code in RETRYABLE_CODES or type_code in RETRYABLE_CODES
+    return AwsError(
+        code,
+        message,
+        status,
+        retryable,
+        request_id=headers.get("x-amzn-requestid"),
+        attempts=attempts,
+    )
