@@ -30,12 +30,12 @@ def test_async_functions_are_recognised_and_default_names_are_qualified():
     "options, message",
     [
         ({"retries": 3}, "unknown task option(s) retries"),
-        ({"timeout": 0}, "timeout must be a positive number"),
-        ({"timeout": "5"}, "timeout must be a positive number"),
-        ({"max_attempts": 0}, "max_attempts must be an integer >= 1"),
-        ({"max_attempts": True}, "max_attempts must be an integer >= 1"),
+        ({"timeout": 0}, "timeout must be a number of seconds above 0"),
+        ({"timeout": "5"}, "timeout must be a number of seconds above 0"),
+        ({"max_attempts": 0}, "max_attempts must be an integer from 1 to 1000"),
+        ({"max_attempts": True}, "max_attempts must be an integer from 1 to 1000"),
         ({"skip_succeeded": "yes"}, "skip_succeeded must be True or False"),
-        ({"name": ""}, "task name must be a non-empty string"),
+        ({"name": ""}, "task name must be a string of 1-200 characters"),
     ],
 )
 def test_bad_options_fail_at_definition_time(options, message):

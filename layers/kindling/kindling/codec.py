@@ -63,12 +63,17 @@ try:
             value, end = _scan(text, start)
         except StopIteration as stop:
             raise ValueError(f"Expecting value: char {stop.value}") from None
+        except RecursionError:  # the C scanner recurses per level of nesting
+            raise ValueError("JSON nested too deeply") from None
         if text[end:].strip(" \t\n\r"):
             raise ValueError(f"Extra data: char {end}")
         return value
 
     def _dumps(obj) -> str:
-        return "".join(_encode(obj, 0))
+        try:
+            return "".join(_encode(obj, 0))
+        except RecursionError:
+            raise ValueError("value nested too deeply to encode as JSON") from None
 
 except (ImportError, AttributeError, TypeError):  # an interpreter without CPython's _json
     import json

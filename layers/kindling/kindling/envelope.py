@@ -6,8 +6,15 @@ An envelope is a JSON object::
      "enqueued_at": 1763725000000, "max_attempts": 5, "timeout": 30, "not_before": ...}
 
 ``max_attempts``, ``timeout`` and ``not_before`` are optional. Anything else (unknown
-fields, wrong types, not JSON at all) is refused by :func:`decode_job` with an
-:class:`~kindling.errors.InvalidJob` whose ``reason`` says exactly what is wrong.
+fields, wrong types, values out of range, not JSON at all) is refused by
+:func:`decode_job` with an :class:`~kindling.errors.InvalidJob` whose ``reason`` says
+exactly what is wrong.
+
+Versions: an envelope whose ``version`` is above :data:`VERSION` raises
+:class:`~kindling.errors.NewerEnvelope` before any other check (its fields may be new to
+this worker). The runner hands such a message back, with backoff, instead of rejecting
+it, so during a rolling deploy a worker one version behind leaves newer jobs to the
+workers that read them; only on the message's last delivery is it recorded.
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ import os
 import time
 
 from kindling import codec
-from kindling.errors import InvalidJob
+from kindling.errors import InvalidJob, NewerEnvelope
+from kindling.policy import MAX_ATTEMPTS, MAX_TASK_LENGTH, MAX_TIMEOUT_S
 
 VERSION = 1
 MAX_ID_LENGTH = 128
+MAX_EPOCH_MS = 253_402_300_800_000  # the year 10000: later times are not times
 _REQUIRED = ("version", "id", "task", "args", "kwargs", "enqueued_at")
 _OPTIONAL = ("max_attempts", "timeout", "not_before")
 _FIELDS = frozenset(_REQUIRED + _OPTIONAL)
@@ -157,35 +166,39 @@ def _validate(data: dict) -> None:
     def bad(reason: str) -> InvalidJob:
         return InvalidJob(reason, job_id=job_id, task=task)
 
+    if _is_int(data.get("version")) and data["version"] > VERSION:  # its fields may be new to us
+        raise NewerEnvelope(f"envelope version {data['version']} needs a newer kindling (this worker reads "
+                            f"{VERSION})", job_id=job_id, task=task)
     missing = [f for f in _REQUIRED if f not in data]
     if missing:
         raise bad(f"envelope is missing field(s): {', '.join(missing)}")
     unknown = sorted(set(data) - _FIELDS)
     if unknown:
         raise bad(f"envelope has unknown field(s): {', '.join(map(str, unknown))}")
-    if data["version"] != VERSION:
-        raise bad(f"unsupported envelope version {data['version']!r} (this worker reads {VERSION})")
+    version = data["version"]
+    if version != VERSION:
+        raise bad(f"unsupported envelope version {version!r:.40} (this worker reads {VERSION})")
     jid = data["id"]
     if not isinstance(jid, str) or not jid or len(jid) > MAX_ID_LENGTH or not _ID_CHARS.issuperset(jid):
         raise bad(
             f"id must be 1-{MAX_ID_LENGTH} characters of letters, digits and -_.:, got {jid!r:.80}"
         )
-    if not isinstance(data["task"], str) or not data["task"]:
-        raise bad(f"task must be a non-empty string, got {data['task']!r:.80}")
+    if not isinstance(data["task"], str) or not data["task"] or len(data["task"]) > MAX_TASK_LENGTH:
+        raise bad(f"task must be a string of 1-{MAX_TASK_LENGTH} characters, got {data['task']!r:.80}")
     if not isinstance(data["args"], list):
         raise bad(f"args must be a JSON array, got {type(data['args']).__name__}")
     if not isinstance(data["kwargs"], dict):
         raise bad(f"kwargs must be a JSON object, got {type(data['kwargs']).__name__}")
-    if not _is_int(data["enqueued_at"]) or data["enqueued_at"] < 0:
+    if not _is_int(data["enqueued_at"]) or not 0 <= data["enqueued_at"] < MAX_EPOCH_MS:
         raise bad(f"enqueued_at must be epoch milliseconds, got {data['enqueued_at']!r:.40}")
     ma = data.get("max_attempts")
-    if ma is not None and (not _is_int(ma) or ma < 1):
-        raise bad(f"max_attempts must be an integer >= 1, got {ma!r:.40}")
+    if ma is not None and (not _is_int(ma) or not 1 <= ma <= MAX_ATTEMPTS):
+        raise bad(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {ma!r:.40}")
     to = data.get("timeout")
-    if to is not None and (not (_is_int(to) or isinstance(to, float)) or to <= 0):
-        raise bad(f"timeout must be a positive number of seconds, got {to!r:.40}")
+    if to is not None and (not (_is_int(to) or isinstance(to, float)) or not 0 < to <= MAX_TIMEOUT_S):
+        raise bad(f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, got {to!r:.40}")
     nb = data.get("not_before")
-    if nb is not None and (not _is_int(nb) or nb < 0):
+    if nb is not None and (not _is_int(nb) or not 0 <= nb < MAX_EPOCH_MS):
         raise bad(f"not_before must be epoch milliseconds, got {nb!r:.40}")
 
 

@@ -25,6 +25,11 @@ class InvalidJob(KindlingError, ValueError):
         self.task = task
 
 
+class NewerEnvelope(InvalidJob):
+    """An envelope written by a newer kindling than this worker: handed back, not rejected,
+    so a worker that reads it picks it up during a rolling deploy."""
+
+
 class JobTimeout(KindlingError, TimeoutError):
     """A job ran past its time limit (its own timeout or the invocation's remaining time)."""
 

@@ -17,6 +17,7 @@ worker looks it up by name when a job for it arrives.
 from __future__ import annotations
 
 from kindling.errors import InvalidJob, TaskDefinitionError
+from kindling.policy import MAX_ATTEMPTS, MAX_TASK_LENGTH, MAX_TIMEOUT_S
 
 TYPE_CHECKING = False  # importing typing would cost the cold path a few milliseconds
 if TYPE_CHECKING:
@@ -53,20 +54,23 @@ class Task:
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
-        if name is not None and (not isinstance(name, str) or not name):
-            raise TaskDefinitionError(f"task name must be a non-empty string, got {name!r}")
+        if name is not None and (not isinstance(name, str) or not 0 < len(name) <= MAX_TASK_LENGTH):
+            raise TaskDefinitionError(f"task name must be a string of 1-{MAX_TASK_LENGTH} characters, got {name!r:.80}")
         if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_S
         ):
-            raise TaskDefinitionError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            raise TaskDefinitionError(
+                f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, got {timeout!r}")
         if max_attempts is not None and (
-            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= MAX_ATTEMPTS
         ):
-            raise TaskDefinitionError(f"max_attempts must be an integer >= 1, got {max_attempts!r}")
+            raise TaskDefinitionError(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {max_attempts!r}")
         if not isinstance(skip_succeeded, bool):
             raise TaskDefinitionError(f"skip_succeeded must be True or False, got {skip_succeeded!r}")
         self.fn = fn
         self.name = name or f"{fn.__module__}.{fn.__qualname__}"
+        if len(self.name) > MAX_TASK_LENGTH:
+            raise TaskDefinitionError(f"task name {self.name[:80]!r}... is longer than {MAX_TASK_LENGTH} characters")
         # CO_COROUTINE (0x80) on the code object: avoids importing inspect/asyncio here.
         code = getattr(fn, "__code__", None)
         self.is_async = bool(code is not None and code.co_flags & 0x80)
