@@ -67,7 +67,7 @@ def test_mixed_batch_reports_exactly_the_failed_ids(worker, client):
     assert client.result(ok_id, timeout=1) == {"args": [1], "kwargs": {"x": 2}}
     assert client.status(boom_id) == "failed"
     assert client.record(boom_id)["error"]["message"] == "nope"
-    bad = client.record("rejected-m-bad")
+    bad = client.record("rejected#m-bad")
     assert bad["status"] == "rejected" and bad["raw"] == "{malformed" and "not JSON" in bad["error"]["message"]
     assert client.record(unknown_id)["error"]["message"] == "unknown task 'no_such_task'"
 
@@ -94,14 +94,39 @@ def test_the_remaining_time_cutoff_hands_back_unstarted_jobs(worker, client):
             assert client.status(job_id) == "succeeded"
 
 
-def test_the_last_attempt_is_recorded_dead_and_still_reported_for_the_dlq(worker, client):
+def test_the_last_attempt_is_recorded_dead_and_moved_to_the_dlq_by_the_worker(worker, client, monkeypatch):
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    worker.dlq_url = dlq
     job_id, body = job_body("always_fails", "last words")
+    for attempt in (1, 2):
+        assert failures(worker({"Records": [record(body, "m-dead", receive_count=attempt)]}, Context())) == {"m-dead"}
     response = worker({"Records": [record(body, "m-dead", receive_count=3)]}, Context())
-    assert failures(response) == {"m-dead"}  # so the redrive policy moves it to the DLQ
+    assert failures(response) == set()  # acknowledged: the worker moved it itself
     rec = client.record(job_id)
     assert rec["status"] == "dead" and rec["attempts"] == 3 and rec["error"]["message"] == "last words"
+    moved = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"])["Messages"]
+    assert [m["Body"] for m in moved] == [body]
+    assert moved[0]["MessageAttributes"]["kindling_job_id"]["StringValue"] == job_id
     with pytest.raises(Exception, match="is dead: RuntimeError: last words"):
         client.result(job_id, timeout=1)
+
+
+def test_without_a_dlq_url_a_dead_job_is_reported_for_the_redrive_policy(worker, client):
+    job_id, body = job_body("always_fails", "last words")
+    for attempt in (1, 2, 3):
+        response = worker({"Records": [record(body, "m-dead", receive_count=attempt)]}, Context())
+    assert failures(response) == {"m-dead"} and client.status(job_id) == "dead"
+
+
+def test_on_the_queues_last_delivery_a_job_is_recorded_dead_before_redrive(worker, client, monkeypatch):
+    monkeypatch.setenv("KINDLING_MAX_RECEIVES", "5")
+    w = LambdaWorker(log=None)
+    job_id, body = job_body("echo", 1)
+    response = w({"Records": [record(body, "m-last", receive_count=5)]}, Context())
+    assert failures(response) == {"m-last"}
+    rec = client.record(job_id)
+    assert rec["status"] == "dead" and rec["error"]["type"] == "TooManyDeliveries"
 
 
 def test_async_tasks_run_concurrently_within_a_batch(worker, client):

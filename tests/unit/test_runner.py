@@ -65,7 +65,7 @@ def test_mixed_batch(reg, store):
     assert codec.loads(ok["result"]) == 3 and codec.loads(ok2["result"]) == 7
     assert failed["error"]["type"] == "ValueError" and failed["error"]["message"] == "kaboom"
     assert "kaboom" in failed["error"]["traceback"]
-    assert not_json["id"] == "rejected-m-bad" and not_json["raw"] == "{not json"
+    assert not_json["id"] == "rejected#m-bad" and not_json["raw"] == "{not json"
     assert "not JSON" in not_json["error"]["message"]
     assert unknown["error"]["message"] == "unknown task 'nope'" and unknown["raw"] == batch[3].body
     assert unknown["id"] == batch[3].ref and bad_args["id"] == batch[4].ref  # recorded under the job's id
@@ -102,17 +102,20 @@ def test_tasks_may_opt_into_rerunning_duplicates(store):
 def test_the_last_attempt_is_recorded_dead_with_its_error(reg, store):
     runner = Runner(reg, store, max_attempts=3)
     d = delivery("boom")
-    assert statuses(runner.run([Delivery(d.ref, d.body, 2)])) == ["failed"]
-    outcomes = runner.run([Delivery(d.ref, d.body, 3)])
+    assert statuses(runner.run([d])) == ["failed"]
+    assert statuses(runner.run([d])) == ["failed"]
+    outcomes = runner.run([d])
     assert statuses(outcomes) == ["dead"]
     record = store.records[outcomes[0].job_id]
     assert record["status"] == "dead" and record["attempts"] == 3
     assert record["error"]["message"] == "kaboom"
 
 
-def test_max_attempts_comes_from_job_then_task_and_is_capped_by_the_queue(reg, store):
+def test_max_attempts_comes_from_job_then_task_and_is_capped(reg, store):
     d = delivery("boom", max_attempts=10)
-    assert statuses(Runner(reg, store, attempts_cap=4).run([Delivery(d.ref, d.body, 4)])) == ["dead"]
+    runner = Runner(reg, store, attempts_cap=2)
+    assert statuses(runner.run([d])) == ["failed"]
+    assert statuses(runner.run([d])) == ["dead"]
     d = delivery("boom", max_attempts=1)
     assert statuses(Runner(reg, store).run([d])) == ["dead"]
 
@@ -211,7 +214,7 @@ def test_a_result_json_cannot_hold_is_a_clear_failure(store):
     reg = Registry()
     reg.task(name="obj")(lambda: object())
     outcomes = Runner(reg, store).run([delivery("obj")])
-    assert "not JSON-serializable" in store.records[outcomes[0].job_id]["error"]["message"]
+    assert "cannot be encoded as JSON" in store.records[outcomes[0].job_id]["error"]["message"]
 
 
 def test_a_job_not_due_yet_is_deferred(reg, store):
@@ -221,7 +224,8 @@ def test_a_job_not_due_yet_is_deferred(reg, store):
 
 def test_tasks_see_their_attempt_number(reg, store):
     d = delivery("attempt")
-    outcomes = Runner(reg, store).run([Delivery(d.ref, d.body, 2)])
+    store.records[d.ref] = {"id": d.ref, "status": "failed", "attempts": 1}  # its first attempt failed
+    outcomes = Runner(reg, store).run([Delivery(d.ref, d.body, 5)])
     assert codec.loads(store.records[outcomes[0].job_id]["result"]) == 2
 
 

@@ -13,16 +13,27 @@ Configuration comes from the function's environment (template.yaml sets it):
 
 ========================== ===========================================================
 ``KINDLING_TABLE``          results table name (required)
-``KINDLING_MAX_ATTEMPTS``   deliveries before a job is dead; set it to the queue's
-                            maxReceiveCount so the last attempt is recorded ``dead``
+``KINDLING_MAX_ATTEMPTS``   attempts before a failing job is dead, when neither job nor
+                            task says (default 3); counted in the result record
+``KINDLING_MAX_RECEIVES``   the queue's maxReceiveCount: on that delivery a job with no
+                            final record is recorded ``dead`` instead of being run, so
+                            nothing reaches the DLQ by redrive without a record
+``KINDLING_DLQ_URL``        the dead-letter queue: the worker moves a job it records
+                            ``dead`` there itself (without it, the redrive policy does,
+                            after the message's remaining deliveries)
 ``KINDLING_CONCURRENCY``    async jobs running at once within a batch (default 16)
 ``KINDLING_TIMEOUT``        default per-job timeout in seconds (default 300)
 ``KINDLING_SAFETY_MS``      time kept back at the end of an invocation (default 1000)
-``KINDLING_RESULT_TTL_DAYS`` days before result records expire (default 7)
+``KINDLING_RESULT_TTL_DAYS`` days before result records expire (default 14)
 ``KINDLING_RETRY_DELAY``    seconds before a failed job's first retry, doubling with
                             each attempt; unset or 0 leaves retries to the queue's
                             visibility timeout (see :func:`kindling.sqs.visibility_changes`)
 ========================== ===========================================================
+
+Handed-back messages that were never attempted come back when they should, without
+using an attempt: a job not due yet when it is due, a batch handed back because the
+results table is down after a growing backoff (2, 4, 8 ... s, at most 15 min), one cut
+off by the invocation's end at once.
 """
 
 from __future__ import annotations
@@ -55,15 +66,17 @@ class LambdaWorker:
         self.registry = registry or default_registry
         self._store = store
         self.table = env.get("KINDLING_TABLE", "")
-        max_attempts = int(env.get("KINDLING_MAX_ATTEMPTS", "3"))
+        receives = env.get("KINDLING_MAX_RECEIVES")
         options = {
-            "max_attempts": max_attempts,
+            "max_attempts": int(env.get("KINDLING_MAX_ATTEMPTS", "3")),
             # Past maxReceiveCount the message is in the DLQ whatever a task asks for.
-            "attempts_cap": max_attempts if "KINDLING_MAX_ATTEMPTS" in env else None,
+            "attempts_cap": int(receives) - 1 if receives else None,
+            "max_deliveries": int(receives) if receives else None,
+            "retry_delay": float(env.get("KINDLING_RETRY_DELAY", "0")),
             "concurrency": int(env.get("KINDLING_CONCURRENCY", "16")),
             "default_timeout": float(env.get("KINDLING_TIMEOUT", "300")),
             "safety_ms": int(env.get("KINDLING_SAFETY_MS", "1000")),
-            "ttl_days": float(env.get("KINDLING_RESULT_TTL_DAYS", "7")),
+            "ttl_days": float(env.get("KINDLING_RESULT_TTL_DAYS", "14")),
             "worker": {
                 "function": env.get("AWS_LAMBDA_FUNCTION_NAME", ""),
                 "version": env.get("AWS_LAMBDA_FUNCTION_VERSION", ""),
@@ -71,7 +84,7 @@ class LambdaWorker:
         }
         options.update(runner_options)
         self._options = options
-        self.retry_delay = float(env.get("KINDLING_RETRY_DELAY", "0"))
+        self.dlq_url = env.get("KINDLING_DLQ_URL", "")
         self._runner: Runner | None = None
 
     @property
@@ -95,9 +108,10 @@ class LambdaWorker:
         request_id = getattr(context, "aws_request_id", None)
         if sqs.is_sqs_event(event):
             outcomes = self.runner.run(sqs.deliveries(event), remaining, request_id)
-            response = sqs.batch_response(outcomes)
-            if response["batchItemFailures"] and self.retry_delay > 0:
-                self._change_visibility(event, outcomes)
+            moved = self._move_dead(event, outcomes) if self.dlq_url else set()
+            response = sqs.batch_response(outcomes, moved)
+            if response["batchItemFailures"]:
+                self._change_visibility(event, outcomes, moved)
             return response
         if isinstance(event, dict) and event.get("kindling") == "drain":
             from kindling import valkey  # the Valkey client is never on the SQS path
@@ -106,13 +120,36 @@ class LambdaWorker:
         kind = type(event).__name__ if not isinstance(event, dict) else f"keys {sorted(event)[:5]}"
         raise KindlingError(f"kindling worker: not an SQS event or a drain event ({kind})")
 
-    def _change_visibility(self, event: dict, outcomes) -> None:
-        """Bring handed-back messages back sooner. Best effort: if SQS refuses, they still
-        return after the queue's visibility timeout, so nothing is lost either way."""
+    def _move_dead(self, event: dict, outcomes) -> set[str]:
+        """Send the messages of jobs recorded ``dead`` to the DLQ; return the refs sent.
+
+        A message SQS refuses stays reported as failed: it comes back, is seen to be dead
+        already, and is moved on its next delivery (or by the redrive policy)."""
+        from kindling import aws
+
+        dead = sqs.dead_letters(event, outcomes)
+        if not dead:
+            return set()
+        moved: set[str] = set()
+        client = aws.sqs()
+        for start in range(0, len(dead), 10):
+            chunk = dead[start : start + 10]
+            try:
+                response = client.call("SendMessageBatch", {"QueueUrl": self.dlq_url, "Entries": chunk})
+            except aws.AwsError as exc:
+                if self.runner.log:
+                    self.runner.log({"kindling": "dlq_send_failed", "error": str(exc)[:500], "messages": len(chunk)})
+                continue
+            moved.update(entry["Id"] for entry in response.get("Successful", []))
+        return moved
+
+    def _change_visibility(self, event: dict, outcomes, moved: set[str]) -> None:
+        """Bring handed-back messages back when they are due. Best effort: if SQS refuses,
+        they still return after the queue's visibility timeout, so nothing is lost either way."""
         from kindling import aws
 
         client = aws.sqs()
-        for arn, entries in sqs.visibility_changes(event, outcomes, self.retry_delay).items():
+        for arn, entries in sqs.visibility_changes(event, outcomes, moved).items():
             url = sqs.queue_url(client.endpoint, arn)
             for start in range(0, len(entries), 10):
                 try:

@@ -2,16 +2,22 @@
 
 A store needs two primitives, both per batch rather than per job:
 
-* ``get_statuses(job_ids)`` -> ``{job_id: status}`` for the ids it has a record of;
-* ``write(records)`` records outcomes (plain dicts, see :mod:`kindling.runner`).
+* ``read_states(job_ids)`` -> ``{job_id: (status, attempts)}`` for the ids it has a
+  record of;
+* ``write(records)`` records outcomes (plain dicts built by
+  :func:`kindling.records.build_record`) and returns ``{key: status}`` for the records it
+  refused because the stored one may not be replaced (:func:`kindling.status.may_replace`:
+  records only move forward, so a stale ``failed`` never overwrites a ``succeeded``).
 
 Both raise :class:`~kindling.errors.StoreUnavailable` when the store cannot be reached, so
 the runner hands the batch back instead of losing it.
 
 :class:`DynamoResultStore` is the record in production: ``BatchGetItem`` calls of 100
-keys and ``BatchWriteItem`` calls of 25 items, optionally several at once
+keys and ``BatchWriteItem`` calls of 25 ``succeeded`` items, optionally several at once
 (``UnprocessedItems`` retried with jittered backoff), through kindling's own SigV4
-client. :class:`MemoryResultStore` is for tests.
+client. Every other status is a conditional ``PutItem`` of its own: the rare path pays
+for the check, the all-succeeded batch keeps its one read and one write.
+:class:`MemoryResultStore` applies the same rule in a dict, for tests.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import time
 
 from kindling.errors import StoreUnavailable
+from kindling.status import FAILED, FINAL, REPLACES, SUCCEEDED, may_replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,13 +33,14 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     class ResultStore(Protocol):
-        def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]: ...
-        def write(self, records: Sequence[dict]) -> None: ...
+        def read_states(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]: ...
+        def write(self, records: Sequence[dict]) -> dict[str, str]: ...
 
+
+__all__ = ["DynamoResultStore", "MemoryResultStore", "FINAL", "from_item", "to_item"]
 
 WRITE_CHUNK = 25  # BatchWriteItem's limit
 READ_CHUNK = 100  # BatchGetItem's limit
-FINAL = frozenset({"succeeded", "dead", "rejected"})
 
 
 class MemoryResultStore:
@@ -42,22 +50,30 @@ class MemoryResultStore:
         self.records: dict[str, dict] = {}
         self.reads = 0
         self.writes = 0
-        self.history: list[dict] = []
         self.fail = False  # set True to simulate an unreachable store
 
-    def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
+    def read_states(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
         self.reads += 1
-        return {i: self.records[i]["status"] for i in job_ids if i in self.records}
+        return {i: (self.records[i]["status"], self.records[i].get("attempts", 0)) for i in job_ids
+                if i in self.records}
 
-    def write(self, records: Sequence[dict]) -> None:
+    def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
+        return {i: state[0] for i, state in self.read_states(job_ids).items()}
+
+    def write(self, records: Sequence[dict]) -> dict[str, str]:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
         self.writes += 1
+        refused = {}
         for r in records:
-            self.records[r["id"]] = r
-            self.history.append(r)
+            old = self.records.get(r["id"])
+            if old is None or may_replace(r["status"], r.get("attempts", 0), old["status"], old.get("attempts", 0)):
+                self.records[r["id"]] = r
+            else:
+                refused[r["id"]] = old["status"]
+        return refused
 
 
 class DynamoResultStore:
@@ -96,17 +112,26 @@ class DynamoResultStore:
             self._client = aws.dynamodb()
         return self._client
 
-    def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
+    def read_states(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         ids = list(dict.fromkeys(job_ids))
-        statuses: dict[str, str] = {}
+        states: dict[str, tuple[str, int]] = {}
         for part in self._map(self._read_chunk, [ids[i : i + READ_CHUNK] for i in range(0, len(ids), READ_CHUNK)]):
-            statuses.update(part)
-        return statuses
+            states.update(part)
+        return states
 
-    def write(self, records: Sequence[dict]) -> None:
+    def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
+        return {i: state[0] for i, state in self.read_states(job_ids).items()}
+
+    def write(self, records: Sequence[dict]) -> dict[str, str]:
         # BatchWriteItem refuses two puts of one key in a request; the last record wins.
-        items = list({r["id"]: to_item(r) for r in records}.values())
+        latest = {r["id"]: r for r in records}
+        items = [to_item(r) for r in latest.values() if r["status"] == SUCCEEDED]
         self._map(self._write_chunk, [items[i : i + WRITE_CHUNK] for i in range(0, len(items), WRITE_CHUNK)])
+        refused: dict[str, str] = {}
+        for r in latest.values():
+            if r["status"] != SUCCEEDED and not self._put_if_forward(r):
+                refused[r["id"]] = "a final outcome"
+        return refused
 
     def close(self) -> None:
         """Stop the chunk threads (if any were started)."""
@@ -116,35 +141,80 @@ class DynamoResultStore:
 
     # -- internals
 
-    def _read_chunk(self, ids: list[str]) -> dict[str, str]:
-        statuses: dict[str, str] = {}
+    def _read_chunk(self, ids: list[str]) -> dict[str, tuple[str, int]]:
+        states: dict[str, tuple[str, int]] = {}
         request = {
             self.table: {
                 "Keys": [{"id": {"S": i}} for i in ids],
-                "ProjectionExpression": "#i, #s",
-                "ExpressionAttributeNames": {"#i": "id", "#s": "status"},
+                "ProjectionExpression": "#i, #s, #a",
+                "ExpressionAttributeNames": {"#i": "id", "#s": "status", "#a": "attempts"},
                 "ConsistentRead": True,
             }
         }
         for rnd in range(self.max_rounds):
             response = self._call("BatchGetItem", {"RequestItems": request})
             for item in response.get("Responses", {}).get(self.table, []):
-                statuses[item["id"]["S"]] = item["status"]["S"]
+                attempts = item.get("attempts", {}).get("N", "0")
+                states[item["id"]["S"]] = (item["status"]["S"], int(attempts) if attempts.isdigit() else 0)
             request = response.get("UnprocessedKeys") or {}
             if not request:
-                return statuses
+                return states
             _backoff(rnd)
         raise StoreUnavailable(f"BatchGetItem left keys unprocessed after {self.max_rounds} rounds")
 
     def _write_chunk(self, items: list[dict]) -> list:
         pending = [{"PutRequest": {"Item": it}} for it in items]
         for rnd in range(self.max_rounds):
-            response = self._call("BatchWriteItem", {"RequestItems": {self.table: pending}})
+            try:
+                response = self._call("BatchWriteItem", {"RequestItems": {self.table: pending}})
+            except _ItemRefused:
+                # One item DynamoDB will not take must not cost the others their records.
+                for request in pending:
+                    self._put(request["PutRequest"]["Item"])
+                return []
             pending = (response.get("UnprocessedItems") or {}).get(self.table) or []
             if not pending:
                 return []
             _backoff(rnd)
         raise StoreUnavailable(f"BatchWriteItem left {len(pending)} items unprocessed after {self.max_rounds} rounds")
+
+    def _put_if_forward(self, record: dict) -> bool:
+        """PutItem under the forward-only rule; ``False`` if the stored record wins."""
+        status = record["status"]
+        allowed = sorted(s for s in REPLACES[status] if s is not None and not (status == s == FAILED))
+        values = {f":s{n}": {"S": s} for n, s in enumerate(allowed)}
+        clauses = ["attribute_not_exists(#i)"]
+        if allowed:
+            clauses.append(f"#s IN ({', '.join(values)})")
+        names = {"#i": "id", "#s": "status"}
+        if status == FAILED:  # a failed record never rolls back a later attempt's
+            clauses.append("(#s = :failed AND #a <= :attempts)")
+            values[":failed"] = {"S": FAILED}
+            values[":attempts"] = {"N": str(record.get("attempts", 0))}
+            names["#a"] = "attempts"
+        condition = {"ConditionExpression": " OR ".join(clauses), "ExpressionAttributeNames": names,
+                     "ExpressionAttributeValues": values}
+        return self._put(to_item(record), condition)
+
+    def _put(self, item: dict, condition: dict | None = None) -> bool:
+        try:
+            self._call("PutItem", {"TableName": self.table, "Item": item, **(condition or {})})
+        except _ConditionFailed:
+            return False
+        except _ItemRefused as exc:
+            # Built within DynamoDB's limits, a record should never be refused; if it is,
+            # keep the outcome and say why rather than lose the job's record.
+            keep = ("id", "task", "status", "attempts", "started_at", "finished_at", "expires_at")
+            slim = {k: v for k, v in item.items() if k in keep}
+            slim["error"] = {"M": {"type": {"S": "RecordRefused"},
+                                   "message": {"S": f"the full record was refused by DynamoDB: {exc}"[:2000]}}}
+            try:
+                self._call("PutItem", {"TableName": self.table, "Item": slim, **(condition or {})})
+            except _ConditionFailed:
+                return False
+            except _ItemRefused as again:
+                raise StoreUnavailable(f"DynamoDB refused record {item['id']['S'][:100]!r}: {again}") from again
+        return True
 
     def _map(self, fn, chunks: list) -> list:
         if self.concurrency == 1 or len(chunks) <= 1:
@@ -176,9 +246,21 @@ class DynamoResultStore:
         try:
             return (client or self.client).call(operation, payload)
         except AwsError as exc:
+            if exc.code == "ConditionalCheckFailedException":
+                raise _ConditionFailed(str(exc)) from exc
+            if exc.code == "ValidationException" and operation in ("BatchWriteItem", "PutItem"):
+                raise _ItemRefused(str(exc)) from exc
             raise StoreUnavailable(f"DynamoDB {operation} on {self.table}: {exc}") from exc
         except OSError as exc:  # connection refused, DNS, ... after the client's own retries
             raise StoreUnavailable(f"DynamoDB {operation} on {self.table}: {exc}") from exc
+
+
+class _ConditionFailed(Exception):
+    """The stored record may not be replaced (records only move forward)."""
+
+
+class _ItemRefused(Exception):
+    """DynamoDB refused an item itself (size, key), not the request's transport."""
 
 
 def _backoff(round_: int) -> None:

@@ -4,29 +4,55 @@ The runner is the same for every trigger (SQS through Lambda, the local SQS loop
 Valkey stream consumer). A trigger turns its messages into :class:`Delivery` objects,
 calls :meth:`Runner.run`, and maps the outcomes back to its own acknowledgement:
 
-* ``succeeded``, ``rejected``, ``skipped`` (a duplicate of a job already succeeded) are
+* ``succeeded``, ``rejected``, ``skipped`` (a duplicate of a job already finished) are
   settled: acknowledge / delete the message.
-* ``failed`` (will be retried) and ``deferred`` (not started: the invocation's time ran
-  short, ``not_before`` is in the future, or the result store is down) go back to the
-  queue for redelivery.
-* ``dead`` (failed on its last attempt) is settled as far as kindling is concerned; SQS
-  hands it back so the redrive policy moves it to the DLQ, Valkey moves it to the dead
-  stream.
+* ``failed`` (will be retried, after ``Outcome.retry_in`` seconds when set) and
+  ``deferred`` (not started: the invocation's time ran short, ``not_before`` is ahead, the
+  result store is down, the envelope needs a newer worker) go back to the queue for
+  redelivery. A deferred job has not used an attempt.
+* ``dead`` (failed on its last attempt, or delivered ``max_deliveries`` times without an
+  outcome) is the trigger's to move to its dead letters (SQS DLQ, Valkey dead stream).
 
-Per batch the runner makes at most two round trips to the result store: one read of the
-statuses of the batch's job ids (to skip duplicates of succeeded jobs) and one write of
-every outcome.
+Attempts are counted in the result record, not from the queue's delivery count: a run
+that ends ``failed`` records its attempt number, and the next run is that plus one. So a
+hand-back (deferral, store outage, cut-off) never uses an attempt; the queue's delivery
+count only bounds runs that crash the worker before anything is recorded.
+
+Nothing one job does can fail its batch: a message that cannot be decoded is that
+message's rejection, and anything a task raises (``SystemExit``, ``KeyboardInterrupt``,
+``CancelledError`` included) or returns (a value that cannot be encoded) is that job's
+failure. Only a store that cannot be reached hands the whole batch back.
+
+Per batch the runner makes at most two round trips to the result store when every job
+succeeds: one read of the batch's job ids (to skip duplicates and count attempts) and one
+write of every outcome. Failures, rejections and dead jobs are written with conditions
+(records only move forward; see :mod:`kindling.status`), by the store, on that rare path.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from _thread import allocate_lock
 from contextvars import ContextVar
 
-from kindling import codec
+from kindling import codec, policy
 from kindling.envelope import Job, decode_job, now_ms
-from kindling.errors import InvalidJob, JobTimeout, ResultTooLarge, StoreUnavailable
+from kindling.errors import InvalidJob, JobTimeout, NewerEnvelope, StoreUnavailable
+from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, rejected_key
+from kindling.status import (
+    DEAD,
+    DEFERRED,
+    DUPLICATE,
+    FAILED,
+    FINAL,
+    HANDED_BACK,
+    REJECTED,
+    SETTLED,
+    SKIPPED,
+    SUCCEEDED,
+    Status,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,17 +61,9 @@ if TYPE_CHECKING:
     from kindling.registry import Registry, Task
     from kindling.results import ResultStore
 
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-DEAD = "dead"
-REJECTED = "rejected"
-SKIPPED = "skipped"
-DEFERRED = "deferred"
-SETTLED = frozenset({SUCCEEDED, REJECTED, SKIPPED})
-"""Statuses after which a message can be acknowledged (``dead`` is the trigger's call)."""
+__all__ = ["Delivery", "JobContext", "Outcome", "Runner", "current_job", "Status", "SUCCEEDED", "FAILED", "DEAD",
+           "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES"]
 
-MAX_RESULT_BYTES = 350_000  # DynamoDB items hold 400 KB; the rest of the record needs room
-MAX_RAW_BYTES = 300_000
 DAY_S = 86_400
 
 _current: ContextVar[JobContext] = ContextVar("kindling_job")
@@ -61,7 +79,8 @@ class Delivery:
     Attributes:
         ref: the trigger's handle for acknowledging it (SQS message id, stream entry id).
         body: the raw message body.
-        attempts: how many times it has been delivered, this time included.
+        attempts: how many times it has been delivered, this time included (SQS's
+            ApproximateReceiveCount, a stream entry's delivery count).
     """
 
     __slots__ = ("ref", "body", "attempts")
@@ -76,19 +95,32 @@ class Delivery:
 
 
 class Outcome:
-    """What became of one delivery. ``record`` is what was (or will be) written to the store."""
+    """What became of one delivery. ``record`` is what was (or will be) written to the store.
 
-    __slots__ = ("ref", "job_id", "task", "status", "attempts", "reason", "record", "job")
+    ``attempts`` is the attempt number of this run (counted in the result record),
+    ``deliveries`` how often the message has been delivered, and ``retry_in`` the seconds
+    the trigger should keep a handed-back message out of sight (``None``: its default).
+    """
 
-    def __init__(self, ref: str, job_id: str | None, task: str | None, status: str, attempts: int):
+    __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
+                 "retry_in", "limit", "limit_at", "started_ms", "t0")
+
+    def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
+                 deliveries: int | None = None):
         self.ref = ref
         self.job_id = job_id
         self.task = task
         self.status = status
         self.attempts = attempts
+        self.deliveries = attempts if deliveries is None else deliveries
         self.reason: str | None = None
         self.record: dict | None = None
         self.job: Job | None = None
+        self.retry_in: int | None = None
+        self.limit: tuple[float, bool] | None = None  # seconds it may run, and whether the invocation set that
+        self.limit_at: float | None = None  # monotonic time a started job must finish by
+        self.started_ms = 0
+        self.t0 = 0.0
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -121,10 +153,15 @@ class Runner:
     Args:
         registry: where task names are looked up.
         store: the result store (:class:`kindling.results.DynamoResultStore` in Lambda).
-        max_attempts: deliveries before a failing job is ``dead``, when neither the job
+        max_attempts: attempts before a failing job is ``dead``, when neither the job
             nor its task says otherwise.
-        attempts_cap: an upper bound the trigger imposes (SQS: the redrive policy's
-            maxReceiveCount; past it the message is in the DLQ whatever a task asks).
+        attempts_cap: an upper bound on any job's attempts, whatever it asks for.
+        max_deliveries: the delivery on which a job that still has no final record is
+            recorded ``dead`` instead of being run (SQS: the redrive policy's
+            maxReceiveCount, after which the queue moves the message anyway). Runs that
+            crash the worker before recording anything are bounded only by this.
+        retry_delay: seconds before a failed job's first retry, doubling per attempt
+            (``Outcome.retry_in``); 0 leaves it to the queue.
         default_timeout: seconds a job may run when neither job nor task sets a timeout.
         concurrency: async jobs of one batch that run at the same time.
         threads: synchronous jobs of one batch that run at the same time, in a thread pool
@@ -146,19 +183,23 @@ class Runner:
         *,
         max_attempts: int = 3,
         attempts_cap: int | None = None,
+        max_deliveries: int | None = None,
+        retry_delay: float = 0.0,
         default_timeout: float = 300.0,
         concurrency: int = 16,
         threads: int = 0,
         safety_ms: int = 1000,
         cutoff_ms: int = 500,
         worker: dict | None = None,
-        ttl_days: float = 7.0,
+        ttl_days: float = 14.0,
         log=_log,
     ):
         self.registry = registry
         self.store = store
         self.max_attempts = max_attempts
         self.attempts_cap = attempts_cap
+        self.max_deliveries = max_deliveries
+        self.retry_delay = retry_delay
         self.default_timeout = default_timeout
         self.concurrency = max(1, concurrency)
         self.threads = threads
@@ -169,6 +210,8 @@ class Runner:
         self.ttl_s = int(ttl_days * DAY_S)
         self.log = log
         self._loop = None
+        self._finishing = allocate_lock()
+        self._batch_worker = self.worker
 
     # -- the batch, top to bottom ----------------------------------------------------
 
@@ -178,11 +221,16 @@ class Runner:
         remaining_ms: Callable[[], int] | None = None,
         request_id: str | None = None,
     ) -> list[Outcome]:
-        """Run one batch; return an outcome for every delivery, in the same order."""
+        """Run one batch; return an outcome for every delivery, in the same order.
+
+        Never raises because of one message or one task; raises only for a bug in
+        kindling itself outside any job.
+        """
+        self._batch_worker = dict(self.worker, request_id=request_id) if request_id else self.worker
         outcomes = [self._admit(d) for d in deliveries]
         runnable = self._drop_duplicates(outcomes)
         try:
-            self._skip_finished(runnable)
+            self._read_previous(runnable)
         except StoreUnavailable as exc:
             return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
 
@@ -190,25 +238,29 @@ class Runner:
         deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
         sync_jobs = [o for o in runnable if not self._task(o).is_async]
         async_jobs = [o for o in runnable if self._task(o).is_async]
-        if self.threads > 1 and len(sync_jobs) > 1:
-            self._run_threaded(sync_jobs, deadline)
-        else:
-            for o in sync_jobs:
-                self._run_sync(o, deadline)
-        if async_jobs:
-            self._run_async(async_jobs, deadline)
+        try:
+            if self.threads > 1 and len(sync_jobs) > 1:
+                self._run_threaded(sync_jobs, deadline)
+            else:
+                for o in sync_jobs:
+                    self._run_sync(o, deadline)
+            if async_jobs:
+                self._run_async(async_jobs, deadline)
+        except BaseException as exc:  # noqa: BLE001 - kindling's own machinery was interrupted
+            self._settle_unfinished(runnable, exc)
 
         self._settle_duplicates(outcomes)
-        worker = dict(self.worker, request_id=request_id) if request_id else self.worker
         records = [o.record for o in outcomes if o.record is not None]
-        for r in records:
-            r["worker"] = worker
-            r["expires_at"] = r["finished_at"] // 1000 + self.ttl_s
         if records:
             try:
-                self.store.write(records)
+                refused = self.store.write(records) or {}
             except StoreUnavailable as exc:
                 return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
+            for o in outcomes:
+                if o.record is not None and o.record["id"] in refused:
+                    o.status = SKIPPED
+                    o.reason = f"not recorded: the store already holds a later outcome ({refused[o.record['id']]})"
+                    o.retry_in = None
         if self.log:
             _log_batch(outcomes, self.log)
         return outcomes
@@ -217,41 +269,46 @@ class Runner:
 
     def _admit(self, d: Delivery) -> Outcome:
         """Decode and validate; a bad message becomes a ``rejected`` outcome right here."""
-        job = None
         try:
             job = decode_job(d.body)
+        except NewerEnvelope as exc:
+            o = Outcome(d.ref, exc.job_id, exc.task, DEFERRED, 0, d.attempts)
+            o.reason = exc.reason
+            o.retry_in = policy.store_backoff_s(d.attempts)
+            return o
+        except InvalidJob as exc:
+            return self._rejected(d, exc.reason, claimed_id=exc.job_id, task=exc.task)
+        except Exception as exc:  # noqa: BLE001 - whatever the body does to the decoder
+            return self._rejected(d, f"message body cannot be decoded: {type(exc).__name__}: {exc}"[:1000])
+        try:
             task = self.registry.get(job.task)
             task.check_arguments(job.args, job.kwargs)
-        except InvalidJob as exc:
-            if job is not None:  # a valid envelope for a task this worker cannot run
-                exc.job_id, exc.task = job.id, job.task
-            return self._rejected(d, exc)
-        o = Outcome(d.ref, job.id, job.task, None, d.attempts)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - a valid envelope this worker cannot run
+            reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
+            return self._rejected(d, reason, claimed_id=job.id, task=job.task, job=job)
+        o = Outcome(d.ref, job.id, job.task, None, 1, d.attempts)
         o.job = job
         if job.not_before is not None and job.not_before > now_ms():
             o.status = DEFERRED
             o.reason = "not_before is in the future"
+            o.retry_in = min(-(-(job.not_before - now_ms()) // 1000), policy.MAX_DELAY_S)
         return o
 
-    def _rejected(self, d: Delivery, exc: InvalidJob) -> Outcome:
-        job_id = exc.job_id or f"rejected-{d.ref}"
-        o = Outcome(d.ref, job_id, exc.task, REJECTED, d.attempts)
-        o.reason = exc.reason
-        raw = d.body if isinstance(d.body, str) else d.body.decode("utf-8", "backslashreplace")
+    def _rejected(self, d: Delivery, reason: str, *, claimed_id: str | None = None, task: str | None = None,
+                  job: Job | None = None) -> Outcome:
+        """A message that is not a job this worker can run: recorded, never run.
+
+        A well-formed envelope (unknown task, arguments that do not bind) is recorded
+        under its job id, so its sender sees the rejection; anything else under a key of
+        its own message (:func:`kindling.records.rejected_key`).
+        """
+        key = job.id if job is not None else rejected_key(d.ref)
+        o = Outcome(d.ref, key, task, REJECTED, d.attempts)
+        o.reason = reason
         at = now_ms()
-        o.record = {
-            "id": job_id,
-            "task": exc.task or "",
-            "status": REJECTED,
-            "attempts": d.attempts,
-            "error": {"type": "InvalidJob", "message": exc.reason, "traceback": ""},
-            "raw": raw[:MAX_RAW_BYTES],
-            "started_at": at,
-            "finished_at": at,
-            "duration_ms": 0,
-        }
-        if len(raw) > MAX_RAW_BYTES:
-            o.record["raw_truncated"] = len(raw)
+        o.record = build_record(key=key, task=task, status=REJECTED, attempts=d.attempts, started_at=at,
+                                finished_at=at, job=job, error={"type": "InvalidJob", "message": reason},
+                                raw=d.body, job_id=claimed_id, worker=self._batch_worker, ttl_s=self.ttl_s)
         return o
 
     def _drop_duplicates(self, outcomes: list[Outcome]) -> list[Outcome]:
@@ -262,39 +319,49 @@ class Runner:
             if o.status is not None:
                 continue
             if o.job_id in seen:
-                o.status = "duplicate"
+                o.status = DUPLICATE
                 continue
             seen.add(o.job_id)  # type: ignore[arg-type]
             runnable.append(o)
         return runnable
 
-    def _skip_finished(self, runnable: list[Outcome]) -> None:
-        """One store read for the batch: skip succeeded jobs, do not rerun dead ones."""
+    def _read_previous(self, runnable: list[Outcome]) -> None:
+        """One store read for the batch: skip finished jobs, number this attempt."""
         if not runnable:
             return
-        statuses = self.store.get_statuses([o.job_id for o in runnable])  # type: ignore[misc]
+        states = self.store.read_states([o.job_id for o in runnable])  # type: ignore[misc]
         for o in runnable:
-            previous = statuses.get(o.job_id)  # type: ignore[arg-type]
+            previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
             if previous == SUCCEEDED and self._task(o).skip_succeeded:
                 o.status = SKIPPED
                 o.reason = "already succeeded (duplicate delivery)"
             elif previous == DEAD:
                 o.status = DEAD
                 o.reason = "already dead; not run again"
+            elif self.max_deliveries and o.deliveries >= self.max_deliveries and previous not in FINAL:
+                self._dead_undelivered(o)
+            else:
+                o.attempts = attempts + 1 if previous == FAILED else 1
+
+    def _dead_undelivered(self, o: Outcome) -> None:
+        o.reason = (f"delivered {o.deliveries} times without a recorded outcome (its runs crashed or timed out "
+                    "the worker, or it was handed back every time); not run again")
+        at = now_ms()
+        o.record = build_record(key=o.job_id, task=o.task, status=DEAD, attempts=o.attempts,  # type: ignore[arg-type]
+                                started_at=at, finished_at=at, job=o.job,
+                                error={"type": "TooManyDeliveries", "message": o.reason},
+                                worker=self._batch_worker, ttl_s=self.ttl_s)
+        o.status = DEAD
 
     def _attempts_allowed(self, o: Outcome) -> int:
-        job, task = o.job, self._task(o)
-        allowed = job.max_attempts or task.max_attempts or self.max_attempts  # type: ignore[union-attr]
-        if self.attempts_cap:
-            allowed = min(allowed, self.attempts_cap)
-        return allowed
+        return policy.attempts_allowed(o.job, self._task(o), self.max_attempts, self.attempts_cap)  # type: ignore[arg-type]
 
     def _timeout(self, o: Outcome, deadline: float | None) -> tuple[float, bool] | None:
         """Seconds this job may run, and whether the invocation (not the job) bounds it.
 
         ``None`` means there is not enough time left to start it.
         """
-        own = o.job.timeout or self._task(o).timeout or self.default_timeout  # type: ignore[union-attr]
+        own = policy.timeout_for(o.job, self._task(o), self.default_timeout)  # type: ignore[arg-type]
         if deadline is None:
             return own, False
         left = deadline - time.monotonic() - self.safety_ms / 1000
@@ -305,45 +372,78 @@ class Runner:
     def _defer(self, o: Outcome) -> None:
         o.status = DEFERRED
         o.reason = "not started: the invocation's remaining time ran short"
+        o.retry_in = 0
+
+    def _start(self, o: Outcome, deadline: float | None) -> tuple[float, bool] | None:
+        """Claim the job for running: its time limit starts now."""
+        limit = self._timeout(o, deadline)
+        if limit is None:
+            return None
+        o.started_ms = now_ms()
+        o.t0 = time.perf_counter()
+        o.limit = limit
+        o.limit_at = time.monotonic() + limit[0]
+        return limit
+
+    def _context(self, o: Outcome, seconds: float) -> JobContext:
+        job = o.job
+        return JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o),  # type: ignore[union-attr]
+                          time.monotonic() + seconds)
 
     def _run_sync(self, o: Outcome, deadline: float | None) -> None:
-        limit = self._timeout(o, deadline)
+        if o.status is not None:  # settled while it waited for a thread
+            return
+        limit = self._start(o, deadline)
         if limit is None:
             return self._defer(o)
         seconds, by_invocation = limit
         job, task = o.job, self._task(o)
-        token = _current.set(JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o),  # type: ignore[union-attr]
-                                        time.monotonic() + seconds))
-        started = now_ms()
-        t0 = time.perf_counter()
+        token = _current.set(self._context(o, seconds))
+        alarm = _alarm(seconds, by_invocation)
         try:
-            with _alarm(seconds, by_invocation):
+            with alarm:
                 value = task.fn(*job.args, **job.kwargs)  # type: ignore[union-attr]
-        except BaseException as exc:  # noqa: BLE001 - a task's failure is data, not a crash
-            if not isinstance(exc, Exception):
-                raise
-            self._finish(o, started, t0, error=exc)
+        except BaseException as exc:  # noqa: BLE001 - whatever a task raises is its job's failure
+            self._finish(o, error=exc)
         else:
-            self._finish(o, started, t0, value=value)
+            # A task that swallowed its timeout and returned late still ran past its limit.
+            self._finish(o, value=value, error=alarm.fired)
         finally:
             _current.reset(token)
 
     def _run_threaded(self, outcomes: list[Outcome], deadline: float | None) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-        from concurrent.futures import TimeoutError as FutureTimeout
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="kindling")
-        # The time limit is checked when a job really starts, not when it is queued.
-        futures = [(o, self._pool.submit(self._run_sync, o, deadline)) for o in outcomes]
-        for o, future in futures:
-            wait_s = None if deadline is None else max(0.0, deadline - time.monotonic() - self.safety_ms / 1000)
-            own = o.job.timeout or self._task(o).timeout or self.default_timeout  # type: ignore[union-attr]
-            try:
-                future.result(timeout=own if wait_s is None else min(own, wait_s) + 0.05)
-            except FutureTimeout:
-                if o.status is None:  # still running: record it timed out and move on
-                    self._finish(o, now_ms(), time.perf_counter(), error=_timeout_error(own, wait_s is not None))
+        futures = {self._pool.submit(self._run_sync, o, deadline): o for o in outcomes}
+        pending = set(futures)
+        stop_at = None if deadline is None else deadline - self.safety_ms / 1000
+        while pending:
+            now = time.monotonic()
+            for future in list(pending):
+                o = futures[future]
+                # A job's limit counts from its own start, never from when it was queued.
+                if o.limit_at is not None and now >= o.limit_at and o.status is None:
+                    self._finish(o, error=_timeout_error(*o.limit))  # type: ignore[misc]
+                if o.status is not None:
+                    pending.discard(future)
+            if stop_at is not None and now >= stop_at:
+                for future in list(pending):
+                    o = futures[future]
+                    if o.limit_at is None and future.cancel():  # never started: hand it back
+                        self._defer(o)
+                        pending.discard(future)
+            if not pending:
+                break
+            wake = [o.limit_at for f in pending if (o := futures[f]).limit_at is not None]
+            if stop_at is not None:
+                wake.append(stop_at)
+            timeout = max(0.0, min(wake) - time.monotonic()) + 0.001 if wake else None
+            if any(futures[f].limit_at is None for f in pending) and stop_at is not None and now >= stop_at:
+                timeout = 0.01  # a job is starting right now: look again shortly
+            done, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            pending -= done
 
     def _run_async(self, outcomes: list[Outcome], deadline: float | None) -> None:
         import asyncio  # only batches with async tasks pay for asyncio
@@ -354,69 +454,75 @@ class Runner:
 
         async def one(o: Outcome) -> None:
             async with sem:
-                limit = self._timeout(o, deadline)
+                limit = self._start(o, deadline)
                 if limit is None:
                     return self._defer(o)
                 seconds, by_invocation = limit
                 job, task = o.job, self._task(o)
-                _current.set(JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o),  # type: ignore[union-attr]
-                                        time.monotonic() + seconds))
-                started = now_ms()
-                t0 = time.perf_counter()
+                _current.set(self._context(o, seconds))
                 try:
                     value = await asyncio.wait_for(task.fn(*job.args, **job.kwargs), seconds)  # type: ignore[union-attr]
-                except TimeoutError:
-                    self._finish(o, started, t0, error=_timeout_error(seconds, by_invocation))
-                except Exception as exc:  # noqa: BLE001
-                    self._finish(o, started, t0, error=exc)
+                except TimeoutError as exc:
+                    timeout = exc if isinstance(exc, JobTimeout) else _timeout_error(seconds, by_invocation)
+                    self._finish(o, error=timeout)
+                except BaseException as exc:  # noqa: BLE001 - CancelledError, SystemExit, ... from the task
+                    self._finish(o, error=exc)
                 else:
-                    self._finish(o, started, t0, value=value)
+                    self._finish(o, value=value)
 
         async def batch() -> None:
-            await asyncio.gather(*(one(o) for o in outcomes))
+            await asyncio.gather(*(one(o) for o in outcomes), return_exceptions=True)
 
-        self._loop.run_until_complete(batch())
+        # A task that blocks the loop (time.sleep, a long C call) cannot be cancelled by
+        # wait_for; on the main thread SIGALRM still stops it when the invocation ends.
+        left = None if deadline is None else deadline - time.monotonic() - self.safety_ms / 1000
+        try:
+            with _alarm(max(left, 0.001), True) if left is not None else _no_alarm:
+                self._loop.run_until_complete(batch())
+        except BaseException:
+            self._loop = None  # its interrupted tasks must not resume in the next batch
+            raise
 
-    def _finish(self, o: Outcome, started: int, t0: float, *, value=None, error=None) -> None:
-        if o.status is not None:  # a thread that outlived its timeout: already recorded
-            return
-        duration = round((time.perf_counter() - t0) * 1000, 3)
-        result = None
-        if error is None:
-            try:
-                result = codec.dumps(value)
-            except codec.EncodeError as exc:
-                error = TypeError(f"task result is not JSON-serializable: {exc}")
+    def _finish(self, o: Outcome, *, value=None, error: BaseException | None = None) -> None:
+        with self._finishing:  # a pool thread and the batch's waiter may both get here
+            if o.status is not None:  # a thread that outlived its timeout: already recorded
+                return
+            duration = round((time.perf_counter() - o.t0) * 1000, 3)
+            result = None
+            if error is None:
+                result, error = encode_result(value)
+            if error is None:
+                status = SUCCEEDED
             else:
-                if len(result) > MAX_RESULT_BYTES:
-                    error = ResultTooLarge(
-                        f"result is {len(result):,} bytes of JSON; a result record holds at most "
-                        f"{MAX_RESULT_BYTES:,} (store large results elsewhere and return a reference)"
-                    )
-        job = o.job
-        record = {
-            "id": o.job_id,
-            "task": o.task,
-            "attempts": o.attempts,
-            "enqueued_at": job.enqueued_at,  # type: ignore[union-attr]
-            "started_at": started,
-            "finished_at": now_ms(),
-            "duration_ms": duration,
-        }
-        if error is None:
-            o.status = SUCCEEDED
-            record["result"] = result
-        else:
-            o.status = DEAD if o.attempts >= self._attempts_allowed(o) else FAILED
-            record["error"] = _describe(error)
-            o.reason = f"{type(error).__name__}: {error}"
-        record["status"] = o.status
-        o.record = record
+                status = DEAD if o.attempts >= self._attempts_allowed(o) else FAILED
+                o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
+                if status == FAILED:
+                    o.retry_in = policy.retry_delay_s(o.attempts, self.retry_delay) if self.retry_delay else None
+            o.record = build_record(key=o.job_id, task=o.task, status=status, attempts=o.attempts,  # type: ignore[arg-type]
+                                    started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
+                                    job=o.job, result=result, error=describe_error(error) if error else None,
+                                    worker=self._batch_worker, ttl_s=self.ttl_s)
+            o.status = status
+
+    def _settle_unfinished(self, outcomes: list[Outcome], exc: BaseException) -> None:
+        """After kindling's own machinery was interrupted: a job that started is a failed
+        attempt (it may have had effects), one that never started goes back unspent."""
+        for o in outcomes:
+            if o.status is None:
+                if o.limit_at is not None:
+                    self._finish(o, error=exc if isinstance(exc, Exception) else RuntimeError(
+                        f"the run was interrupted: {type(exc).__name__}: {exc}"))
+                else:
+                    o.status = DEFERRED
+                    o.reason = f"not started: the batch was interrupted ({type(exc).__name__})"
+                    o.retry_in = 0
+        if self.log:
+            self.log({"kindling": "batch_interrupted", "error": f"{type(exc).__name__}: {exc}"[:500]})
 
     def _settle_duplicates(self, outcomes: list[Outcome]) -> None:
         first: dict[str, Outcome] = {}
         for o in outcomes:
-            if o.status == "duplicate":
+            if o.status == DUPLICATE:
                 original = first[o.job_id]  # type: ignore[index]
                 if original.status in (SUCCEEDED, SKIPPED):
                     o.status = SKIPPED
@@ -424,6 +530,7 @@ class Runner:
                 else:
                     o.status = DEFERRED
                     o.reason = "duplicate of a job in the same batch that did not succeed"
+                    o.retry_in = original.retry_in
             elif o.job_id is not None and o.job_id not in first:
                 first[o.job_id] = o
 
@@ -433,8 +540,9 @@ class Runner:
                 o.status = DEFERRED
                 o.reason = reason
                 o.record = None
+                o.retry_in = policy.store_backoff_s(o.deliveries)
         if self.log:
-            self.log({"kindling": "store_unavailable", "error": reason, "handed_back": len(outcomes)})
+            self.log({"kindling": "store_unavailable", "error": reason[:500], "handed_back": len(outcomes)})
         return outcomes
 
     def _task(self, o: Outcome) -> Task:
@@ -445,19 +553,22 @@ class _alarm:
     """Interrupt a synchronous task after ``seconds`` with SIGALRM (main thread only).
 
     Lambda runs the handler on the main thread, where a signal can interrupt even a
-    blocking system call. Off the main thread (a thread-pool worker) no timer is set and
-    the limit is not enforced.
+    blocking system call. A task that swallows the :class:`JobTimeout` is interrupted
+    again every second until it gives up, and ``fired`` keeps the timeout to record even
+    if it then returns. Off the main thread (a pool worker) no timer is set.
     """
 
-    __slots__ = ("seconds", "by_invocation", "previous", "armed")
+    __slots__ = ("seconds", "by_invocation", "previous", "armed", "fired")
 
     def __init__(self, seconds: float, by_invocation: bool):
-        self.seconds = seconds
+        self.seconds = min(max(seconds, 0.001), policy.MAX_TIMEOUT_S)
         self.by_invocation = by_invocation
         self.armed = False
+        self.fired: JobTimeout | None = None
 
     def _fire(self, signum, frame):
-        raise _timeout_error(self.seconds, self.by_invocation)
+        self.fired = _timeout_error(self.seconds, self.by_invocation)
+        raise self.fired
 
     def __enter__(self):
         import _signal as signal  # the C module: signal.py imports enum (~2 ms on a cold start)
@@ -466,7 +577,7 @@ class _alarm:
             self.previous = signal.signal(signal.SIGALRM, self._fire)
         except ValueError:  # not the main thread
             return self
-        signal.setitimer(signal.ITIMER_REAL, max(self.seconds, 0.001))
+        signal.setitimer(signal.ITIMER_REAL, self.seconds, 1.0)
         self.armed = True
         return self
 
@@ -479,26 +590,29 @@ class _alarm:
         return False
 
 
+class _NoAlarm:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+
+_no_alarm = _NoAlarm()
+
+
 def _timeout_error(seconds: float, by_invocation: bool) -> JobTimeout:
     if by_invocation:
         return JobTimeout(f"stopped after {seconds:.3f}s: the invocation's remaining time ran out")
     return JobTimeout(f"job exceeded its timeout of {seconds:g}s")
 
 
-def _describe(exc: BaseException) -> dict:
-    """The error as recorded: type, message and the last frames of the traceback."""
-    import traceback
-
-    tb = "".join(traceback.format_exception(exc, limit=-6))
-    return {"type": type(exc).__name__, "message": str(exc)[:4000], "traceback": tb[-4000:]}
-
-
 def _log_batch(outcomes: list[Outcome], log) -> None:
     counts: dict[str, int] = {}
     for o in outcomes:
-        counts[o.status] = counts.get(o.status, 0) + 1
+        counts[o.status] = counts.get(o.status, 0) + 1  # type: ignore[index]
     log({"kindling": "batch", "messages": len(outcomes), **counts})
     for o in outcomes:
         if o.status in (FAILED, DEAD, REJECTED):
             log({"kindling": o.status, "job": o.job_id, "task": o.task, "attempt": o.attempts,
-                  "ref": o.ref, "error": o.reason})
+                 "ref": o.ref, "error": o.reason})

@@ -6,28 +6,30 @@ the messages to redeliver; every other message is deleted from the queue::
 
     {"batchItemFailures": [{"itemIdentifier": "<messageId>"}, ...]}
 
-Failed, dead and deferred jobs are reported; a dead job is reported too, so that the
-queue's redrive policy moves its message to the dead-letter queue.
+Failed and deferred jobs are reported. A dead job's message is sent to the dead-letter
+queue by the worker (:func:`dead_letters`) and then acknowledged; if that send fails it
+is reported too, and moved on a later delivery or by the queue's redrive policy.
 
 Reported messages would come back after the queue's visibility timeout (six times the
-function timeout). :func:`visibility_changes` shortens that: a failed job returns after
-an exponential backoff (``retry_delay * 2**(attempt-1)`` seconds, at most 12 hours); a
-deferred one (never started) and a dead one (on its way to the DLQ) at once.
+function timeout). :func:`visibility_changes` sets each one's return from the runner's
+``Outcome.retry_in``: a failed job after its retry backoff, a job not due yet when it is
+due, a batch handed back for a store outage after a growing backoff, one cut off by the
+invocation's end (or a dead one not moved) at once.
 """
 
 from __future__ import annotations
 
-from kindling.runner import DEAD, DEFERRED, FAILED, Delivery
+from kindling.policy import MAX_DELAY_S
+from kindling.runner import Delivery
+from kindling.status import DEAD, HANDED_BACK
 
-MAX_VISIBILITY_S = 43_200
+MAX_VISIBILITY_S = MAX_DELAY_S
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection, Iterable
 
     from kindling.runner import Outcome
-
-HANDED_BACK = frozenset({FAILED, DEAD, DEFERRED})
 
 
 def is_sqs_event(event: object) -> bool:
@@ -48,25 +50,48 @@ def deliveries(event: dict) -> list[Delivery]:
     return out
 
 
-def batch_response(outcomes: Iterable[Outcome]) -> dict:
+def batch_response(outcomes: Iterable[Outcome], moved: Collection[str] = ()) -> dict:
     """The partial batch response naming every message SQS should deliver again."""
     return {
-        "batchItemFailures": [{"itemIdentifier": o.ref} for o in outcomes if o.status in HANDED_BACK]
+        "batchItemFailures": [
+            {"itemIdentifier": o.ref} for o in outcomes if o.status in HANDED_BACK and o.ref not in moved
+        ]
     }
 
 
-def visibility_changes(event: dict, outcomes: Iterable[Outcome], retry_delay: float) -> dict[str, list[dict]]:
-    """ChangeMessageVisibilityBatch entries for the handed-back messages, per queue ARN."""
+def dead_letters(event: dict, outcomes: Iterable[Outcome]) -> list[dict]:
+    """SendMessageBatch entries (``Id`` = message id) for the messages of dead jobs."""
+    records = {r["messageId"]: r for r in event["Records"]}
+    entries = []
+    for o in outcomes:
+        if o.status != DEAD:
+            continue
+        attributes = {"kindling_reason": {"DataType": "String", "StringValue": (o.reason or "dead")[:1000]}}
+        if o.job_id:
+            attributes["kindling_job_id"] = {"DataType": "String", "StringValue": o.job_id}
+        entries.append({"Id": o.ref, "MessageBody": records[o.ref].get("body") or "",
+                        "MessageAttributes": attributes})
+    return entries
+
+
+def visibility_changes(event: dict, outcomes: Iterable[Outcome], moved: Collection[str] = ()) -> dict[str, list[dict]]:
+    """ChangeMessageVisibilityBatch entries for the handed-back messages, per queue ARN.
+
+    Messages whose outcome has no ``retry_in`` (a failure without a retry delay) are left
+    to the queue's visibility timeout.
+    """
     records = {r["messageId"]: r for r in event["Records"]}
     changes: dict[str, list[dict]] = {}
     for o in outcomes:
-        if o.status not in HANDED_BACK:
+        if o.status not in HANDED_BACK or o.ref in moved:
             continue
-        # failed: back after an exponential delay; deferred and dead: at once
-        seconds = min(int(retry_delay * 2 ** max(o.attempts - 1, 0)), MAX_VISIBILITY_S) if o.status == FAILED else 0
+        seconds = 0 if o.status == DEAD else o.retry_in
+        if seconds is None:
+            continue
         record = records[o.ref]
         changes.setdefault(record.get("eventSourceARN", ""), []).append(
-            {"Id": o.ref, "ReceiptHandle": record["receiptHandle"], "VisibilityTimeout": seconds}
+            {"Id": o.ref, "ReceiptHandle": record["receiptHandle"],
+             "VisibilityTimeout": max(0, min(int(seconds), MAX_VISIBILITY_S))}
         )
     return changes
 

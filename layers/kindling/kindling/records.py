@@ -1,0 +1,173 @@
+"""Result records: the one place every outcome record is built.
+
+Every record fits a DynamoDB item by construction: each text field has a byte budget
+(UTF-8, as DynamoDB counts), a field cut to fit is named in ``truncated`` with its full
+size, and text that is not valid Unicode (a lone surrogate in an exception message) is
+escaped instead of failing the write of the whole batch. A record is::
+
+    {"id", "task", "status", "attempts", "enqueued_at", "started_at", "finished_at",
+     "duration_ms", "result" | "error": {"type", "message", "traceback"}, "raw",
+     "job_id", "truncated", "worker", "expires_at"}
+
+Rejected messages that are not a well-formed envelope are keyed ``rejected#<message
+ref>``: ``#`` cannot occur in a job id, so such a record never lands on a real job's key,
+and two bad messages never share one.
+"""
+
+from __future__ import annotations
+
+from kindling import codec
+from kindling.errors import ResultTooLarge
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kindling.envelope import Job
+
+MAX_ITEM_BYTES = 400 * 1024  # DynamoDB's item limit, names and values together
+MAX_RESULT_BYTES = 350_000
+MAX_RAW_BYTES = 300_000  # a rejected record holds no result, so its body gets the room
+MAX_TASK_BYTES = 256
+MAX_MESSAGE_BYTES = 4_000
+MAX_TRACEBACK_BYTES = 8_000
+MAX_REF_BYTES = 512
+MAX_ERROR_TYPE_BYTES = 200
+REJECTED_PREFIX = "rejected#"
+
+
+def clip(text: str, limit: int) -> tuple[str, int | None]:
+    """``text`` as valid UTF-8 of at most ``limit`` bytes, and its full size if it was cut.
+
+    Lone surrogates become ``\\udxxx`` escapes; a cut never splits a character.
+    """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "backslashreplace")
+        text = data.decode("utf-8")
+    if len(data) <= limit:
+        return text, None
+    return data[:limit].decode("utf-8", "ignore"), len(data)
+
+
+def rejected_key(ref: str) -> str:
+    """The record key of a message that is not a well-formed envelope."""
+    return REJECTED_PREFIX + clip(str(ref), MAX_REF_BYTES)[0]
+
+
+def encode_result(value: object) -> tuple[str | None, BaseException | None]:
+    """A task's return value as recorded JSON text, or the error that stops it being recorded.
+
+    Anything that goes wrong while encoding (a value JSON cannot hold, nesting too deep,
+    a ``__str__`` or ``isoformat`` that raises, a lone surrogate, too many bytes) is the
+    job's failure, never the batch's.
+    """
+    try:
+        text = codec.dumps(value)
+    except BaseException as exc:  # noqa: BLE001 - user code runs inside the encoder
+        return None, TypeError(f"task result cannot be encoded as JSON: {_safe_str(exc, 500) or type(exc).__name__}")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None, TypeError("task result holds a string that is not valid Unicode (a lone surrogate)")
+    if size > MAX_RESULT_BYTES:
+        return None, ResultTooLarge(
+            f"result is {size:,} bytes of JSON; a result record holds at most {MAX_RESULT_BYTES:,} "
+            "(store large results elsewhere and return a reference)"
+        )
+    return text, None
+
+
+def describe_error(exc: BaseException) -> dict:
+    """The error as recorded: type, message and the last frames of the traceback.
+
+    Never raises, whatever the exception's ``__str__`` or traceback does.
+    """
+    kind = _safe_str(type(exc).__name__, MAX_ERROR_TYPE_BYTES) or "BaseException"
+    message = _safe_str(exc, MAX_MESSAGE_BYTES)
+    if message is None:
+        message = f"<{kind}: str() of the exception raised>"
+    try:
+        import traceback
+
+        tb = "".join(traceback.format_exception(exc, limit=-6))
+    except BaseException:  # noqa: BLE001
+        tb = ""
+    data = tb.encode("utf-8", "backslashreplace")
+    tb = data[-MAX_TRACEBACK_BYTES:].decode("utf-8", "ignore")
+    return {"type": kind, "message": message, "traceback": tb}
+
+
+def _safe_str(obj: object, limit: int) -> str | None:
+    try:
+        text = str(obj)
+    except BaseException:  # noqa: BLE001
+        return None
+    return clip(text, limit)[0]
+
+
+def build_record(
+    *,
+    key: str,
+    task: str | None,
+    status: str,
+    attempts: int,
+    started_at: int,
+    finished_at: int,
+    duration_ms: float = 0,
+    job: Job | None = None,
+    result: str | None = None,
+    error: dict | None = None,
+    raw: str | bytes | None = None,
+    job_id: str | None = None,
+    worker: dict | None = None,
+    ttl_s: int = 0,
+) -> dict:
+    """Every result record, whatever produced it (run, rejection, crash loop).
+
+    Args:
+        key: the record's key (a job id, or :func:`rejected_key`).
+        job: the decoded job, when there is one (for ``enqueued_at``).
+        result: the encoded result (see :func:`encode_result`) of a ``succeeded`` job.
+        error: a :func:`describe_error` dict, or any ``{"type", "message"}``.
+        raw: a rejected message's body, kept so the sender can see what arrived.
+        job_id: the id a rejected message claimed, when it is not the key.
+    """
+    truncated: dict[str, int] = {}
+
+    def fit(name: str, text: str, limit: int) -> str:
+        clipped, full = clip(text, limit)
+        if full is not None:
+            truncated[name] = full
+        return clipped
+
+    record: dict = {
+        "id": key,
+        "task": fit("task", task or "", MAX_TASK_BYTES),
+        "status": str(status),
+        "attempts": attempts,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "duration_ms": duration_ms,
+    }
+    if job is not None:
+        record["enqueued_at"] = job.enqueued_at
+    if result is not None:
+        record["result"] = result
+    if error is not None:
+        record["error"] = {
+            "type": fit("error.type", str(error.get("type", "")), MAX_ERROR_TYPE_BYTES),
+            "message": fit("error.message", str(error.get("message", "")), MAX_MESSAGE_BYTES),
+            "traceback": fit("error.traceback", str(error.get("traceback", "")), MAX_TRACEBACK_BYTES),
+        }
+    if raw is not None:
+        text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "backslashreplace")
+        record["raw"] = fit("raw", text, MAX_RAW_BYTES)
+    if job_id is not None and job_id != key:
+        record["job_id"] = fit("job_id", job_id, MAX_REF_BYTES)
+    if truncated:
+        record["truncated"] = truncated
+    if worker:
+        record["worker"] = worker
+    if ttl_s:
+        record["expires_at"] = finished_at // 1000 + ttl_s
+    return record
