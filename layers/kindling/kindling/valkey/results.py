@@ -5,7 +5,30 @@ from __future__ import annotations
 import time
 
 from kindling import codec
-from kindling.valkey.connection import connect
+from kindling.valkey.connection import _s, connect
+
+# Set a record unless the stored one may not be replaced; returns the stored status if so.
+# ARGV: record JSON, ttl, final (1/0), attempts, is-failed (1/0), statuses it may replace...
+_FORWARD_ONLY = """
+local old = redis.call('GET', KEYS[1])
+if old then
+  local rec = cjson.decode(old)
+  local ok = false
+  for i = 6, #ARGV do
+    if rec.status == ARGV[i] then ok = true end
+  end
+  if ARGV[5] == '1' and rec.status == 'failed' and (tonumber(rec.attempts) or 0) <= tonumber(ARGV[4]) then
+    ok = true
+  end
+  if not ok then return rec.status end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+if ARGV[3] == '1' then
+  redis.call('RPUSH', KEYS[2], 1)
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+return false
+"""
 
 
 class ValkeyResultStore:
@@ -13,9 +36,12 @@ class ValkeyResultStore:
 
     A record is JSON under ``<prefix>:result:<id>`` with an expiry of ``ttl_s``. Writing a
     final outcome (succeeded, dead, rejected) also pushes to ``<prefix>:done:<id>``, which
-    :meth:`wait` blocks on with ``BLPOP``. ``get_statuses`` and ``write`` are one pipelined
-    round trip each. Valkey errors become :class:`~kindling.errors.StoreUnavailable`, so the
-    runner hands a batch back rather than losing it.
+    :meth:`wait` blocks on with ``BLPOP``. ``read_states`` and ``write`` are one pipelined
+    round trip each. Records only move forward (:func:`kindling.status.may_replace`):
+    ``succeeded`` records are plain ``SET``s, every other status is checked and set in one
+    server-side script, so a stale ``failed`` never replaces a ``succeeded``. Valkey errors
+    become :class:`~kindling.errors.StoreUnavailable`, so the runner hands a batch back
+    rather than losing it.
     """
 
     def __init__(self, url: str, ttl_s: int = 7 * 86_400, *, prefix: str = "kindling", client=None):
@@ -30,24 +56,51 @@ class ValkeyResultStore:
     def _done(self, job_id: str) -> str:
         return f"{self.prefix}:done:{job_id}"
 
-    def get_statuses(self, job_ids):
+    def read_states(self, job_ids) -> dict[str, tuple[str, int]]:
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
         values = self._guard(lambda: self.client.mget([self._key(i) for i in ids]))
-        return {i: codec.loads(v)["status"] for i, v in zip(ids, values, strict=True) if v is not None}
+        states = {}
+        for i, value in zip(ids, values, strict=True):
+            if value is not None:
+                record = codec.loads(value)
+                states[i] = (record["status"], int(record.get("attempts") or 0))
+        return states
 
-    def write(self, records) -> None:
-        from kindling.results import FINAL
+    def get_statuses(self, job_ids) -> dict[str, str]:
+        return {i: state[0] for i, state in self.read_states(job_ids).items()}
 
+    def write(self, records) -> dict[str, str]:
+        from kindling.status import FAILED, FINAL, REPLACES, SUCCEEDED
+
+        if not records:
+            return {}
+        latest = {r["id"]: r for r in records}
         pipe = self.client.pipeline(transaction=False)
-        for r in records:
-            pipe.set(self._key(r["id"]), codec.dumps(r), ex=self.ttl_s)
-            if r.get("status") in FINAL:
-                pipe.rpush(self._done(r["id"]), 1)
-                pipe.expire(self._done(r["id"]), self.ttl_s)
-        if records:
-            self._guard(pipe.execute)
+        checked = []
+        for r in latest.values():
+            key, done, final = self._key(r["id"]), self._done(r["id"]), r.get("status") in FINAL
+            if r["status"] == SUCCEEDED:
+                pipe.set(key, codec.dumps(r), ex=self.ttl_s)
+                if final:
+                    pipe.rpush(done, 1)
+                    pipe.expire(done, self.ttl_s)
+                continue
+            allowed = [s for s in REPLACES[r["status"]] if s is not None and not (r["status"] == s == FAILED)]
+            is_failed = int(r["status"] == FAILED)
+            args = [codec.dumps(r), self.ttl_s, int(final), r.get("attempts") or 0, is_failed, *allowed]
+            self._forward_script()(keys=[key, done], args=args, client=pipe)
+            checked.append((len(pipe), r["id"]))
+        replies = self._guard(pipe.execute)
+        return {job_id: _s(replies[at - 1]) for at, job_id in checked if replies[at - 1] is not None}
+
+    _script = None
+
+    def _forward_script(self):
+        if self._script is None:
+            self._script = self.client.register_script(_FORWARD_ONLY)
+        return self._script
 
     def get(self, job_id: str) -> dict | None:
         value = self._guard(lambda: self.client.get(self._key(job_id)))
