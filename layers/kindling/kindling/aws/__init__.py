@@ -20,21 +20,25 @@ The parts, as urllib3 splits them:
 - :mod:`~kindling.aws.url`: URL parsing, percent-encoding, SigV4's canonical path and query
 - :mod:`~kindling.aws.signing`: :func:`sign` (SigV4)
 - :mod:`~kindling.aws.retry`: which failures are retried, backoff, errors read from responses
-- :mod:`~kindling.aws.connection`: one HTTP/1.1 connection
+- :mod:`~kindling.aws.connection`: one HTTP/1.1 connection; a request sent now, its reply read later
 - :mod:`~kindling.aws.credentials`: environment and container credentials
-- :mod:`~kindling.aws.client`: :class:`JsonClient` and the process's cached clients
+- :mod:`~kindling.aws.client`: :class:`JsonClient` (``call``, or ``start`` and a
+  :class:`PendingCall`'s ``result()``, each under an optional deadline) and the process's
+  cached clients
 """
 
-from kindling.aws.client import JsonClient, dynamodb, sqs
-from kindling.aws.errors import AwsError, HttpProtocolError, RemoteDisconnected
+from kindling.aws.client import JsonClient, PendingCall, dynamodb, sqs
+from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError, RemoteDisconnected
 from kindling.aws.retry import RETRYABLE_CODES
 from kindling.aws.signing import sign
 
 __all__ = [
     "RETRYABLE_CODES",
     "AwsError",
+    "DeadlineExceeded",
     "HttpProtocolError",
     "JsonClient",
+    "PendingCall",
     "RemoteDisconnected",
     "dynamodb",
     "sign",

@@ -1,7 +1,8 @@
 """JsonClient, a keep-alive client for one AWS JSON-protocol service, and the process's cached clients."""
 
 import os
-from _thread import allocate_lock  # threading.Lock without importing threading
+from _thread import allocate_lock, get_ident  # threading's Lock and get_ident without importing threading
+from time import monotonic
 
 from kindling import codec  # codec.loads/dumps are rebound by codec.use_orjson()
 from kindling.aws import retry
@@ -52,6 +53,15 @@ class JsonClient:
     may therefore be applied twice if a response is lost after the server acted on it.
     A stale kept-alive connection (dropped while idle, e.g. across a Lambda freeze) is
     reopened and the request resent at once; that does not count as an attempt.
+
+    Deadlines: given ``deadline`` (a :func:`time.monotonic` value), a call's attempts,
+    backoff sleeps, credential fetches and socket operations all end by then; a call
+    still unfinished raises AwsError "DeadlineExceeded" (retryable) rather than sleep or
+    wait past it. Without one, each socket operation waits at most ``timeout`` seconds.
+
+    ``call`` sends an operation and waits for its reply. ``start`` sends it and returns a
+    :class:`PendingCall` whose ``result()`` reads the reply (retrying there if need be),
+    so a caller with two clients (two connections) can have both requests in flight.
     """
 
     backoff_base = 0.05
@@ -96,7 +106,8 @@ class JsonClient:
             # codes match what boto3 reports, as botocore does.
             self._headers["x-amzn-query-mode"] = "true"
         self._conn: Connection | None = None
-        self._lock = allocate_lock()
+        self._lock = allocate_lock()  # held by the call using the connection, until its result is read
+        self._holder = 0  # the thread that started the call holding the lock
 
     def __repr__(self) -> str:
         return f"JsonClient({self.service!r}, {self.target_prefix!r}, endpoint={self.endpoint!r})"
@@ -107,31 +118,37 @@ class JsonClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def call(self, operation: str, payload: dict) -> dict:
-        """POST one operation (X-Amz-Target: f"{target_prefix}.{operation}").
+    def call(self, operation: str, payload: dict, *, deadline: float | None = None) -> dict:
+        """POST one operation (X-Amz-Target: f"{target_prefix}.{operation}") and wait for its reply.
 
         Returns the decoded JSON response ({} for an empty body). Raises AwsError.
         Binary values (DynamoDB "B", SQS BinaryValue) are base64 strings both ways, as
         the JSON protocols carry them. A payload :mod:`kindling.codec` cannot serialize
-        raises TypeError/ValueError before anything is sent.
+        raises TypeError/ValueError before anything is sent. ``deadline``: a
+        :func:`time.monotonic` value by which the call ends, reply or AwsError
+        "DeadlineExceeded".
+        """
+        return self.start(operation, payload, deadline=deadline).result()
+
+    def start(self, operation: str, payload: dict, *, deadline: float | None = None) -> "PendingCall":
+        """Send one operation now; its reply is read by the returned call's ``result()``.
+
+        Until then the call holds this client's connection: other threads' calls on the
+        client wait for it, and starting another call on it from the same thread raises
+        RuntimeError (that would wait forever). Failures, even of the first send, are
+        raised by ``result()``; only a payload that cannot be serialized raises here.
         """
         body = codec.dumps(payload).encode()
         headers = dict(self._headers)
         headers["X-Amz-Target"] = f"{self.target_prefix}.{operation}"
-        with self._lock:
-            attempt = 0
-            while True:
-                attempt += 1
-                try:
-                    return self._attempt(headers, body, attempt)
-                except AwsError as exc:
-                    if not exc.retryable or attempt >= self.max_attempts:
-                        exc.attempts = attempt
-                        raise
-                retry.sleep(retry.backoff_delay(attempt, self.backoff_base, self.backoff_cap))
+        if self._holder == get_ident():
+            raise RuntimeError(f"{self!r}: a started call has not been collected; call its result() first")
+        return PendingCall(self, headers, body, deadline)
 
     def close(self) -> None:
-        """Close the connection; the next call opens a new one."""
+        """Close the connection; the next call opens a new one. Waits for a started call's result."""
+        if self._holder == get_ident():
+            raise RuntimeError(f"{self!r}: a started call has not been collected; call its result() first")
         with self._lock:
             self._drop()
 
@@ -142,28 +159,182 @@ class JsonClient:
         if conn is not None:
             conn.close()
 
-    def _attempt(self, headers: dict[str, str], body: bytes, attempt: int) -> dict:
-        access_key, secret_key, token = get_credentials()
-        signed = sign(
-            "POST",
-            self._url,
-            headers,
-            body,
-            service=self.service,
-            region=self.region,
-            access_key=access_key,
-            secret_key=secret_key,
-            session_token=token,
-        )
+    def _connection(self) -> Connection:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = Connection(self._scheme, self._host, self._port, self.timeout)
+        return conn
+
+    def _send(self, headers: dict[str, str], body: bytes, deadline: float | None) -> bool:
+        """Send a signed request on the kept-alive connection; returns whether that connection
+        had served an earlier request. A reused connection found dead is replaced and the
+        request sent again at once."""
+        conn = self._connection()
+        # An open socket has served an earlier request (it is closed when a response says
+        # "Connection: close"); its peer may be gone since.
+        reused = conn.sock is not None
         try:
-            status, response_headers, data = self._exchange(signed, body)
+            conn.send("POST", self._target, body, headers, deadline)
+            return reused
+        except BaseException as exc:
+            self._drop()
+            if not (reused and retry.is_stale(exc)):
+                raise
+        try:
+            self._connection().send("POST", self._target, body, headers, deadline)
+        except BaseException:
+            self._drop()
+            raise
+        return False
+
+    def _receive(
+        self, headers: dict[str, str], body: bytes, deadline: float | None, reused: bool
+    ) -> tuple[int, dict[str, str], bytes]:
+        """Read the reply to what ``_send`` sent. If the connection was reused and turns out to
+        have been dead, the request is sent again on a new one (once) and that reply read."""
+        try:
+            return self._conn.read_response(deadline)
+        except BaseException as exc:
+            self._drop()
+            if not (reused and retry.is_stale(exc)):
+                raise
+        try:
+            return self._connection().request("POST", self._target, body, headers, deadline)
+        except BaseException:
+            self._drop()
+            raise
+
+
+class PendingCall:
+    """An operation started by :meth:`JsonClient.start`, its reply still to be read.
+
+    ``result()`` reads the reply, retrying as :class:`JsonClient` describes (so a retry
+    resends from there), and returns the decoded response or raises AwsError; called
+    again, it returns or raises the same. ``cancel()`` abandons the call instead: the
+    reply is never read, so the connection is closed (the operation may still have been
+    applied). Either one releases the client for its next call; a call dropped without
+    either is cancelled when it is garbage-collected.
+    """
+
+    def __init__(self, client: JsonClient, headers: dict[str, str], body: bytes, deadline: float | None) -> None:
+        self.client = client
+        self.deadline = deadline
+        self._headers = headers
+        self._body = body
+        self._attempt = 0  # requests sent so far (a stale connection's resend not counted)
+        self._signed: dict[str, str] = {}
+        self._reused = False
+        self._failure: AwsError | None = None  # the last send's failure, for result() to handle
+        self._outcome: tuple[dict | None, AwsError | None] | None = None
+        self._holding = False
+        if not retry.acquire(client._lock, deadline):
+            self._failure = AwsError("DeadlineExceeded", f"{client!r} was busy until the deadline", 0, True, attempts=0)
+            return
+        client._holder = get_ident()
+        self._holding = True
+        try:
+            self._send()
+        except BaseException:
+            self._release()
+            raise
+
+    def result(self) -> dict:
+        """The decoded JSON response ({} for an empty body). Raises AwsError."""
+        if self._outcome is None:
+            try:
+                self._outcome = (self._run(), None)
+            except AwsError as exc:
+                self._outcome = (None, exc)
+            except BaseException:  # interrupted (KeyboardInterrupt, a job timeout): not resumable
+                self._outcome = (None, AwsError("Cancelled", "interrupted while waiting for the reply"))
+                raise
+            finally:
+                self._release()
+        value, error = self._outcome
+        if error is not None:
+            raise error
+        return value
+
+    def cancel(self) -> None:
+        """Abandon the call if its reply has not been read; the connection is closed."""
+        if self._outcome is None:
+            self._outcome = (None, AwsError("Cancelled", "the call was cancelled", attempts=self._attempt))
+            if self._holding:
+                self.client._drop()
+            self._release()
+
+    def __del__(self) -> None:
+        if getattr(self, "_holding", False):
+            self.cancel()
+
+    # -- internals
+
+    def _release(self) -> None:
+        if self._holding:
+            self._holding = False
+            self.client._holder = 0
+            self.client._lock.release()
+
+    def _send(self) -> None:
+        """Send the next attempt's request; a failure is kept for ``_run`` to raise or retry."""
+        self._attempt += 1
+        client = self.client
+        try:
+            access_key, secret_key, token = get_credentials(self.deadline)
+            self._signed = sign(
+                "POST",
+                client._url,
+                self._headers,
+                self._body,
+                service=client.service,
+                region=client.region,
+                access_key=access_key,
+                secret_key=secret_key,
+                session_token=token,
+            )
+            self._reused = client._send(self._signed, self._body, self.deadline)
         except retry.TRANSPORT_ERRORS as exc:
-            raise AwsError(
-                "ConnectionError", f"{type(exc).__name__}: {exc}", 0, True, attempts=attempt
-            ) from exc
+            self._failure = retry.transport_error(exc, self._attempt)
+        except AwsError as exc:
+            exc.attempts = self._attempt
+            self._failure = exc
+        else:
+            self._failure = None
+
+    def _run(self) -> dict:
+        client, deadline = self.client, self.deadline
+        while True:
+            try:
+                return self._reply()
+            except AwsError as exc:
+                if not exc.retryable or exc.code == "DeadlineExceeded" or self._attempt >= client.max_attempts:
+                    exc.attempts = self._attempt
+                    raise
+                delay = retry.backoff_delay(self._attempt, client.backoff_base, client.backoff_cap)
+                if deadline is not None and monotonic() + delay >= deadline:
+                    raise AwsError(
+                        "DeadlineExceeded",
+                        f"no time left for another attempt; the last failed with {exc}",
+                        exc.status,
+                        True,
+                        request_id=exc.request_id,
+                        attempts=self._attempt,
+                    ) from exc
+            retry.sleep(delay)
+            self._send()
+
+    def _reply(self) -> dict:
+        """Read and decode this attempt's reply, or raise its AwsError."""
+        if self._failure is not None:
+            raise self._failure
+        attempt = self._attempt
+        try:
+            status, headers, data = self.client._receive(self._signed, self._body, self.deadline, self._reused)
+        except retry.TRANSPORT_ERRORS as exc:
+            raise retry.transport_error(exc, attempt) from exc
         if status >= 300:
-            raise retry.error_from_response(status, response_headers, data, attempt)
-        crc = response_headers.get("x-amz-crc32")  # DynamoDB checksums its responses
+            raise retry.error_from_response(status, headers, data, attempt)
+        crc = headers.get("x-amz-crc32")  # DynamoDB checksums its responses
         if crc is not None:
             import zlib
 
@@ -173,7 +344,7 @@ class JsonClient:
                     "response body does not match its x-amz-crc32 header",
                     status,
                     True,
-                    request_id=response_headers.get("x-amzn-requestid"),
+                    request_id=headers.get("x-amzn-requestid"),
                     attempts=attempt,
                 )
         if not data:
@@ -184,27 +355,6 @@ class JsonClient:
             raise AwsError(
                 "InvalidResponse", f"undecodable JSON response: {exc}", status, attempts=attempt
             ) from exc
-
-    def _exchange(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
-        """Send one request and read the whole response, reopening a stale connection once."""
-        conn = self._conn
-        if conn is None:
-            conn = self._conn = Connection(self._scheme, self._host, self._port, self.timeout)
-        # An open socket has served an earlier request (it is closed when a response says
-        # "Connection: close"); its peer may be gone since.
-        reused = conn.sock is not None
-        try:
-            return conn.request("POST", self._target, body, headers)
-        except BaseException as exc:
-            self._drop()
-            if not (reused and retry.is_stale(exc)):
-                raise
-        conn = self._conn = Connection(self._scheme, self._host, self._port, self.timeout)
-        try:
-            return conn.request("POST", self._target, body, headers)
-        except BaseException:
-            self._drop()
-            raise
 
 
 _clients: dict[str, JsonClient] = {}

@@ -1,8 +1,17 @@
-"""One HTTP/1.1 client connection over ``_socket`` (ssl only for https, at connect)."""
+"""One HTTP/1.1 client connection over ``_socket`` (ssl only for https, at connect).
+
+A request is sent by :meth:`Connection.send` and its response read by
+:meth:`Connection.read_response`, so a caller can do other work in between (send on a
+second connection, say); :meth:`Connection.request` does both. Every socket operation
+waits at most ``timeout`` seconds and, given a deadline (a :func:`time.monotonic` value),
+never past it: connecting, sending and the whole response must be done by then, however
+slowly the server drips its bytes. Name resolution (``getaddrinfo``) cannot be bounded.
+"""
 
 import _socket  # the C module: socket.py would import enum, selectors and array
+from time import monotonic
 
-from kindling.aws.errors import HttpProtocolError, RemoteDisconnected
+from kindling.aws.errors import DeadlineExceeded, HttpProtocolError, RemoteDisconnected
 
 _ssl_context = None
 _MAX_HEADER_BYTES = 65536
@@ -11,29 +20,83 @@ _MAX_HEADER_BYTES = 65536
 class Connection:
     """One HTTP/1.1 client connection, just what the AWS JSON protocols need.
 
-    ``request`` sends a request with a Content-Length body and reads the whole response
-    (Content-Length, chunked, or until close). The socket opens on the first request and
-    stays open while the server keeps it alive; ``sock`` is None when it is closed.
+    ``send`` writes a request with a Content-Length body; ``read_response`` reads the whole
+    response (Content-Length, chunked, or until close). One request at a time: a request
+    is sent only once the previous response has been read. The socket opens at the first
+    ``send`` and stays open while the server keeps it alive; ``sock`` is None when it is
+    closed. Any failure in ``send`` or ``read_response`` closes the connection (a
+    half-written request or half-read response leaves it unusable): OSError for the
+    network (TimeoutError after ``timeout`` seconds of silence, its subclass
+    :class:`~kindling.aws.errors.DeadlineExceeded` when the deadline came first),
+    HttpProtocolError for a reply that is not HTTP/1.x.
     """
 
-    def __init__(self, scheme: str, host: str, port: int, timeout: float) -> None:
+    def __init__(self, scheme: str, host: str, port: int, timeout: float | None) -> None:
         self.scheme, self.host, self.port, self.timeout = scheme, host, port, timeout
         self.sock = None
         self._buf = b""
+        self._method: str | None = None  # the sent request's method, until its response is read
+        self._deadline: float | None = None
+        self._deadline_bound = False  # whether the deadline, not ``timeout``, set the last wait
 
     def close(self) -> None:
-        sock, self.sock, self._buf = self.sock, None, b""
+        sock, self.sock, self._buf, self._method = self.sock, None, b"", None
         if sock is not None:
             sock.close()
 
-    def request(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict, bytes]:
-        """Returns (status, headers with lowercased names, body)."""
-        if self.sock is None:
-            self.sock = self._connect()
+    def send(
+        self, method: str, target: str, body: bytes, headers: dict[str, str], deadline: float | None = None
+    ) -> None:
+        """Send one request, connecting first if the socket is closed; returns once it is written."""
+        if self._method is not None:
+            raise RuntimeError("the previous request's response has not been read")
+        if deadline is not None and deadline <= monotonic():  # nothing written: the connection stays usable
+            raise DeadlineExceeded("the deadline passed before the request was sent")
         lines = [f"{method} {target} HTTP/1.1"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         lines.append(f"Content-Length: {len(body)}\r\n\r\n")
-        self.sock.sendall("\r\n".join(lines).encode("latin-1") + body)
+        data = memoryview("\r\n".join(lines).encode("latin-1") + body)
+        self._deadline = deadline
+        try:
+            if self.sock is None:
+                self.sock = self._connect()
+            sock = self.sock
+            while data:  # send, not sendall: each wait is bounded by the deadline
+                self._arm(sock)
+                data = data[sock.send(data) :]
+        except BaseException as exc:
+            self.close()
+            if self._cut_short(exc):
+                raise DeadlineExceeded(f"the deadline passed ({exc})") from exc
+            raise
+        self._method = method
+
+    def read_response(self, deadline: float | None = None) -> tuple[int, dict[str, str], bytes]:
+        """Read the sent request's response: (status, headers with lowercased names, body)."""
+        method = self._method
+        if method is None:
+            raise RuntimeError("no request has been sent on this connection")
+        self._deadline = deadline
+        try:
+            response = self._read_response(method)
+        except BaseException as exc:
+            self.close()
+            if self._cut_short(exc):
+                raise DeadlineExceeded(f"the deadline passed ({exc})") from exc
+            raise
+        self._method = None
+        return response
+
+    def request(
+        self, method: str, target: str, body: bytes, headers: dict[str, str], deadline: float | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """``send`` then ``read_response``."""
+        self.send(method, target, body, headers, deadline)
+        return self.read_response(deadline)
+
+    # -- internals
+
+    def _read_response(self, method: str) -> tuple[int, dict[str, str], bytes]:
         while True:
             status, version, response_headers = self._read_head()
             if not 100 <= status < 200:
@@ -54,7 +117,25 @@ class Connection:
             self.close()
         return status, response_headers, data
 
-    # -- internals
+    def _wait(self) -> float | None:
+        """How long the next socket operation may wait: ``timeout``, or less if the deadline is nearer."""
+        self._deadline_bound = False
+        if self._deadline is None:
+            return self.timeout
+        remaining = self._deadline - monotonic()
+        if remaining <= 0:
+            raise DeadlineExceeded("the deadline passed")
+        if self.timeout is None or remaining < self.timeout:
+            self._deadline_bound = True
+            return remaining
+        return self.timeout
+
+    def _arm(self, sock) -> None:
+        sock.settimeout(self._wait())
+
+    def _cut_short(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the timeout of a wait that the deadline, not ``timeout``, bounded."""
+        return self._deadline_bound and isinstance(exc, TimeoutError) and not isinstance(exc, DeadlineExceeded)
 
     def _connect(self):
         if self.scheme == "https":
@@ -64,9 +145,10 @@ class Connection:
 
             if _ssl_context is None:  # loading the CA bundle takes milliseconds: once per process
                 _ssl_context = ssl.create_default_context()
-            sock = socket.create_connection((self.host, self.port), self.timeout)
+            sock = socket.create_connection((self.host, self.port), self._wait())
             try:
                 sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+                self._arm(sock)  # the TLS handshake, as one wait
                 return _ssl_context.wrap_socket(sock, server_hostname=self.host)
             except BaseException:
                 sock.close()
@@ -78,17 +160,22 @@ class Connection:
         for family, kind, proto, _, address in _socket.getaddrinfo(host, self.port, 0, _socket.SOCK_STREAM):
             sock = _socket.socket(family, kind, proto)
             try:
-                sock.settimeout(self.timeout)
+                self._arm(sock)
                 sock.connect(address)
                 sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
                 return sock
             except OSError as exc:
                 sock.close()
+                if isinstance(exc, DeadlineExceeded) or self._cut_short(exc):
+                    raise
                 error = exc
+        self._deadline_bound = False  # ``error`` may be an earlier address's own timeout
         raise error or OSError(f"getaddrinfo returned nothing for {self.host}")
 
     def _fill(self) -> bool:
-        chunk = self.sock.recv(65536)
+        sock = self.sock
+        self._arm(sock)
+        chunk = sock.recv(65536)
         self._buf += chunk
         return bool(chunk)
 

@@ -13,7 +13,7 @@ from _thread import allocate_lock  # threading.Lock without importing threading
 from kindling import codec  # codec.loads is rebound by codec.use_orjson()
 from kindling.aws import retry
 from kindling.aws.connection import Connection
-from kindling.aws.errors import AwsError
+from kindling.aws.errors import AwsError, DeadlineExceeded
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header
 
 _container_cache: dict[tuple[str, str], tuple[tuple[str, str, str | None], float]] = {}
@@ -21,8 +21,9 @@ _container_lock = allocate_lock()
 _CONTAINER_REFRESH_MARGIN = 300.0  # refresh container credentials 5 min before expiry
 
 
-def get_credentials() -> tuple[str, str, str | None]:
-    """(access key, secret key, session token or None), from the environment or the container endpoint."""
+def get_credentials(deadline: float | None = None) -> tuple[str, str, str | None]:
+    """(access key, secret key, session token or None), from the environment or the container
+    endpoint (fetched by ``deadline``, a time.monotonic value, if given)."""
     env = os.environ
     access_key = env.get("AWS_ACCESS_KEY_ID")
     secret_key = env.get("AWS_SECRET_ACCESS_KEY")
@@ -31,7 +32,7 @@ def get_credentials() -> tuple[str, str, str | None]:
     full_uri = env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
     relative_uri = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
     if full_uri or relative_uri:
-        return container_credentials(full_uri or f"http://169.254.170.2{relative_uri}")
+        return container_credentials(full_uri or f"http://169.254.170.2{relative_uri}", deadline)
     raise AwsError(
         "MissingCredentials",
         "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
@@ -55,7 +56,7 @@ def _parse_utc(stamp: str) -> float:
     return days * 86400.0 + hour * 3600 + minute * 60 + second
 
 
-def container_credentials(uri: str) -> tuple[str, str, str | None]:
+def container_credentials(uri: str, deadline: float | None = None) -> tuple[str, str, str | None]:
     """Fetch (and cache until shortly before expiry) credentials from the container endpoint."""
     env = os.environ
     token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
@@ -67,41 +68,56 @@ def container_credentials(uri: str) -> tuple[str, str, str | None]:
         except OSError as exc:
             raise AwsError("CredentialsError", f"cannot read {token_file}: {exc}") from exc
     key = (uri, token or "")
-    with _container_lock:
-        cached = _container_cache.get(key)
-        if cached is not None and time.time() < cached[1]:
-            return cached[0]
-        parts = Url(uri)
-        if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-            raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        headers = {"Authorization": token} if token else {}
-        last = ""
-        for attempt in range(3):
-            if attempt:
-                retry.sleep(0.05 * attempt)
-            conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
-            host = host_header(parts.scheme, parts.hostname, parts.port)
-            try:
-                status, _, data = conn.request("GET", target, b"", {"Host": host, **headers})
-            except retry.TRANSPORT_ERRORS as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            finally:
-                conn.close()
-            if status != 200:
-                last = f"HTTP {status}: {data[:200]!r}"
-                if status < 500:
-                    break
-                continue
-            try:
-                doc = codec.loads(data)
-                creds = (doc["AccessKeyId"], doc["SecretAccessKey"], doc.get("Token") or None)
-                expires = time.time() + 600.0  # no Expiration given: refresh after 10 minutes
-                if doc.get("Expiration"):
-                    expires = _parse_utc(doc["Expiration"]) - _CONTAINER_REFRESH_MARGIN
-            except (ValueError, KeyError, TypeError) as exc:
-                raise AwsError("CredentialsError", f"bad response from {uri}: {exc}") from exc
-            _container_cache[key] = (creds, expires)
-            return creds
-        raise AwsError("CredentialsError", f"container credentials from {uri}: {last}", 0, True)
+    if not retry.acquire(_container_lock, deadline):  # another thread is fetching them
+        raise AwsError("DeadlineExceeded", f"container credentials from {uri}: the deadline passed", 0, True)
+    try:
+        return _fetch_container_credentials(uri, token, key, deadline)
+    finally:
+        _container_lock.release()
+
+
+def _fetch_container_credentials(
+    uri: str, token: str | None, key: tuple[str, str], deadline: float | None
+) -> tuple[str, str, str | None]:
+    cached = _container_cache.get(key)
+    if cached is not None and time.time() < cached[1]:
+        return cached[0]
+    parts = Url(uri)
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {"Authorization": token} if token else {}
+    last = ""
+    for attempt in range(3):
+        if attempt:
+            delay = 0.05 * attempt
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {last}", 0, True)
+            retry.sleep(delay)
+        conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
+        host = host_header(parts.scheme, parts.hostname, parts.port)
+        try:
+            status, _, data = conn.request("GET", target, b"", {"Host": host, **headers}, deadline)
+        except DeadlineExceeded as exc:
+            raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {exc}", 0, True) from exc
+        except retry.TRANSPORT_ERRORS as exc:
+            last = f"{type(exc).__name__}: {exc}"
+            continue
+        finally:
+            conn.close()
+        if status != 200:
+            last = f"HTTP {status}: {data[:200]!r}"
+            if status < 500:
+                break
+            continue
+        try:
+            doc = codec.loads(data)
+            creds = (doc["AccessKeyId"], doc["SecretAccessKey"], doc.get("Token") or None)
+            expires = time.time() + 600.0  # no Expiration given: refresh after 10 minutes
+            if doc.get("Expiration"):
+                expires = _parse_utc(doc["Expiration"]) - _CONTAINER_REFRESH_MARGIN
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AwsError("CredentialsError", f"bad response from {uri}: {exc}") from exc
+        _container_cache[key] = (creds, expires)
+        return creds
+    raise AwsError("CredentialsError", f"container credentials from {uri}: {last}", 0, True)

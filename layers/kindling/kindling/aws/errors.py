@@ -7,11 +7,14 @@ class AwsError(Exception):
     ``code`` is the service's error code with any namespace stripped
     ("ResourceNotFoundException"); for SQS, the query-compatible code from the
     ``x-amzn-query-error`` header when present ("AWS.SimpleQueueService.NonExistentQueue"),
-    as boto3 reports it. Transport failures use "ConnectionError" and status 0; local
-    configuration problems use "MissingCredentials", "MissingRegion" or
-    "CredentialsError" (container credentials endpoint failed), also with status 0.
-    ``retryable`` says whether the failure was of a kind worth retrying (throttling, 5xx,
-    transport); when a call raises a retryable error its attempts are exhausted.
+    as boto3 reports it. Transport failures use "ConnectionError" and status 0; a call
+    whose deadline passed first uses "DeadlineExceeded" (status 0, retryable: the call
+    may succeed given more time); local configuration problems use "MissingCredentials",
+    "MissingRegion" or "CredentialsError" (container credentials endpoint failed), also
+    with status 0. ``retryable`` says whether the failure was of a kind worth retrying
+    (throttling, 5xx, transport, deadline); when a call raises a retryable error its
+    attempts (or its time) are exhausted. ``attempts`` counts the requests sent, 0 when
+    the deadline had passed before the first.
     """
 
     code: str
@@ -55,3 +58,8 @@ class HttpProtocolError(Exception):
 
 class RemoteDisconnected(ConnectionResetError):
     """The server closed the connection before sending a status line."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """A connection's socket operation was cut short by the caller's deadline (or the
+    deadline had passed before it began)."""

@@ -2,9 +2,10 @@
 
 import os
 import time
+from _thread import TIMEOUT_MAX
 
 from kindling import codec  # codec.loads is rebound by codec.use_orjson()
-from kindling.aws.errors import AwsError, HttpProtocolError
+from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError
 
 # Error codes retried with backoff. The throttling set is botocore's standard-mode list
 # (retries/standard.py) minus LimitExceededException, plus botocore's transient codes and
@@ -62,6 +63,21 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
     delay = min(cap, base * (1 << (attempt - 1)))
     # Full jitter; os.urandom avoids importing random (~1 ms) on the cold path.
     return delay * int.from_bytes(os.urandom(4)) / 0x1_0000_0000
+
+
+def transport_error(exc: BaseException, attempts: int) -> AwsError:
+    """The AwsError for a request or reply that did not get through (one of ``TRANSPORT_ERRORS``)."""
+    if isinstance(exc, DeadlineExceeded):
+        return AwsError("DeadlineExceeded", str(exc), 0, True, attempts=attempts)
+    return AwsError("ConnectionError", f"{type(exc).__name__}: {exc}", 0, True, attempts=attempts)
+
+
+def acquire(lock, deadline: float | None) -> bool:
+    """Take ``lock``, waiting no later than ``deadline`` (a time.monotonic value; None: no limit)."""
+    if deadline is None:
+        return lock.acquire()
+    remaining = deadline - time.monotonic()
+    return remaining > 0 and lock.acquire(True, min(remaining, TIMEOUT_MAX))
 
 
 def error_from_response(status: int, headers: dict[str, str], data: bytes, attempts: int) -> AwsError:
