@@ -879,3 +879,22 @@ def test_import_is_cheap_and_inert():
     )
     result = json.loads(out.stdout)
     assert result == {"heavy": [], "events": [], "aws_env": []}
+
+
+# ------------------------------------------------------------------------- error tree
+
+
+def test_errors_belong_to_kindlings_tree():
+    """errors.py: every error kindling raises on purpose derives from KindlingError."""
+    from kindling.errors import KindlingError
+
+    for cls in (aws.AwsError, aws.HttpProtocolError, aws.RemoteDisconnected, aws.DeadlineExceeded):
+        assert issubclass(cls, KindlingError), cls
+    # ... without losing what callers catch them as.
+    assert issubclass(aws.RemoteDisconnected, ConnectionResetError)
+    assert issubclass(aws.DeadlineExceeded, TimeoutError)
+    err = aws.AwsError("Throttled", "slow down", 400, True, request_id="RID", attempts=3)
+    assert (err.code, err.message, err.status, err.retryable, err.request_id, err.attempts) == (
+        "Throttled", "slow down", 400, True, "RID", 3)
+    assert err.args == ("Throttled", "slow down", 400, True)
+    assert str(err) == "Throttled: slow down (HTTP 400, after 3 attempts, request id RID)"

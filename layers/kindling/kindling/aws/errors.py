@@ -1,7 +1,13 @@
-"""The errors of :mod:`kindling.aws`: what a call raises, and what the transport raises inside it."""
+"""The errors of :mod:`kindling.aws`: what a call raises, and what the transport raises inside it.
+
+All of them derive from :class:`kindling.errors.KindlingError`; the transport's also from
+the built-in exception a caller of the standard library would catch.
+"""
+
+from kindling.errors import KindlingError
 
 
-class AwsError(Exception):
+class AwsError(KindlingError):
     """An AWS error response or a transport failure after retries.
 
     ``code`` is the service's error code with any namespace stripped
@@ -52,14 +58,14 @@ class AwsError(Exception):
         return f"{text} ({', '.join(details)})" if details else text
 
 
-class HttpProtocolError(Exception):
+class HttpProtocolError(KindlingError):
     """The server's reply was not HTTP/1.x as this client understands it."""
 
 
-class RemoteDisconnected(ConnectionResetError):
+class RemoteDisconnected(KindlingError, ConnectionResetError):
     """The server closed the connection before sending a status line."""
 
 
-class DeadlineExceeded(TimeoutError):
+class DeadlineExceeded(KindlingError, TimeoutError):
     """A connection's socket operation was cut short by the caller's deadline (or the
     deadline had passed before it began)."""
