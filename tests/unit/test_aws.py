@@ -898,3 +898,80 @@ def test_errors_belong_to_kindlings_tree():
         "Throttled", "slow down", 400, True, "RID", 3)
     assert err.args == ("Throttled", "slow down", 400, True)
     assert str(err) == "Throttled: slow down (HTTP 400, after 3 attempts, request id RID)"
+
+
+# ------------------------------------------------------------------------------- TLS
+
+
+@pytest.fixture(scope="module")
+def self_signed_cert(tmp_path_factory):
+    """A certificate for 127.0.0.1 that no trust store knows."""
+    x509 = pytest.importorskip("cryptography.x509")
+    import ipaddress
+
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    folder = tmp_path_factory.mktemp("tls")
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return folder / "cert.pem", folder / "key.pem"
+
+
+class UntrustedTlsServer:
+    """Offers a self-signed certificate on 127.0.0.1; counts the connections it accepts."""
+
+    def __init__(self, cert_and_key):
+        import ssl
+
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(*cert_and_key)
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            conn, _ = self.sock.accept()
+            self.accepted += 1
+            try:
+                with self.context.wrap_socket(conn, server_side=True) as tls:
+                    tls.recv(1)
+            except OSError:  # the client refuses the certificate
+                pass
+
+
+def test_a_certificate_that_fails_verification_is_not_retried(env, sleeps, self_signed_cert):
+    srv = UntrustedTlsServer(self_signed_cert)
+    client = aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint=srv.url, max_attempts=3)
+    with pytest.raises(aws.AwsError) as info:
+        client.call("GetItem", {})
+    err = info.value
+    assert (err.code, err.status, err.retryable, err.attempts) == ("TLSVerificationFailed", 0, False, 1)
+    assert "certificate verify failed" in err.message
+    assert sleeps == [] and srv.accepted == 1 and client._conn is None
+
+
+def test_container_credentials_behind_a_bad_certificate_are_not_retried(env, sleeps, self_signed_cert):
+    srv = UntrustedTlsServer(self_signed_cert)
+    env.delenv("AWS_ACCESS_KEY_ID")
+    env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.url + "/creds")
+    aws.credentials._container_cache.clear()
+    with pytest.raises(aws.AwsError) as info:
+        aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint="http://127.0.0.1:9", max_attempts=3).call("A", {})
+    err = info.value
+    assert (err.code, err.retryable, err.attempts) == ("TLSVerificationFailed", False, 1)
+    assert srv.url in err.message and sleeps == [] and srv.accepted == 1

@@ -46,11 +46,12 @@ class JsonClient:
     Region and endpoint are resolved when the client is created (see ``_resolve_endpoint``);
     credentials on every call.
 
-    Retries: transport failures, HTTP 5xx/429, throttling codes (``RETRYABLE_CODES``) and
-    DynamoDB CRC32 mismatches are retried up to ``max_attempts`` attempts in all, with
-    full-jitter exponential backoff (``backoff_base`` doubling per attempt, capped at
-    ``backoff_cap``). As in botocore, non-idempotent operations (SendMessage, PutItem)
-    may therefore be applied twice if a response is lost after the server acted on it.
+    Retries: transport failures (but not a server certificate that fails verification),
+    HTTP 5xx/429, throttling codes (``RETRYABLE_CODES``) and DynamoDB CRC32 mismatches
+    are retried up to ``max_attempts`` attempts in all, with full-jitter exponential
+    backoff (``backoff_base`` doubling per attempt, capped at ``backoff_cap``). As in
+    botocore, non-idempotent operations (SendMessage, PutItem) may therefore be applied
+    twice if a response is lost after the server acted on it.
     A stale kept-alive connection (dropped while idle, e.g. across a Lambda freeze) is
     reopened and the request resent at once; that does not count as an attempt.
 

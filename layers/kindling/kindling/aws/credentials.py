@@ -101,6 +101,8 @@ def _fetch_container_credentials(
         except DeadlineExceeded as exc:
             raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {exc}", 0, True) from exc
         except retry.TRANSPORT_ERRORS as exc:
+            if retry.is_tls_verification_failure(exc):
+                raise AwsError("TLSVerificationFailed", f"container credentials from {uri}: {exc}") from exc
             last = f"{type(exc).__name__}: {exc}"
             continue
         finally:

@@ -13,9 +13,10 @@ class AwsError(KindlingError):
     ``code`` is the service's error code with any namespace stripped
     ("ResourceNotFoundException"); for SQS, the query-compatible code from the
     ``x-amzn-query-error`` header when present ("AWS.SimpleQueueService.NonExistentQueue"),
-    as boto3 reports it. Transport failures use "ConnectionError" and status 0; a call
-    whose deadline passed first uses "DeadlineExceeded" (status 0, retryable: the call
-    may succeed given more time); local configuration problems use "MissingCredentials",
+    as boto3 reports it. Transport failures use "ConnectionError" and status 0, except a
+    server certificate that fails verification: "TLSVerificationFailed", not retryable.
+    A call whose deadline passed first uses "DeadlineExceeded" (status 0, retryable: the
+    call may succeed given more time); local configuration problems use "MissingCredentials",
     "MissingRegion" or "CredentialsError" (container credentials endpoint failed), also
     with status 0. ``retryable`` says whether the failure was of a kind worth retrying
     (throttling, 5xx, transport, deadline); when a call raises a retryable error its

@@ -48,6 +48,10 @@ _STALE_SSL_ERRORS = frozenset({"SSLEOFError", "SSLZeroReturnError"})
 # What a connection raises when the request or its response did not get through.
 TRANSPORT_ERRORS = (OSError, HttpProtocolError)
 
+# A server certificate that fails verification (untrusted, expired, another host's) will
+# fail the same way on every attempt: not retried. Matched by name, as the stale errors.
+_TLS_VERIFICATION_ERRORS = frozenset({"SSLCertVerificationError"})
+
 # Indirection so tests can make backoff instant.
 sleep = time.sleep
 
@@ -65,10 +69,17 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
     return delay * int.from_bytes(os.urandom(4)) / 0x1_0000_0000
 
 
+def is_tls_verification_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is ssl's refusal of the server's certificate."""
+    return type(exc).__name__ in _TLS_VERIFICATION_ERRORS
+
+
 def transport_error(exc: BaseException, attempts: int) -> AwsError:
     """The AwsError for a request or reply that did not get through (one of ``TRANSPORT_ERRORS``)."""
     if isinstance(exc, DeadlineExceeded):
         return AwsError("DeadlineExceeded", str(exc), 0, True, attempts=attempts)
+    if is_tls_verification_failure(exc):
+        return AwsError("TLSVerificationFailed", str(exc), 0, False, attempts=attempts)
     return AwsError("ConnectionError", f"{type(exc).__name__}: {exc}", 0, True, attempts=attempts)
 
 
