@@ -81,7 +81,7 @@ def run(jobs: int) -> int:
     handles = client.enqueue_many(mix(jobs))
     enqueue_s = time.perf_counter() - t0
     bad = sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody="{not json")["MessageId"]
-    extra = [f"rejected-{bad}"]
+    extra = [f"rejected#{bad}"]
     for body in ({"version": 1, "id": "demo-unknown-task", "task": "no_such_task", "args": [], "kwargs": {},
                   "enqueued_at": 0},
                  {"version": 1, "id": "demo-bad-args", "task": "sleep", "args": [1, 2, 3], "kwargs": {},

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LOCAL_PARAMETERS = {"FunctionTimeout": "10", "RetryDelay": "1", "MaxReceiveCount": "3", "MemorySize": "256"}
+LOCAL_PARAMETERS = {"FunctionTimeout": "10", "RetryDelay": "1", "MaxAttempts": "3", "MaxReceiveCount": "20",
+                    "MemorySize": "256"}
 BUCKET = "kindling-sam-artifacts"
 
 

@@ -60,7 +60,7 @@ def stack(localstack) -> dict[str, str]:
     saved = {k: os.environ.get(k) for k in localstack}
     os.environ.update(localstack)
     try:
-        yield deploy("kindling-it", {"MaxReceiveCount": "4"})
+        yield deploy("kindling-it", {"MaxAttempts": "4", "MaxReceiveCount": "20"})
     finally:
         for k, v in saved.items():
             if v is None:

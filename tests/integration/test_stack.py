@@ -1,6 +1,7 @@
 """template.yaml deployed into LocalStack; LocalStack's SQS event source mapping invokes the
 worker (a local python3.13 process with the layer on its path) and results land in
-DynamoDB Local. Local parameters: FunctionTimeout 10 s, RetryDelay 1 s, MaxReceiveCount 4.
+DynamoDB Local. Local parameters: FunctionTimeout 10 s, RetryDelay 1 s, MaxAttempts 4,
+MaxReceiveCount 20.
 """
 
 import io
@@ -100,9 +101,9 @@ def test_malformed_messages_are_rejected_with_their_body_and_the_rest_succeed(cl
     sqs.send_message_batch(QueueUrl=stack["QueueUrl"], Entries=[
         {"Id": str(i), "MessageBody": body} for i, body in enumerate(raw.values())])
     good = client.enqueue_many([("echo", [i], {}) for i in range(5)])
-    got = records(client, [f"rejected-{not_json}", unknown.id, bad_args.id, *(h.id for h in good)])
-    assert got[f"rejected-{not_json}"]["raw"] == "{this is not json"
-    assert "not JSON" in got[f"rejected-{not_json}"]["error"]["message"]
+    got = records(client, [f"rejected#{not_json}", unknown.id, bad_args.id, *(h.id for h in good)])
+    assert got[f"rejected#{not_json}"]["raw"] == "{this is not json"
+    assert "not JSON" in got[f"rejected#{not_json}"]["error"]["message"]
     # LocalStack's event source mapping re-serializes JSON bodies (AWS passes them verbatim).
     assert got[unknown.id]["status"] == "rejected"
     assert codec.loads(got[unknown.id]["raw"]) == codec.loads(raw[unknown.id])
@@ -126,7 +127,8 @@ def test_a_batch_that_outlasts_the_function_timeout_is_finished_by_redelivery(cl
     handles = client.enqueue_many([("sleep", [4000], {})] * 4)
     got = records(client, [h.id for h in handles], timeout=120)
     assert [r["status"] for r in got.values()] == ["succeeded"] * 4
-    assert max(r["attempts"] for r in got.values()) >= 2  # some came back for another invocation
+    # Jobs handed back unstarted use no attempt; one stopped by the invocation's end used one.
+    assert {r["attempts"] for r in got.values()} <= {1, 2}
     wait_drained(stack["QueueUrl"])
 
 

@@ -97,14 +97,15 @@ def main(argv: list[str]) -> int:
         span: list[float] = []
 
         class TimedStore(DynamoResultStore):
-            def get_statuses(self, job_ids):
+            def read_states(self, job_ids, **kwargs):
                 if not span:
                     span.append(time.perf_counter())
-                return super().get_statuses(job_ids)
+                return super().read_states(job_ids, **kwargs)
 
-            def write(self, records):
-                super().write(records)
+            def write(self, records, **kwargs):
+                refused = super().write(records, **kwargs)
                 span[1:] = [time.perf_counter()]
+                return refused
 
         store = TimedStore(table, concurrency=int(opts.get("--connections", "4")))
         worker = StreamWorker(opts["--url"], store=store, batch=int(opts.get("--batch", "500")),
