@@ -359,3 +359,44 @@ def test_absurd_values_are_rejected_at_validation(reg, store, field, value):
 
 def new_job_id_of(d: Delivery) -> str:
     return codec.loads(d.body)["id"]
+
+
+# -- 8. every store call respects the invocation's remaining time ---------------------------
+
+
+@pytest.fixture
+def black_hole():
+    """A loopback endpoint that accepts connections and never answers."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+@pytest.mark.parametrize("phase", ["read", "write"])
+def test_a_black_holed_dynamodb_is_given_up_on_before_the_invocation_ends(reg, black_hole, monkeypatch, phase):
+    from kindling.aws import JsonClient
+    from kindling.results import DynamoResultStore
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    dynamo = DynamoResultStore("t", client=JsonClient("dynamodb", "DynamoDB_20120810", region="us-east-1",
+                                                      endpoint=black_hole, timeout=10, max_attempts=5))
+    store = dynamo
+    if phase == "write":  # the read answers, the write meets the black hole
+        class ReadsFine(DynamoResultStore):
+            def read_states(self, job_ids, *, deadline=None):
+                return {}
+
+        store = ReadsFine("t", client=dynamo.client)
+    budget_s = 2.5
+    deadline = time.monotonic() + budget_s
+    started = time.monotonic()
+    outcomes = Runner(reg, store, safety_ms=1000, log=None).run(
+        [delivery("add", 1, 2), delivery("add", 3, 4)], remaining_ms=lambda: int((deadline - time.monotonic()) * 1000))
+    assert time.monotonic() - started < budget_s  # handed back before Lambda would kill it
+    assert statuses(outcomes) == ["deferred", "deferred"]
+    assert all("result store unavailable" in o.reason for o in outcomes)

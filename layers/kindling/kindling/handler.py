@@ -39,6 +39,7 @@ off by the invocation's end at once.
 from __future__ import annotations
 
 import os
+import time
 
 from kindling import sqs
 from kindling.errors import KindlingError
@@ -108,10 +109,12 @@ class LambdaWorker:
         request_id = getattr(context, "aws_request_id", None)
         if sqs.is_sqs_event(event):
             outcomes = self.runner.run(sqs.deliveries(event), remaining, request_id)
-            moved = self._move_dead(event, outcomes) if self.dlq_url else set()
+            # SQS calls after the batch must not outlive the invocation either.
+            until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
+            moved = self._move_dead(event, outcomes, until) if self.dlq_url else set()
             response = sqs.batch_response(outcomes, moved)
             if response["batchItemFailures"]:
-                self._change_visibility(event, outcomes, moved)
+                self._change_visibility(event, outcomes, moved, until)
             return response
         if isinstance(event, dict) and event.get("kindling") == "drain":
             from kindling import valkey  # the Valkey client is never on the SQS path
@@ -120,7 +123,7 @@ class LambdaWorker:
         kind = type(event).__name__ if not isinstance(event, dict) else f"keys {sorted(event)[:5]}"
         raise KindlingError(f"kindling worker: not an SQS event or a drain event ({kind})")
 
-    def _move_dead(self, event: dict, outcomes) -> set[str]:
+    def _move_dead(self, event: dict, outcomes, deadline: float | None) -> set[str]:
         """Send the messages of jobs recorded ``dead`` to the DLQ; return the refs sent.
 
         A message SQS refuses stays reported as failed: it comes back, is seen to be dead
@@ -135,7 +138,8 @@ class LambdaWorker:
         for start in range(0, len(dead), 10):
             chunk = dead[start : start + 10]
             try:
-                response = client.call("SendMessageBatch", {"QueueUrl": self.dlq_url, "Entries": chunk})
+                response = client.call("SendMessageBatch", {"QueueUrl": self.dlq_url, "Entries": chunk},
+                                       deadline=deadline)
             except aws.AwsError as exc:
                 if self.runner.log:
                     self.runner.log({"kindling": "dlq_send_failed", "error": str(exc)[:500], "messages": len(chunk)})
@@ -143,7 +147,7 @@ class LambdaWorker:
             moved.update(entry["Id"] for entry in response.get("Successful", []))
         return moved
 
-    def _change_visibility(self, event: dict, outcomes, moved: set[str]) -> None:
+    def _change_visibility(self, event: dict, outcomes, moved: set[str], deadline: float | None) -> None:
         """Bring handed-back messages back when they are due. Best effort: if SQS refuses,
         they still return after the queue's visibility timeout, so nothing is lost either way."""
         from kindling import aws
@@ -154,7 +158,7 @@ class LambdaWorker:
             for start in range(0, len(entries), 10):
                 try:
                     batch = {"QueueUrl": url, "Entries": entries[start : start + 10]}
-                    client.call("ChangeMessageVisibilityBatch", batch)
+                    client.call("ChangeMessageVisibilityBatch", batch, deadline=deadline)
                 except aws.AwsError as exc:
                     if self.runner.log:
                         self.runner.log({"kindling": "visibility_not_changed", "queue": arn, "error": str(exc)})

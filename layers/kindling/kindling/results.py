@@ -10,7 +10,9 @@ A store needs two primitives, both per batch rather than per job:
   records only move forward, so a stale ``failed`` never overwrites a ``succeeded``).
 
 Both raise :class:`~kindling.errors.StoreUnavailable` when the store cannot be reached, so
-the runner hands the batch back instead of losing it.
+the runner hands the batch back instead of losing it. Both take a ``deadline`` (a
+:func:`time.monotonic` value): past it they give up with ``StoreUnavailable`` rather than
+hold an invocation Lambda is about to kill.
 
 :class:`DynamoResultStore` is the record in production: ``BatchGetItem`` calls of 100
 keys and ``BatchWriteItem`` calls of 25 ``succeeded`` items, optionally several at once
@@ -33,8 +35,9 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     class ResultStore(Protocol):
-        def read_states(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]: ...
-        def write(self, records: Sequence[dict]) -> dict[str, str]: ...
+        def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None
+                        ) -> dict[str, tuple[str, int]]: ...
+        def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]: ...
 
 
 __all__ = ["DynamoResultStore", "MemoryResultStore", "FINAL", "from_item", "to_item"]
@@ -52,7 +55,7 @@ class MemoryResultStore:
         self.writes = 0
         self.fail = False  # set True to simulate an unreachable store
 
-    def read_states(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
         self.reads += 1
@@ -62,7 +65,7 @@ class MemoryResultStore:
     def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
 
-    def write(self, records: Sequence[dict]) -> dict[str, str]:
+    def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
         self.writes += 1
@@ -87,6 +90,8 @@ class DynamoResultStore:
             items) may be in flight at once, each on its own connection. 1 (the Lambda
             handler's default) keeps threads off the cold path; long-lived workers with
             batches of hundreds use more, since each call waits a network round trip.
+        call_timeout_s: how long one ``read_states`` or ``write`` may take in all
+            (retries and backoff included) when the caller gives no deadline.
 
     Example::
 
@@ -94,10 +99,12 @@ class DynamoResultStore:
         store.write(records)   # 500 records: 20 BatchWriteItem calls, 4 at a time
     """
 
-    def __init__(self, table: str, client=None, *, max_rounds: int = 8, concurrency: int = 1):
+    def __init__(self, table: str, client=None, *, max_rounds: int = 8, concurrency: int = 1,
+                 call_timeout_s: float = 30.0):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.table = table
+        self.call_timeout_s = call_timeout_s
         self._client = client
         self.max_rounds = max_rounds
         self.concurrency = concurrency
@@ -112,24 +119,28 @@ class DynamoResultStore:
             self._client = aws.dynamodb()
         return self._client
 
-    def read_states(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
         ids = list(dict.fromkeys(job_ids))
+        deadline = self._deadline(deadline)
         states: dict[str, tuple[str, int]] = {}
-        for part in self._map(self._read_chunk, [ids[i : i + READ_CHUNK] for i in range(0, len(ids), READ_CHUNK)]):
+        chunks = [ids[i : i + READ_CHUNK] for i in range(0, len(ids), READ_CHUNK)]
+        for part in self._map(lambda chunk: self._read_chunk(chunk, deadline), chunks):
             states.update(part)
         return states
 
     def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
 
-    def write(self, records: Sequence[dict]) -> dict[str, str]:
+    def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
         # BatchWriteItem refuses two puts of one key in a request; the last record wins.
         latest = {r["id"]: r for r in records}
+        deadline = self._deadline(deadline)
         items = [to_item(r) for r in latest.values() if r["status"] == SUCCEEDED]
-        self._map(self._write_chunk, [items[i : i + WRITE_CHUNK] for i in range(0, len(items), WRITE_CHUNK)])
+        chunks = [items[i : i + WRITE_CHUNK] for i in range(0, len(items), WRITE_CHUNK)]
+        self._map(lambda chunk: self._write_chunk(chunk, deadline), chunks)
         refused: dict[str, str] = {}
         for r in latest.values():
-            if r["status"] != SUCCEEDED and not self._put_if_forward(r):
+            if r["status"] != SUCCEEDED and not self._put_if_forward(r, deadline):
                 refused[r["id"]] = "a final outcome"
         return refused
 
@@ -141,7 +152,10 @@ class DynamoResultStore:
 
     # -- internals
 
-    def _read_chunk(self, ids: list[str]) -> dict[str, tuple[str, int]]:
+    def _deadline(self, deadline: float | None) -> float:
+        return time.monotonic() + self.call_timeout_s if deadline is None else deadline
+
+    def _read_chunk(self, ids: list[str], deadline: float) -> dict[str, tuple[str, int]]:
         states: dict[str, tuple[str, int]] = {}
         request = {
             self.table: {
@@ -152,33 +166,33 @@ class DynamoResultStore:
             }
         }
         for rnd in range(self.max_rounds):
-            response = self._call("BatchGetItem", {"RequestItems": request})
+            response = self._call("BatchGetItem", {"RequestItems": request}, deadline)
             for item in response.get("Responses", {}).get(self.table, []):
                 attempts = item.get("attempts", {}).get("N", "0")
                 states[item["id"]["S"]] = (item["status"]["S"], int(attempts) if attempts.isdigit() else 0)
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 return states
-            _backoff(rnd)
+            _backoff(rnd, deadline)
         raise StoreUnavailable(f"BatchGetItem left keys unprocessed after {self.max_rounds} rounds")
 
-    def _write_chunk(self, items: list[dict]) -> list:
+    def _write_chunk(self, items: list[dict], deadline: float) -> list:
         pending = [{"PutRequest": {"Item": it}} for it in items]
         for rnd in range(self.max_rounds):
             try:
-                response = self._call("BatchWriteItem", {"RequestItems": {self.table: pending}})
+                response = self._call("BatchWriteItem", {"RequestItems": {self.table: pending}}, deadline)
             except _ItemRefused:
                 # One item DynamoDB will not take must not cost the others their records.
                 for request in pending:
-                    self._put(request["PutRequest"]["Item"])
+                    self._put(request["PutRequest"]["Item"], deadline)
                 return []
             pending = (response.get("UnprocessedItems") or {}).get(self.table) or []
             if not pending:
                 return []
-            _backoff(rnd)
+            _backoff(rnd, deadline)
         raise StoreUnavailable(f"BatchWriteItem left {len(pending)} items unprocessed after {self.max_rounds} rounds")
 
-    def _put_if_forward(self, record: dict) -> bool:
+    def _put_if_forward(self, record: dict, deadline: float) -> bool:
         """PutItem under the forward-only rule; ``False`` if the stored record wins."""
         status = record["status"]
         allowed = sorted(s for s in REPLACES[status] if s is not None and not (status == s == FAILED))
@@ -194,11 +208,11 @@ class DynamoResultStore:
             names["#a"] = "attempts"
         condition = {"ConditionExpression": " OR ".join(clauses), "ExpressionAttributeNames": names,
                      "ExpressionAttributeValues": values}
-        return self._put(to_item(record), condition)
+        return self._put(to_item(record), deadline, condition)
 
-    def _put(self, item: dict, condition: dict | None = None) -> bool:
+    def _put(self, item: dict, deadline: float, condition: dict | None = None) -> bool:
         try:
-            self._call("PutItem", {"TableName": self.table, "Item": item, **(condition or {})})
+            self._call("PutItem", {"TableName": self.table, "Item": item, **(condition or {})}, deadline)
         except _ConditionFailed:
             return False
         except _ItemRefused as exc:
@@ -209,7 +223,7 @@ class DynamoResultStore:
             slim["error"] = {"M": {"type": {"S": "RecordRefused"},
                                    "message": {"S": f"the full record was refused by DynamoDB: {exc}"[:2000]}}}
             try:
-                self._call("PutItem", {"TableName": self.table, "Item": slim, **(condition or {})})
+                self._call("PutItem", {"TableName": self.table, "Item": slim, **(condition or {})}, deadline)
             except _ConditionFailed:
                 return False
             except _ItemRefused as again:
@@ -238,13 +252,13 @@ class DynamoResultStore:
         self._local.client = JsonClient(base.service, base.target_prefix, region=base.region, endpoint=base.endpoint,
                                         timeout=base.timeout, max_attempts=base.max_attempts)
 
-    def _call(self, operation: str, payload: dict) -> dict:
+    def _call(self, operation: str, payload: dict, deadline: float) -> dict:
         from kindling.aws import AwsError
 
         local = self._local
         client = getattr(local, "client", None) if local is not None else None
         try:
-            return (client or self.client).call(operation, payload)
+            return (client or self.client).call(operation, payload, deadline=deadline)
         except AwsError as exc:
             if exc.code == "ConditionalCheckFailedException":
                 raise _ConditionFailed(str(exc)) from exc
@@ -263,10 +277,14 @@ class _ItemRefused(Exception):
     """DynamoDB refused an item itself (size, key), not the request's transport."""
 
 
-def _backoff(round_: int) -> None:
+def _backoff(round_: int, deadline: float) -> None:
+    """Wait before retrying unprocessed items, never past the deadline."""
     import random  # only when DynamoDB pushes back
 
-    time.sleep(random.uniform(0, min(2.0, 0.05 * 2**round_)))
+    delay = random.uniform(0, min(2.0, 0.05 * 2**round_))
+    if time.monotonic() + delay >= deadline:
+        raise StoreUnavailable("DynamoDB kept items unprocessed until the deadline")
+    time.sleep(delay)
 
 
 # -- DynamoDB's attribute-value encoding, shared with the producer client -----------------

@@ -227,15 +227,16 @@ class Runner:
         kindling itself outside any job.
         """
         self._batch_worker = dict(self.worker, request_id=request_id) if request_id else self.worker
+        deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
         outcomes = [self._admit(d) for d in deliveries]
         runnable = self._drop_duplicates(outcomes)
         try:
-            self._read_previous(runnable)
+            # Past this there is no time left to run anything the read would allow.
+            self._read_previous(runnable, None if deadline is None else deadline - self.safety_ms / 1000)
         except StoreUnavailable as exc:
             return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
 
         runnable = [o for o in runnable if o.status is None]
-        deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
         sync_jobs = [o for o in runnable if not self._task(o).is_async]
         async_jobs = [o for o in runnable if self._task(o).is_async]
         try:
@@ -253,7 +254,9 @@ class Runner:
         records = [o.record for o in outcomes if o.record is not None]
         if records:
             try:
-                refused = self.store.write(records) or {}
+                # The write has the time kept back for it, less a margin for the reply to Lambda.
+                write_by = None if deadline is None else deadline - self.safety_ms / 4000
+                refused = self.store.write(records, deadline=write_by) or {}
             except StoreUnavailable as exc:
                 return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
             for o in outcomes:
@@ -325,11 +328,11 @@ class Runner:
             runnable.append(o)
         return runnable
 
-    def _read_previous(self, runnable: list[Outcome]) -> None:
+    def _read_previous(self, runnable: list[Outcome], deadline: float | None) -> None:
         """One store read for the batch: skip finished jobs, number this attempt."""
         if not runnable:
             return
-        states = self.store.read_states([o.job_id for o in runnable])  # type: ignore[misc]
+        states = self.store.read_states([o.job_id for o in runnable], deadline=deadline)  # type: ignore[misc]
         for o in runnable:
             previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
             if previous == SUCCEEDED and self._task(o).skip_succeeded:

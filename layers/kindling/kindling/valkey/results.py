@@ -56,7 +56,7 @@ class ValkeyResultStore:
     def _done(self, job_id: str) -> str:
         return f"{self.prefix}:done:{job_id}"
 
-    def read_states(self, job_ids) -> dict[str, tuple[str, int]]:
+    def read_states(self, job_ids, *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
@@ -71,7 +71,7 @@ class ValkeyResultStore:
     def get_statuses(self, job_ids) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
 
-    def write(self, records) -> dict[str, str]:
+    def write(self, records, *, deadline: float | None = None) -> dict[str, str]:
         from kindling.status import FAILED, FINAL, REPLACES, SUCCEEDED
 
         if not records:
