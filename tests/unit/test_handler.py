@@ -183,3 +183,25 @@ def test_failed_jobs_come_back_after_the_retry_delay_not_the_visibility_timeout(
     assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0).get("Messages") is None  # not yet
     again = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=3).get("Messages")
     assert again and again[0]["MessageId"] == msg["MessageId"]
+
+
+def test_a_deeply_nested_body_is_rejected_and_its_batch_mates_succeed(worker, client):
+    """40 KB of '[' (SQS accepts it; AWS passes bodies through verbatim) in a real event shape."""
+    ok_id, ok = job_body("echo", 1)
+    poison = "[" * 40_000
+    response = worker({"Records": [record(poison, "m-poison"), record(ok, "m-ok")]}, Context())
+    assert failures(response) == set()  # nothing handed back: neither message returns
+    assert client.record("rejected#m-poison")["status"] == "rejected"
+    assert client.status(ok_id) == "succeeded"
+
+
+def test_a_task_raising_system_exit_fails_alone(worker, client, monkeypatch):
+    import tasks
+
+    monkeypatch.setattr(tasks.echo, "fn", lambda *a, **k: (_ for _ in ()).throw(SystemExit(2)))
+    exit_id, exiting = job_body("echo", "x")
+    ok_id, ok = job_body("noop")
+    response = worker({"Records": [record(exiting, "m-exit"), record(ok, "m-ok")]}, Context())
+    assert failures(response) == {"m-exit"}
+    assert client.record(exit_id)["error"]["type"] == "SystemExit"
+    assert client.status(ok_id) == "succeeded"
