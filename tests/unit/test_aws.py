@@ -975,3 +975,124 @@ def test_container_credentials_behind_a_bad_certificate_are_not_retried(env, sle
     err = info.value
     assert (err.code, err.retryable, err.attempts) == ("TLSVerificationFailed", False, 1)
     assert srv.url in err.message and sleeps == [] and srv.accepted == 1
+
+
+# ---------------------------------------------------- where the container token may go
+
+
+def ip_is_loopback(host):
+    """botocore's ContainerMetadataFetcher._is_loopback_address."""
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+ipv6_forms = st.ip_addresses(v=6).flatmap(
+    lambda ip: st.sampled_from([str(ip), ip.exploded, ip.exploded.upper(), str(ip).replace("::", ":0::", 1)])
+)
+loopback_like = st.one_of(
+    st.ip_addresses(v=4).map(str),
+    st.ip_addresses(network="127.0.0.0/8").map(str),
+    st.ip_addresses(network="::ffff:127.0.0.0/104").map(str),
+    st.ip_addresses(network="::ffff:127.0.0.0/104").map(lambda ip: f"::ffff:{ip.ipv4_mapped}"),
+    st.ip_addresses(network="::/126").map(lambda ip: ip.exploded),
+    ipv6_forms,
+    st.builds(lambda ip, scope: f"{ip}%{scope}", st.sampled_from(["::1", "0::1", "fe80::1", "127.0.0.1"]),
+              st.text(alphabet="lo0%/ 1", max_size=4)),
+    st.sampled_from(["::1", "0:0:0:0:0:0:0:1", "::0.0.0.1", "::127.0.0.1", "127.1", "0127.0.0.1", "127.0.0.01",
+                     "127.0.0.256", "localhost", "", "::1%", " 127.0.0.1", "127.0.0.1 ", "::1/128", "１２７.0.0.1"]),
+    st.text(alphabet="0123456789abcdefABCDEF:.%", max_size=24),
+)
+
+
+@settings(max_examples=500)
+@given(loopback_like)
+def test_loopback_check_matches_ipaddress(host):
+    assert aws.url.is_loopback(host) == ip_is_loopback(host)
+
+
+class NoConnection:
+    def __init__(self, *args, **kwargs):
+        raise AssertionError("a connection was opened")
+
+
+class FakeCredentialsEndpoint:
+    """Stands in for Connection: answers with credentials, records where it was sent."""
+
+    opened: list = []
+
+    def __init__(self, scheme, host, port, timeout):
+        self.opened.append((scheme, host, port))
+
+    def request(self, method, target, body, headers, deadline=None):
+        return 200, {}, b'{"AccessKeyId": "AKIDBOX", "SecretAccessKey": "s", "Token": "t"}'
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/role",  # IMDS, not the container
+        "http://example.com/creds",
+        "http://10.0.0.1:8080/creds",
+        "http://[fd00:ec2::24]/creds",
+        "http://localhost.example/creds",
+        "http://127.1/creds",  # not an address ipaddress accepts
+        "http://169.254.170.2.example/creds",
+    ],
+)
+def test_the_token_is_not_sent_over_plain_http_off_the_allowed_hosts(env, sleeps, monkeypatch, uri):
+    env.delenv("AWS_ACCESS_KEY_ID")
+    env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri)
+    env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "secret-token")
+    monkeypatch.setattr(aws.credentials, "Connection", NoConnection)
+    aws.credentials._container_cache.clear()
+    with pytest.raises(aws.AwsError) as info:
+        aws.credentials.get_credentials()
+    err = info.value
+    assert (err.code, err.retryable) == ("CredentialsError", False)
+    assert "169.254.170.2" in err.message and "loopback" in err.message and sleeps == []
+
+
+@pytest.mark.parametrize(
+    "uri, where",
+    [
+        ("http://169.254.170.2/v2/credentials/x", ("http", "169.254.170.2", 80)),
+        ("http://169.254.170.23/v1/credentials", ("http", "169.254.170.23", 80)),
+        ("http://[fd00:ec2::23]/v1/credentials", ("http", "fd00:ec2::23", 80)),
+        ("http://[FD00:EC2::23]:80/v1/credentials", ("http", "fd00:ec2::23", 80)),
+        ("http://localhost:1338/creds", ("http", "localhost", 1338)),
+        ("http://LOCALHOST/creds", ("http", "localhost", 80)),
+        ("http://127.0.0.1:9001/2021-04-23/credentials", ("http", "127.0.0.1", 9001)),  # Lambda SnapStart
+        ("http://127.3.2.1/creds", ("http", "127.3.2.1", 80)),
+        ("http://[::1]:8080/creds", ("http", "::1", 8080)),
+        ("http://[::ffff:127.0.0.1]/creds", ("http", "::ffff:127.0.0.1", 80)),
+        ("https://credentials.example.com/creds", ("https", "credentials.example.com", 443)),
+    ],
+)
+def test_the_token_goes_to_the_allowed_hosts(env, monkeypatch, uri, where):
+    env.delenv("AWS_ACCESS_KEY_ID")
+    env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri)
+    env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "secret-token")
+    FakeCredentialsEndpoint.opened = []
+    monkeypatch.setattr(aws.credentials, "Connection", FakeCredentialsEndpoint)
+    aws.credentials._container_cache.clear()
+    assert aws.credentials.get_credentials() == ("AKIDBOX", "s", "t")
+    assert FakeCredentialsEndpoint.opened == [where]
+    aws.credentials._container_cache.clear()
+
+
+def test_the_relative_uri_goes_to_the_container_endpoint(env, monkeypatch):
+    env.delenv("AWS_ACCESS_KEY_ID")
+    env.setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/abc")
+    FakeCredentialsEndpoint.opened = []
+    monkeypatch.setattr(aws.credentials, "Connection", FakeCredentialsEndpoint)
+    aws.credentials._container_cache.clear()
+    assert aws.credentials.get_credentials() == ("AKIDBOX", "s", "t")
+    assert FakeCredentialsEndpoint.opened == [("http", "169.254.170.2", 80)]
+    aws.credentials._container_cache.clear()

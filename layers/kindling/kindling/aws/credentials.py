@@ -3,7 +3,9 @@
 ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, or, when those
 are absent (SnapStart functions get no key variables), the container credentials endpoint
 ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` (or ``_RELATIVE_URI``) with
-``AWS_CONTAINER_AUTHORIZATION_TOKEN`` (or ``_TOKEN_FILE``).
+``AWS_CONTAINER_AUTHORIZATION_TOKEN`` (or ``_TOKEN_FILE``). As botocore does, the token is
+sent over plain HTTP only to a loopback address, localhost or the container metadata
+addresses (169.254.170.2, 169.254.170.23, fd00:ec2::23); over https, to any host.
 """
 
 import os
@@ -14,8 +16,11 @@ from kindling import codec  # codec.loads is rebound by codec.use_orjson()
 from kindling.aws import retry
 from kindling.aws.connection import Connection
 from kindling.aws.errors import AwsError, DeadlineExceeded
-from kindling.aws.url import DEFAULT_PORTS, Url, host_header
+from kindling.aws.url import DEFAULT_PORTS, Url, host_header, is_loopback
 
+# botocore's ContainerMetadataFetcher: over plain HTTP the authorization token goes only to
+# a loopback address or one of these hosts; over https, anywhere.
+_CONTAINER_HOSTS = ("169.254.170.2", "169.254.170.23", "fd00:ec2::23", "localhost")
 _container_cache: dict[tuple[str, str], tuple[tuple[str, str, str | None], float]] = {}
 _container_lock = allocate_lock()
 _CONTAINER_REFRESH_MARGIN = 300.0  # refresh container credentials 5 min before expiry
@@ -58,6 +63,15 @@ def _parse_utc(stamp: str) -> float:
 
 def container_credentials(uri: str, deadline: float | None = None) -> tuple[str, str, str | None]:
     """Fetch (and cache until shortly before expiry) credentials from the container endpoint."""
+    parts = Url(uri)
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
+    if parts.scheme == "http" and not (parts.hostname in _CONTAINER_HOSTS or is_loopback(parts.hostname)):
+        raise AwsError(
+            "CredentialsError",
+            f"unsupported host {parts.hostname!r} in container credentials URI {uri!r}: over plain HTTP, "
+            f"credentials are fetched only from a loopback address or one of {', '.join(_CONTAINER_HOSTS)}",
+        )
     env = os.environ
     token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
     token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
@@ -71,20 +85,17 @@ def container_credentials(uri: str, deadline: float | None = None) -> tuple[str,
     if not retry.acquire(_container_lock, deadline):  # another thread is fetching them
         raise AwsError("DeadlineExceeded", f"container credentials from {uri}: the deadline passed", 0, True)
     try:
-        return _fetch_container_credentials(uri, token, key, deadline)
+        return _fetch_container_credentials(uri, parts, token, key, deadline)
     finally:
         _container_lock.release()
 
 
 def _fetch_container_credentials(
-    uri: str, token: str | None, key: tuple[str, str], deadline: float | None
+    uri: str, parts: Url, token: str | None, key: tuple[str, str], deadline: float | None
 ) -> tuple[str, str, str | None]:
     cached = _container_cache.get(key)
     if cached is not None and time.time() < cached[1]:
         return cached[0]
-    parts = Url(uri)
-    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = {"Authorization": token} if token else {}
     last = ""

@@ -1,8 +1,10 @@
 """URLs as SigV4 and HTTP/1.1 need them: parsing, percent-encoding, canonical path and query.
 
-Stand-ins for urllib.parse (``urlsplit``, ``quote``), which imports re and more on the
-cold path; property tests hold them to urllib's results.
+Stand-ins for urllib.parse (``urlsplit``, ``quote``) and ipaddress, which import re and
+more on the cold path; property tests hold them to the standard library's results.
 """
+
+from _socket import AF_INET, AF_INET6, inet_pton
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -82,3 +84,26 @@ def host_header(scheme: str, hostname: str | None, port: int | None) -> str:
     if port is not None and port != DEFAULT_PORTS.get(scheme):
         host = f"{host}:{port}"
     return host
+
+
+def is_loopback(host: str) -> bool:
+    """``ipaddress.ip_address(host).is_loopback``, False for what is not an IP address.
+
+    127.0.0.0/8, ::1 and 127.0.0.0/8 mapped into IPv6 (::ffff:127.x.y.z); an IPv6 scope
+    ("::1%lo") is allowed, as ipaddress allows it. inet_pton is as strict as ipaddress
+    about the text (four decimal octets, no leading zeros).
+    """
+    if "/" in host:
+        return False
+    try:
+        if ":" not in host:
+            return inet_pton(AF_INET, host)[0] == 127
+        address, sep, scope = host.partition("%")
+        if sep and (not scope or "%" in scope):
+            return False
+        packed = inet_pton(AF_INET6, address)
+    except (OSError, ValueError):  # not an address; ValueError: a NUL character
+        return False
+    if packed[:12] == b"\0" * 10 + b"\xff\xff":  # IPv4-mapped
+        return packed[12] == 127
+    return packed == b"\0" * 15 + b"\1"
