@@ -165,15 +165,6 @@ class Registry:
         except KeyError:
             raise InvalidJob(f"unknown task {name!r}", task=name) from None
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._tasks
-
-    def __iter__(self):
-        return iter(self._tasks.values())
-
-    def __len__(self) -> int:
-        return len(self._tasks)
-
 
 default_registry = Registry()
 task = default_registry.task
