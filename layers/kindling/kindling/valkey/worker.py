@@ -22,10 +22,12 @@ import random
 import signal
 import time
 
-from kindling import codec
+from kindling import codec, policy
 from kindling.envelope import decode_job, now_ms
 from kindling.errors import InvalidJob, KindlingError
-from kindling.runner import DEAD, SETTLED, Delivery, Runner
+from kindling.records import build_record
+from kindling.results import FINAL
+from kindling.runner import DEAD, SETTLED, SKIPPED, Delivery, Outcome, Runner
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
 
 TYPE_CHECKING = False
@@ -182,14 +184,12 @@ class StreamWorker:
         try:
             task = self.runner.registry.get(job.task)
         except InvalidJob:
-            return job.max_attempts or self.max_attempts
-        return job.max_attempts or task.max_attempts or self.max_attempts
+            task = None
+        return policy.attempts_allowed(job, task, self.max_attempts, self.runner.attempts_cap)
 
     def _split_exhausted(self, deliveries: list[Delivery]):
         """Entries delivered more often than allowed (their workers died running them) are
         recorded dead without running them once more."""
-        from kindling.runner import Outcome
-
         over = []
         for d in deliveries:
             if d.attempts <= self.max_attempts:
@@ -203,28 +203,29 @@ class StreamWorker:
         if not over:
             return [], list(deliveries)
         refs = {d.ref for d, _ in over}
-        statuses = self.runner.store.get_statuses([job.id for _, job in over])
+        states = self.runner.store.read_states([job.id for _, job in over])
         outcomes, records = [], []
         at = now_ms()
         for d, job in over:
-            previous = statuses.get(job.id)
-            if previous in ("succeeded", "rejected", "dead"):
-                o = Outcome(d.ref, job.id, job.task, "skipped" if previous != "dead" else DEAD, d.attempts)
+            previous = states.get(job.id, (None, 0))[0]
+            if previous in FINAL:
+                o = Outcome(d.ref, job.id, job.task, SKIPPED if previous != DEAD else DEAD, d.attempts)
                 o.reason = f"already {previous}"
                 outcomes.append(o)
                 continue
             o = Outcome(d.ref, job.id, job.task, DEAD, d.attempts)
             o.reason = f"delivered {d.attempts} times without finishing (its workers died)"
-            o.record = {
-                "id": job.id, "task": job.task, "status": DEAD, "attempts": d.attempts,
-                "error": {"type": "TooManyDeliveries", "message": o.reason, "traceback": ""},
-                "enqueued_at": job.enqueued_at, "started_at": at, "finished_at": at, "duration_ms": 0,
-                "worker": self.runner.worker, "expires_at": at // 1000 + self.runner.ttl_s,
-            }
+            o.record = build_record(key=job.id, task=job.task, status=DEAD, attempts=d.attempts, started_at=at,
+                                    finished_at=at, job=job, error={"type": "TooManyDeliveries", "message": o.reason},
+                                    worker=self.runner.worker, ttl_s=self.runner.ttl_s)
             records.append(o.record)
             outcomes.append(o)
         if records:
-            self.runner.store.write(records)
+            refused = self.runner.store.write(records) or {}
+            for o in outcomes:
+                if o.record is not None and o.job_id in refused:  # a final outcome got there first
+                    o.status = SKIPPED
+                    o.reason = f"already {refused[o.job_id]}"
         return outcomes, [d for d in deliveries if d.ref not in refs]
 
     def idle(self) -> bool:
