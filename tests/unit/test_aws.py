@@ -605,6 +605,20 @@ def test_max_attempts_exhausted(env, server, sleeps):
     assert all(0 <= d <= cap for d, cap in zip(sleeps, caps, strict=True))
 
 
+def test_retries_wait_kindlings_one_backoff(env, server, sleeps, monkeypatch):
+    asked = []
+
+    def compute_backoff(attempt, *, base, cap):
+        asked.append((attempt, base, cap))
+        return 0.125
+
+    monkeypatch.setattr(aws.client, "compute_backoff", compute_backoff)
+    server.replies = [Reply(503, {"__type": "ServiceUnavailable"})]
+    with pytest.raises(aws.AwsError):
+        client_for(server, max_attempts=3).call("GetItem", {})
+    assert asked == [(1, 0.05, 2.0), (2, 0.05, 2.0)] and sleeps == [0.125, 0.125]
+
+
 def test_transport_failure_exhausted(env, sleeps):
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))

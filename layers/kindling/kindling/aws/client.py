@@ -11,6 +11,7 @@ from kindling.aws.credentials import get_credentials
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header
+from kindling.backoff import compute_backoff
 
 
 def _resolve_region(region: str | None) -> str:
@@ -48,11 +49,11 @@ class JsonClient:
 
     Retries: transport failures (but not a server certificate that fails verification),
     HTTP 5xx/429, throttling codes (``RETRYABLE_CODES``) and DynamoDB CRC32 mismatches
-    are retried up to ``max_attempts`` attempts in all, with full-jitter exponential
-    backoff (``backoff_base`` doubling per attempt, capped at ``backoff_cap``). As in
-    botocore, non-idempotent operations (SendMessage, PutItem) may therefore be applied
-    twice if a response is lost after the server acted on it.
-    A stale kept-alive connection (dropped while idle, e.g. across a Lambda freeze) is
+    are retried up to ``max_attempts`` attempts in all, with kindling's full-jitter
+    exponential backoff (:func:`kindling.backoff.compute_backoff`: ``backoff_base``
+    doubling per attempt, capped at ``backoff_cap``). As in botocore, non-idempotent
+    operations (SendMessage, PutItem) may therefore be applied twice if a response is
+    lost after the server acted on it. A stale kept-alive connection (dropped while idle, e.g. across a Lambda freeze) is
     reopened and the request resent at once; that does not count as an attempt.
 
     Deadlines: given ``deadline`` (a :func:`time.monotonic` value), a call's attempts,
@@ -311,7 +312,7 @@ class PendingCall:
                 if not exc.retryable or exc.code == "DeadlineExceeded" or self._attempt >= client.max_attempts:
                     exc.attempts = self._attempt
                     raise
-                delay = retry.backoff_delay(self._attempt, client.backoff_base, client.backoff_cap)
+                delay = compute_backoff(self._attempt, base=client.backoff_base, cap=client.backoff_cap)
                 if deadline is not None and monotonic() + delay >= deadline:
                     raise AwsError(
                         "DeadlineExceeded",

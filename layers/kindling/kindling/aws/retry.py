@@ -1,6 +1,8 @@
-"""Which failures are worth another attempt, how long to wait, and errors read from responses."""
+"""Which failures are worth another attempt, and errors read from responses.
 
-import os
+How long to wait between attempts is :func:`kindling.backoff.compute_backoff`.
+"""
+
 import time
 from _thread import TIMEOUT_MAX
 
@@ -59,14 +61,6 @@ sleep = time.sleep
 def is_stale(exc: BaseException) -> bool:
     """Whether ``exc`` says a kept-alive connection was dead before this request used it."""
     return isinstance(exc, _STALE_ERRORS) or type(exc).__name__ in _STALE_SSL_ERRORS
-
-
-def backoff_delay(attempt: int, base: float, cap: float) -> float:
-    """Seconds to wait after failed attempt ``attempt`` (from 1): full jitter under
-    ``base`` doubling per attempt, capped at ``cap``."""
-    delay = min(cap, base * (1 << (attempt - 1)))
-    # Full jitter; os.urandom avoids importing random (~1 ms) on the cold path.
-    return delay * int.from_bytes(os.urandom(4)) / 0x1_0000_0000
 
 
 def is_tls_verification_failure(exc: BaseException) -> bool:

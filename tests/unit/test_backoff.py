@@ -1,0 +1,47 @@
+"""kindling.backoff: full-jitter exponential backoff without the random module."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kindling.backoff import compute_backoff
+
+
+@given(
+    attempt=st.integers(1, 10_000),
+    base=st.floats(0, 1e3, allow_nan=False),
+    cap=st.floats(0, 1e6, allow_nan=False),
+)
+def test_delay_is_under_the_doubling_ceiling(attempt, base, cap):
+    ceiling = min(cap, base * 2.0 ** min(attempt - 1, 1000))
+    assert 0 <= compute_backoff(attempt, base=base, cap=cap) <= ceiling
+
+
+def test_the_ceiling_doubles_until_the_cap():
+    for attempt, ceiling in [(1, 0.05), (2, 0.1), (3, 0.2), (6, 1.6), (7, 2.0), (50, 2.0), (5000, 2.0)]:
+        delays = [compute_backoff(attempt, base=0.05, cap=2.0) for _ in range(2000)]
+        assert max(delays) < ceiling
+        # Full jitter: spread over the whole range, not bunched at the top or the bottom.
+        assert min(delays) < ceiling * 0.05 and max(delays) > ceiling * 0.95
+        assert 0.4 < sum(delays) / len(delays) / ceiling < 0.6
+
+
+def test_bad_arguments_are_refused():
+    for attempt, base, cap in [(0, 1.0, 1.0), (-1, 1.0, 1.0), (1, -1.0, 1.0), (1, 1.0, -0.5)]:
+        with pytest.raises(ValueError):
+            compute_backoff(attempt, base=base, cap=cap)
+
+
+def test_importing_it_loads_nothing_else():
+    """No random (it would cost the cold path ~1 ms), nothing at all beyond the module."""
+    probe = (
+        "import sys, kindling; before = set(sys.modules); import kindling.backoff; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    layer = Path(__file__).resolve().parents[2] / "layers/kindling"
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(layer)})
+    assert out.stdout.split() == ["kindling.backoff"]
