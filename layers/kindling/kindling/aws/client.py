@@ -53,8 +53,9 @@ class JsonClient:
     exponential backoff (:func:`kindling.backoff.compute_backoff`: ``backoff_base``
     doubling per attempt, capped at ``backoff_cap``). As in botocore, non-idempotent
     operations (SendMessage, PutItem) may therefore be applied twice if a response is
-    lost after the server acted on it. A stale kept-alive connection (dropped while idle, e.g. across a Lambda freeze) is
-    reopened and the request resent at once; that does not count as an attempt.
+    lost after the server acted on it. A stale kept-alive connection (dropped while
+    idle, e.g. across a Lambda freeze) is reopened and the request resent at once; that
+    does not count as an attempt.
 
     Deadlines: given ``deadline`` (a :func:`time.monotonic` value), a call's attempts,
     backoff sleeps, credential fetches and socket operations all end by then; a call
