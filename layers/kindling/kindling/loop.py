@@ -5,10 +5,11 @@ This is how kindling runs on a container, a VM or a laptop (``kindling worker``)
     from kindling.loop import SqsWorker
     SqsWorker(queue_url, table).run()
 
-Each round receives up to 10 messages (waiting up to 20 s), runs them, deletes the settled
-ones in one DeleteMessageBatch, and leaves failed ones to the queue's visibility timeout,
-so retries and the dead-letter queue work exactly as under Lambda. SIGTERM and SIGINT
-finish the batch in hand, then stop.
+Each round receives up to 10 messages (waiting up to 20 s), runs them, and settles them
+exactly as the Lambda handler does (:mod:`kindling.sqs` maps both): settled ones are
+deleted in one DeleteMessageBatch, dead ones moved to the queue's dead-letter queue and
+deleted, handed-back ones made visible again when the runner says (``retry_in``), the
+rest left to the visibility timeout. SIGTERM and SIGINT finish the batch in hand, then stop.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from __future__ import annotations
 import signal
 import time
 
-from kindling import codec
+from kindling import codec, sqs
 from kindling.registry import default_registry
 from kindling.results import DynamoResultStore
-from kindling.runner import DEFERRED, SETTLED, Delivery, Runner
+from kindling.runner import Runner
+from kindling.status import SETTLED
 
 
 class SqsWorker:
@@ -42,18 +44,23 @@ class SqsWorker:
         self.queue_url = queue_url
         self.wait = wait
         self.sqs = (session or boto3.Session()).client("sqs")
-        cap = self._max_receive_count()
-        options = {"max_attempts": cap or 3, "attempts_cap": cap, "worker": {"function": "kindling-worker"}}
+        attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "RedrivePolicy"])
+        self.queue_arn = attrs["Attributes"]["QueueArn"]
+        policy = attrs["Attributes"].get("RedrivePolicy")
+        redrive = codec.loads(policy) if policy else {}
+        receives = int(redrive["maxReceiveCount"]) if redrive else None
+        self.dlq_url = self._url_of(redrive["deadLetterTargetArn"]) if redrive else None
+        options = {"max_attempts": 3, "attempts_cap": receives - 1 if receives else None,
+                   "max_deliveries": receives, "worker": {"function": "kindling-worker"}}
         options.update(runner_options)
         self.runner = Runner(registry or default_registry, store or DynamoResultStore(table), **options)
         self.counts: dict[str, int] = {}
         self.busy_s = 0.0  # time spent on rounds that returned messages
         self._stopping = False
 
-    def _max_receive_count(self) -> int | None:
-        attrs = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["RedrivePolicy"])
-        policy = attrs.get("Attributes", {}).get("RedrivePolicy")
-        return int(codec.loads(policy)["maxReceiveCount"]) if policy else None
+    def _url_of(self, arn: str) -> str:
+        _, _, _, _, account, name = arn.split(":", 5)
+        return self.sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
 
     def stop(self, *_args) -> None:
         self._stopping = True
@@ -83,27 +90,32 @@ class SqsWorker:
         return self.counts
 
     def run_batch(self, messages: list[dict]) -> None:
-        deliveries = [
-            Delivery(m["MessageId"], m["Body"], int(m.get("Attributes", {}).get("ApproximateReceiveCount", 1)))
+        # The same record shape a Lambda SQS event carries, so one mapping serves both.
+        event = {"Records": [
+            {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+             "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn}
             for m in messages
-        ]
-        outcomes = self.runner.run(deliveries)
+        ]}
+        outcomes = self.runner.run(sqs.deliveries(event))
         receipts = {m["MessageId"]: m["ReceiptHandle"] for m in messages}
-        done = [o for o in outcomes if o.status in SETTLED]
+        moved = self._move_dead(event, outcomes)
+        done = [o.ref for o in outcomes if o.status in SETTLED or o.ref in moved]
         if done:
             self.sqs.delete_message_batch(
                 QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": receipts[o.ref]} for i, o in enumerate(done)],
+                Entries=[{"Id": str(i), "ReceiptHandle": receipts[ref]} for i, ref in enumerate(done)],
             )
-        deferred = [o for o in outcomes if o.status == DEFERRED]
-        if deferred:  # not started: make them visible again soon rather than after the timeout
-            self.sqs.change_message_visibility_batch(
-                QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": receipts[o.ref], "VisibilityTimeout": 1}
-                         for i, o in enumerate(deferred)],
-            )
+        for entries in sqs.visibility_changes(event, outcomes, moved).values():
+            self.sqs.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=entries)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
+
+    def _move_dead(self, event: dict, outcomes) -> set[str]:
+        dead = sqs.dead_letters(event, outcomes)
+        if not dead or not self.dlq_url:
+            return set()
+        response = self.sqs.send_message_batch(QueueUrl=self.dlq_url, Entries=dead)
+        return {entry["Id"] for entry in response.get("Successful", [])}
 
     def _drained(self) -> bool:
         names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
