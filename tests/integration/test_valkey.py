@@ -335,6 +335,105 @@ def test_worker_survives_a_valkey_restart(stream, table):
         _ctl("stop", str(port))
 
 
+# -- f) the result store down -------------------------------------------------------------------------
+
+
+class OutageStore:
+    """A memory store that can be taken down; counts the calls made to it while it is down."""
+
+    def __init__(self):
+        from kindling.results import MemoryResultStore
+
+        self.memory = MemoryResultStore()
+        self.records = self.memory.records
+        self.calls_while_down = 0
+
+    @property
+    def fail(self) -> bool:
+        return self.memory.fail
+
+    @fail.setter
+    def fail(self, value: bool) -> None:
+        self.memory.fail = value
+
+    def read_states(self, job_ids, **options):
+        self.calls_while_down += self.fail
+        return self.memory.read_states(job_ids)
+
+    def get_statuses(self, job_ids, **options):
+        self.calls_while_down += self.fail
+        return self.memory.get_statuses(job_ids)
+
+    def write(self, records, **options):
+        self.calls_while_down += self.fail
+        return self.memory.write(records)
+
+
+def _delivered(r, stream: str, entry: str, times: int, group: str = "kindling") -> None:
+    """Make ``entry`` look delivered ``times`` times to a consumer that died long ago."""
+    r.xreadgroup(group, "ghost", {stream: ">"}, count=1)
+    for _ in range(times - 1):
+        r.xclaim(stream, group, "ghost", 0, [entry])
+    r.xclaim(stream, group, "ghost", 0, [entry], idle=60_000, justid=True)
+
+
+def _run_in_thread(worker, **options):
+    import threading
+
+    done: dict = {}
+    thread = threading.Thread(target=lambda: done.update(counts=worker.run(**options)), daemon=True)
+    thread.start()
+    return thread, done
+
+
+def test_a_store_outage_does_not_stop_the_worker(valkey_url, stream, tasks):
+    from kindling.valkey import StreamProducer, StreamWorker
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    store = OutageStore()
+    worker = StreamWorker(valkey_url, store=store, stream=stream, visibility_ms=100, block_ms=50, batch=10,
+                          max_attempts=3)
+    events: list[dict] = []
+    worker.runner.log = events.append
+    worker.ensure_group()
+    crashy = producer.enqueue("sleep", 1)  # its workers died 4 times: judged on a store read, not run
+    _delivered(producer.client, stream, crashy.entry, 4)
+    producer.enqueue_many([("echo", [i], {}) for i in range(5)])
+
+    store.fail = True
+    thread, done = _run_in_thread(worker, burst=True)
+    time.sleep(2.0)
+    assert thread.is_alive(), "the worker stopped on a store outage"
+    # backing off from 0.05 s (jittered, doubling): a few rounds in 2 s, not one per 100 ms reclaim
+    assert 2 <= store.calls_while_down <= 10, store.calls_while_down
+    pauses = [e["retry_in_s"] for e in events if e.get("kindling") == "store_unavailable" and "retry_in_s" in e]
+    assert len(pauses) >= 2 and pauses == sorted(pauses) and pauses[-1] > pauses[0], pauses
+
+    store.fail = False
+    thread.join(30)
+    assert not thread.is_alive()
+    assert store.records[crashy.id]["status"] == "dead"
+    assert store.records[crashy.id]["error"]["type"] == "TooManyDeliveries"
+    assert len(store.records) == 6 and all(r["status"] in ("succeeded", "dead") for r in store.records.values())
+    assert sum(done["counts"].get(s, 0) for s in ("succeeded", "dead")) == 6, done
+    _empty(producer.client, stream)
+
+
+def test_a_drain_stops_when_the_store_is_down(valkey_url, stream, tasks):
+    from kindling.handler import LambdaWorker
+    from kindling.valkey import StreamProducer
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    producer.enqueue_many([("echo", [i], {}) for i in range(30)])
+    store = OutageStore()
+    store.fail = True
+    handler = LambdaWorker(store=store, log=None)
+    summary = handler({"kindling": "drain", "url": valkey_url, "stream": stream, "batch": 10}, FakeContext(60_000))
+    assert summary["batches"] == 1 and summary["left_pending"] == 10, summary  # not the whole stream
+    assert "memory store is down" in summary["store_unavailable"]
+    assert producer.client.xlen(stream) == 30 and producer.client.xpending(stream, "kindling")["pending"] == 10
+
+
 # -- producer limits, Valkey results, --processes -------------------------------------------------
 
 

@@ -11,7 +11,7 @@ import time
 from kindling.errors import KindlingError
 from kindling.runner import DEFERRED, FAILED, Runner
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, connect, default_consumer
-from kindling.valkey.worker import StreamWorker
+from kindling.valkey.worker import StreamWorker, store_down
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,7 +24,9 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None) -
     Reads batches (reclaimed entries first, then new ones with a 100 ms block) and runs
     them with the invocation's runner until the stream has nothing for this consumer or
     less than twice the runner's safety margin (plus its start cutoff, below which the
-    runner would defer every job it read) is left. Unfinished entries stay pending.
+    runner would defer every job it read) is left, or the result store cannot be reached
+    (``"store_unavailable"`` in the summary says why: the next invocation tries again).
+    Unfinished entries stay pending.
     """
     url = event.get("url") or os.environ.get("KINDLING_VALKEY_URL")
     if not url:
@@ -35,7 +37,8 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None) -
     processed = batches = 0
     counts: dict[str, int] = {}
     left = 0
-    while True:
+    down = None
+    while down is None:
         if remaining_ms is not None and remaining_ms() < stop_below:
             break
         deliveries = worker.fetch(int(event.get("block_ms", 100)))
@@ -49,9 +52,13 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None) -
                 left += 1
             else:
                 processed += 1
-    return {"kindling": "drained", "stream": worker.stream, "consumer": worker.consumer, "batches": batches,
-            "processed": processed, "left_pending": left, "counts": counts,
-            "elapsed_ms": round((time.monotonic() - started) * 1000, 1)}
+        down = store_down(outcomes)
+    summary = {"kindling": "drained", "stream": worker.stream, "consumer": worker.consumer, "batches": batches,
+               "processed": processed, "left_pending": left, "counts": counts,
+               "elapsed_ms": round((time.monotonic() - started) * 1000, 1)}
+    if down:
+        summary["store_unavailable"] = down
+    return summary
 
 
 _drain_workers: dict[tuple, StreamWorker] = {}

@@ -24,10 +24,10 @@ import time
 
 from kindling import codec, policy
 from kindling.envelope import decode_job, now_ms
-from kindling.errors import InvalidJob, KindlingError
+from kindling.errors import InvalidJob, KindlingError, StoreUnavailable
 from kindling.records import build_record
 from kindling.results import FINAL
-from kindling.runner import DEAD, SETTLED, SKIPPED, Delivery, Outcome, Runner
+from kindling.runner import DEAD, DEFERRED, SETTLED, SKIPPED, Delivery, Outcome, Runner
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
 
 TYPE_CHECKING = False
@@ -156,8 +156,15 @@ class StreamWorker:
         return Delivery(_s(entry_id), body, attempts)
 
     def process(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None):
-        """Run one batch and settle it in one pipelined round trip; return the outcomes."""
-        exhausted, runnable = self._split_exhausted(deliveries)
+        """Run one batch and settle it in one pipelined round trip; return the outcomes.
+
+        Never raises because the result store is down: the batch then comes back
+        ``deferred`` (see :func:`store_down`) and its entries stay pending.
+        """
+        try:
+            exhausted, runnable = self._split_exhausted(deliveries)
+        except StoreUnavailable as exc:
+            return self._hand_back(deliveries, f"{STORE_DOWN}: {exc}")
         outcomes = exhausted + (self.runner.run(runnable, remaining_ms) if runnable else [])
         bodies = {d.ref: d.body for d in deliveries}
         pipe = self.client.pipeline(transaction=False)
@@ -176,6 +183,16 @@ class StreamWorker:
             pipe.xack(self.stream, self.group, *done)
             pipe.xdel(self.stream, *done)
             pipe.execute()
+        for o in outcomes:
+            self.counts[o.status] = self.counts.get(o.status, 0) + 1
+        return outcomes
+
+    def _hand_back(self, deliveries: list[Delivery], reason: str) -> list:
+        outcomes = []
+        for d in deliveries:
+            o = Outcome(d.ref, None, None, DEFERRED, d.attempts)
+            o.reason = reason
+            outcomes.append(o)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
         return outcomes
@@ -244,8 +261,11 @@ class StreamWorker:
 
     def run(self, *, burst: bool = False) -> dict[str, int]:
         """Work until SIGTERM/SIGINT (the batch in hand is finished and acknowledged first),
-        or with ``burst`` until the stream and its pending list are empty. Reconnects with
-        backoff when Valkey goes away."""
+        or with ``burst`` until the stream and its pending list are empty.
+
+        When Valkey goes away it reconnects, and when the result store is down (a batch
+        handed back, or a store error) it keeps its entries pending; either way it backs
+        off, from 0.05 s doubling to 5 s (jittered), until a round goes through."""
         import threading
 
         from valkey.exceptions import ConnectionError, TimeoutError
@@ -253,28 +273,69 @@ class StreamWorker:
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = [signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)]
-        delay = 0.05
+        backoff = _Backoff()
         try:
             while not self._stopping:
                 try:
                     deliveries = self.fetch(self.block_ms)
                     if deliveries:
-                        self.process(deliveries)
+                        down = store_down(self.process(deliveries))
+                        if down:
+                            self._pause(backoff, "store_unavailable", down)
+                            continue
                     elif burst and self.idle():
                         break
-                    delay = 0.05
+                    backoff.reset()
                 except (ConnectionError, TimeoutError, OSError) as exc:
                     self._group_ready = False
-                    if self.runner.log:
-                        self.runner.log({"kindling": "valkey_unavailable", "error": str(exc)[:300],
-                                         "retry_in_s": round(delay, 2)})
-                    time.sleep(delay * random.uniform(0.5, 1.0))
-                    delay = min(delay * 2, 5.0)
+                    self._pause(backoff, "valkey_unavailable", str(exc))
+                except StoreUnavailable as exc:  # a store that failed outside the runner's guard
+                    self._pause(backoff, "store_unavailable", str(exc))
         finally:
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
                     signal.signal(s, handler)
         return self.counts
+
+    def _pause(self, backoff: _Backoff, event: str, error: str) -> None:
+        if self.runner.log:
+            self.runner.log({"kindling": event, "error": error[:300], "retry_in_s": round(backoff.delay, 2)})
+        deadline = time.monotonic() + backoff.next()
+        while not self._stopping and time.monotonic() < deadline:  # SIGTERM does not wait out a pause
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+STORE_DOWN = "result store unavailable"
+"""How a hand-back because the result store could not be reached is worded (the runner's
+``_hand_back_all`` and :meth:`StreamWorker.process`)."""
+
+
+def store_down(outcomes) -> str | None:
+    """The reason, if the batch was handed back because the result store could not be reached."""
+    for o in outcomes:
+        if o.status == DEFERRED and o.reason and o.reason.startswith(STORE_DOWN):
+            return o.reason
+    return None
+
+
+class _Backoff:
+    """Jittered exponential backoff: ``first`` seconds, doubling per pause up to ``cap``;
+    each pause sleeps between half and all of the current delay."""
+
+    __slots__ = ("first", "cap", "delay")
+
+    def __init__(self, first: float = 0.05, cap: float = 5.0):
+        self.first = first
+        self.cap = cap
+        self.delay = first
+
+    def next(self) -> float:
+        seconds = self.delay * random.uniform(0.5, 1.0)
+        self.delay = min(self.delay * 2, self.cap)
+        return seconds
+
+    def reset(self) -> None:
+        self.delay = self.first
 
 
 def _build_runner(table, registry, store, max_attempts: int, consumer: str, log, runner_options: dict) -> Runner:
