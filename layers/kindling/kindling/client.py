@@ -17,12 +17,12 @@ finds credentials, region and endpoint (``AWS_ENDPOINT_URL`` for LocalStack) as 
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kindling import codec
+from kindling.backoff import compute_backoff
 from kindling.envelope import Job, encode_job, new_job
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge
 from kindling.registry import Task
@@ -265,4 +265,4 @@ def _chunks(prepared: list[tuple[Job, str, int]]):
 
 
 def _sleep(attempt: int) -> None:
-    time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
+    time.sleep(compute_backoff(attempt + 1, base=0.05, cap=2.0))

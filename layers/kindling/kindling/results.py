@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 
+from kindling.backoff import compute_backoff
 from kindling.errors import StoreUnavailable
 from kindling.status import FAILED, FINAL, REPLACES, SUCCEEDED, may_replace
 
@@ -279,9 +280,7 @@ class _ItemRefused(Exception):
 
 def _backoff(round_: int, deadline: float) -> None:
     """Wait before retrying unprocessed items, never past the deadline."""
-    import random  # only when DynamoDB pushes back
-
-    delay = random.uniform(0, min(2.0, 0.05 * 2**round_))
+    delay = compute_backoff(round_ + 1, base=0.05, cap=2.0)
     if time.monotonic() + delay >= deadline:
         raise StoreUnavailable("DynamoDB kept items unprocessed until the deadline")
     time.sleep(delay)
