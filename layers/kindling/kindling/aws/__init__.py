@@ -19,7 +19,8 @@ The parts, as urllib3 splits them:
 - :mod:`~kindling.aws.errors`: :class:`AwsError` and the transport's own errors
 - :mod:`~kindling.aws.url`: URL parsing, percent-encoding, SigV4's canonical path and query
 - :mod:`~kindling.aws.signing`: :func:`sign` (SigV4)
-- :mod:`~kindling.aws.retry`: which failures are retried, backoff, errors read from responses
+- :mod:`~kindling.aws.retry`: which failures are retried, errors read from responses (the wait
+  between attempts is :func:`kindling.backoff.compute_backoff`)
 - :mod:`~kindling.aws.connection`: one HTTP/1.1 connection; a request sent now, its reply read later
 - :mod:`~kindling.aws.credentials`: environment and container credentials
 - :mod:`~kindling.aws.client`: :class:`JsonClient` (``call``, or ``start`` and a
