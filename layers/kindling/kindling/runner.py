@@ -249,6 +249,8 @@ class Runner:
                 self._run_async(async_jobs, deadline)
         except BaseException as exc:  # noqa: BLE001 - kindling's own machinery was interrupted
             self._settle_unfinished(runnable, exc)
+        if any(o.status is None for o in runnable):  # a run that ended without an outcome
+            self._settle_unfinished(runnable, RuntimeError("the job's run ended without an outcome"))
 
         self._settle_duplicates(outcomes)
         records = [o.record for o in outcomes if o.record is not None]
