@@ -419,6 +419,34 @@ def test_a_store_outage_does_not_stop_the_worker(valkey_url, stream, tasks):
     _empty(producer.client, stream)
 
 
+def test_deliveries_handed_back_use_no_attempts(valkey_url, stream, tasks):
+    """Entries read while the store is down, or before their not_before, are handed back
+    many times (visibility 100 ms) yet run as first attempts; real failures still count."""
+    from kindling.client import Call
+    from kindling.valkey import StreamProducer, StreamWorker
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    store = OutageStore()
+    worker = StreamWorker(valkey_url, store=store, stream=stream, visibility_ms=100, block_ms=50, batch=10,
+                          max_attempts=3, log=False)
+    ok = producer.enqueue("echo", 1)
+    fails = producer.enqueue("always_fails", "boom")
+    later = producer.enqueue_many([Call("echo", [2], delay=3)])[0]  # deferred for 3 s once the store is back
+
+    store.fail = True
+    thread, done = _run_in_thread(worker, burst=True)
+    _wait(lambda: store.calls_while_down >= 5, 20, "five hand-backs")
+    store.fail = False
+    thread.join(30)
+    assert not thread.is_alive()
+    records = store.records
+    assert records[ok.id]["status"] == "succeeded" and records[ok.id]["attempts"] == 1
+    assert records[later.id]["status"] == "succeeded" and records[later.id]["attempts"] == 1
+    assert records[fails.id]["status"] == "dead" and records[fails.id]["attempts"] == 3
+    assert records[fails.id]["error"]["message"] == "boom"
+    _empty(producer.client, stream)
+
+
 def test_a_drain_stops_when_the_store_is_down(valkey_url, stream, tasks):
     from kindling.handler import LambdaWorker
     from kindling.valkey import StreamProducer

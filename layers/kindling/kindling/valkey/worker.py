@@ -9,7 +9,9 @@ Per round:
 3. :meth:`kindling.runner.Runner.run` on the batch;
 4. one pipelined round trip: ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
    skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first.
-   ``failed`` and ``deferred`` entries stay pending and are reclaimed after ``visibility_ms``.
+   ``failed`` and ``deferred`` entries stay pending and are reclaimed after ``visibility_ms``;
+   a ``deferred`` one (not started) is claimed back with its delivery count as it was
+   before this delivery, so hand-backs never use up its deliveries (:meth:`StreamWorker._settle`).
 
 An entry delivered more than its allowed attempts (its worker crashed every time) is not run
 again: it is recorded ``dead`` ("delivered too many times") and moved to the dead stream,
@@ -164,38 +166,53 @@ class StreamWorker:
         try:
             exhausted, runnable = self._split_exhausted(deliveries)
         except StoreUnavailable as exc:
-            return self._hand_back(deliveries, f"{STORE_DOWN}: {exc}")
-        outcomes = exhausted + (self.runner.run(runnable, remaining_ms) if runnable else [])
-        bodies = {d.ref: d.body for d in deliveries}
-        pipe = self.client.pipeline(transaction=False)
-        done = []
-        for o in outcomes:
-            if o.status == DEAD:
-                body = bodies[o.ref]
-                pipe.xadd(self.dead_stream, {
-                    FIELD: body, b"error": o.reason or "", b"entry": o.ref, b"job_id": o.job_id or "",
-                    b"attempts": str(o.attempts), b"dead_at": str(now_ms()),
-                })
-                done.append(o.ref)
-            elif o.status in SETTLED:
-                done.append(o.ref)
-        if done:
-            pipe.xack(self.stream, self.group, *done)
-            pipe.xdel(self.stream, *done)
-            pipe.execute()
+            outcomes = [_deferred(d, f"{STORE_DOWN}: {exc}") for d in deliveries]
+        else:
+            outcomes = exhausted + (self.runner.run(runnable, remaining_ms) if runnable else [])
+        self._settle(outcomes, deliveries)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
         return outcomes
 
-    def _hand_back(self, deliveries: list[Delivery], reason: str) -> list:
-        outcomes = []
-        for d in deliveries:
-            o = Outcome(d.ref, None, None, DEFERRED, d.attempts)
-            o.reason = reason
-            outcomes.append(o)
+    def _settle(self, outcomes, deliveries: list[Delivery]) -> None:
+        """One pipelined round trip: ``dead`` entries copied to the dead stream, settled and
+        dead ones acknowledged and deleted, ``deferred`` ones given their delivery back.
+
+        A deferred entry was not started (the store was down, its ``not_before`` is ahead,
+        the invocation's time ran short): that delivery must not count. The runner counts
+        attempts in the result record, so the stream's delivery counter only bounds runs
+        that crash the worker before anything is recorded (:meth:`_split_exhausted`); left
+        as it is, an outage with entries reclaimed every ``visibility_ms`` would push it
+        past the limit and record jobs dead that never ran. So the entry is claimed again
+        with ``XCLAIM ... RETRYCOUNT <count before this delivery> JUSTID``: in the same round
+        trip as the acknowledgements, it stays pending in its place (reclaimed after
+        ``visibility_ms`` like any entry handed back) with its counter as if this delivery
+        had not happened. Re-adding a copy would move it to the end of the stream and wipe
+        the count of real deliveries too; a side hash of hand-backs would cost a command
+        on every acknowledgement. If another consumer reclaimed the entry while this batch
+        ran late, the claim takes it back; that consumer's acknowledgement still settles it.
+        """
+        delivered = {d.ref: d for d in deliveries}
+        pipe = self.client.pipeline(transaction=False)
+        done, unspent = [], 0
         for o in outcomes:
-            self.counts[o.status] = self.counts.get(o.status, 0) + 1
-        return outcomes
+            if o.status == DEAD:
+                pipe.xadd(self.dead_stream, {
+                    FIELD: delivered[o.ref].body, b"error": o.reason or "", b"entry": o.ref,
+                    b"job_id": o.job_id or "", b"attempts": str(o.attempts), b"dead_at": str(now_ms()),
+                })
+                done.append(o.ref)
+            elif o.status in SETTLED:
+                done.append(o.ref)
+            elif o.status == DEFERRED:
+                before = max(0, delivered[o.ref].attempts - 1)
+                pipe.xclaim(self.stream, self.group, self.consumer, 0, [o.ref], retrycount=before, justid=True)
+                unspent += 1
+        if done:
+            pipe.xack(self.stream, self.group, *done)
+            pipe.xdel(self.stream, *done)
+        if done or unspent:
+            pipe.execute()
 
     def _allowed(self, job) -> int:
         try:
@@ -303,6 +320,12 @@ class StreamWorker:
         deadline = time.monotonic() + backoff.next()
         while not self._stopping and time.monotonic() < deadline:  # SIGTERM does not wait out a pause
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+def _deferred(d: Delivery, reason: str) -> Outcome:
+    o = Outcome(d.ref, None, None, DEFERRED, d.attempts)
+    o.reason = reason
+    return o
 
 
 STORE_DOWN = "result store unavailable"
