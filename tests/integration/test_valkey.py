@@ -462,6 +462,99 @@ def test_a_drain_stops_when_the_store_is_down(valkey_url, stream, tasks):
     assert producer.client.xlen(stream) == 30 and producer.client.xpending(stream, "kindling")["pending"] == 10
 
 
+# -- g) one poison entry ---------------------------------------------------------------------------------
+
+POISON = "[" * 40_000  # nesting deep enough to have broken a recursive JSON decoder
+
+
+def _is_poison(body) -> bool:
+    return (body.decode() if isinstance(body, bytes) else body) == POISON
+
+
+def _poison_and_mates(producer, stream: str):
+    """A fresh poison entry, one delivered 4 times already, and two valid jobs among them."""
+    r = producer.client
+    r.xgroup_create(stream, "kindling", id="0", mkstream=True)
+    seasoned = r.xadd(stream, {"job": POISON}).decode()
+    _delivered(r, stream, seasoned, 4)
+    first = producer.enqueue("echo", 1)
+    fresh = r.xadd(stream, {"job": POISON}).decode()
+    second = producer.enqueue("echo", 2)
+    return [seasoned, fresh], [first, second]
+
+
+def _assert_poison_settled(r, stream: str, records: dict, poison: list[str], mates: list, error_type: str):
+    for entry in poison:
+        record = records[f"rejected#{entry}"]
+        assert record["status"] == "rejected" and record["error"]["type"] == error_type, record["error"]
+        assert record["raw"].startswith("[[[[")
+    for sent in mates:
+        assert records[sent.id]["status"] == "succeeded" and records[sent.id]["attempts"] == 1
+    assert r.xlen(f"{stream}:dead") == 0  # not a job that died: nothing to decode again there
+    _empty(r, stream)
+
+
+def test_a_poison_entry_is_rejected_and_acknowledged(valkey_url, stream, tasks, monkeypatch):
+    from kindling import codec
+    from kindling.handler import LambdaWorker
+    from kindling.results import MemoryResultStore
+    from kindling.valkey import StreamProducer, StreamWorker
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    poison, mates = _poison_and_mates(producer, stream)
+    store = MemoryResultStore()
+    worker = StreamWorker(valkey_url, store=store, stream=stream, visibility_ms=100, block_ms=50, log=False)
+    thread, done = _run_in_thread(worker, burst=True)
+    thread.join(20)
+    assert not thread.is_alive() and done["counts"]["rejected"] == 2, done
+    _assert_poison_settled(producer.client, stream, store.records, poison, mates, "InvalidJob")
+
+    # the Lambda drain, with the cold path's decoder rather than orjson
+    monkeypatch.setattr(codec, "loads", codec._loads)
+    producer = StreamProducer(valkey_url, stream=f"{stream}:drain", client=producer.client)
+    poison, mates = _poison_and_mates(producer, producer.stream)
+    store = MemoryResultStore()
+    handler = LambdaWorker(store=store, log=None)
+    event = {"kindling": "drain", "url": valkey_url, "stream": producer.stream, "visibility_ms": 100}
+    summary = handler(event, FakeContext(60_000))
+    assert summary["counts"] == {"rejected": 2, "succeeded": 2}, summary
+    _assert_poison_settled(producer.client, producer.stream, store.records, poison, mates, "InvalidJob")
+
+
+def test_an_entry_that_breaks_the_worker_is_rejected_alone(valkey_url, stream, tasks, monkeypatch):
+    """Whatever a body does to the decoder or the runner (a bug in kindling), the worker
+    settles that entry alone: recorded rejected, acknowledged, batch-mates run."""
+    from kindling import envelope
+    from kindling.results import MemoryResultStore
+    from kindling.runner import Runner
+    from kindling.valkey import StreamProducer, StreamWorker
+    from kindling.valkey import worker as worker_module
+
+    def decode_job(body):
+        if _is_poison(body):
+            raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
+        return envelope.decode_job(body)
+
+    run = Runner.run
+
+    def run_breaking_on_poison(self, deliveries, *args, **kwargs):
+        if any(_is_poison(d.body) for d in deliveries):
+            raise RecursionError("maximum recursion depth exceeded (a runner bug)")
+        return run(self, deliveries, *args, **kwargs)
+
+    monkeypatch.setattr(worker_module, "decode_job", decode_job)
+    monkeypatch.setattr(Runner, "run", run_breaking_on_poison)
+    producer = StreamProducer(valkey_url, stream=stream)
+    poison, mates = _poison_and_mates(producer, stream)
+    store = MemoryResultStore()
+    worker = StreamWorker(valkey_url, store=store, stream=stream, visibility_ms=100, block_ms=50, log=False)
+    thread, done = _run_in_thread(worker, burst=True)
+    thread.join(20)
+    assert not thread.is_alive() and "counts" in done, "the worker died on a poison entry"
+    assert done["counts"] == {"rejected": 2, "succeeded": 2}, done
+    _assert_poison_settled(producer.client, stream, store.records, poison, mates, "RecursionError")
+
+
 # -- producer limits, Valkey results, --processes -------------------------------------------------
 
 

@@ -27,9 +27,9 @@ import time
 from kindling import codec, policy
 from kindling.envelope import decode_job, now_ms
 from kindling.errors import InvalidJob, KindlingError, StoreUnavailable
-from kindling.records import build_record
+from kindling.records import build_record, describe_error, rejected_key
 from kindling.results import FINAL
-from kindling.runner import DEAD, DEFERRED, SETTLED, SKIPPED, Delivery, Outcome, Runner
+from kindling.runner import DEAD, DEFERRED, REJECTED, SETTLED, SKIPPED, Delivery, Outcome, Runner
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
 
 TYPE_CHECKING = False
@@ -168,11 +168,54 @@ class StreamWorker:
         except StoreUnavailable as exc:
             outcomes = [_deferred(d, f"{STORE_DOWN}: {exc}") for d in deliveries]
         else:
-            outcomes = exhausted + (self.runner.run(runnable, remaining_ms) if runnable else [])
+            outcomes = exhausted + self._run(runnable, remaining_ms)
         self._settle(outcomes, deliveries)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
         return outcomes
+
+    def _run(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None) -> list[Outcome]:
+        """The runner on the batch. The runner contains whatever one job or body does, so
+        if it raises anyway (a bug in kindling), each entry is run again on its own: an
+        entry that still breaks it is recorded ``rejected`` with its body and acknowledged
+        (:meth:`_poisoned`) rather than failing its batch-mates on every delivery forever.
+        Batch-mates that had already run may run twice (at least once, as always)."""
+        if not deliveries:
+            return []
+        try:
+            return self.runner.run(deliveries, remaining_ms)
+        except Exception as exc:  # noqa: BLE001 - one entry must not wedge the stream
+            if len(deliveries) == 1:
+                return [self._poisoned(deliveries[0], exc)]
+            if self.runner.log:
+                error = describe_error(exc)
+                self.runner.log({"kindling": "batch_failed", "error": f"{error['type']}: {error['message']}"[:300],
+                                 "rerun_one_by_one": len(deliveries)})
+        outcomes = []
+        for d in deliveries:
+            try:
+                outcomes.extend(self.runner.run([d], remaining_ms))
+            except Exception as exc:  # noqa: BLE001
+                outcomes.append(self._poisoned(d, exc))
+        return outcomes
+
+    def _poisoned(self, d: Delivery, exc: Exception) -> Outcome:
+        """An entry that breaks the runner, recorded ``rejected`` under a key of its own with
+        its body (never decoded again); handed back instead if the store is down."""
+        at = now_ms()
+        o = Outcome(d.ref, rejected_key(d.ref), None, REJECTED, d.attempts)
+        error = describe_error(exc)  # never raises, whatever the exception's __str__ does
+        o.reason = f"the message broke the worker: {error['type']}: {error['message']}"[:1000]
+        o.record = build_record(key=o.job_id, task=None, status=REJECTED, attempts=d.attempts, started_at=at,
+                                finished_at=at, error=dict(error, message=o.reason), raw=d.body,
+                                worker=self.runner.worker, ttl_s=self.runner.ttl_s)
+        try:
+            self.runner.store.write([o.record])
+        except StoreUnavailable as down:
+            return _deferred(d, f"{STORE_DOWN}: {down}")
+        if self.runner.log:
+            self.runner.log({"kindling": REJECTED, "job": o.job_id, "ref": d.ref, "error": o.reason})
+        return o
 
     def _settle(self, outcomes, deliveries: list[Delivery]) -> None:
         """One pipelined round trip: ``dead`` entries copied to the dead stream, settled and
@@ -230,8 +273,8 @@ class StreamWorker:
                 continue
             try:
                 job = decode_job(d.body)
-            except InvalidJob:
-                continue  # the runner rejects it
+            except Exception:  # noqa: BLE001 - whatever the body does to the decoder: the runner rejects it
+                continue
             if d.attempts > self._allowed(job):
                 over.append((d, job))
         if not over:
