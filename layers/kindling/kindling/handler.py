@@ -87,6 +87,7 @@ class LambdaWorker:
         self._options = options
         self.dlq_url = env.get("KINDLING_DLQ_URL", "")
         self._runner: Runner | None = None
+        self._cold = True
 
     @property
     def runner(self) -> Runner:
@@ -107,6 +108,10 @@ class LambdaWorker:
     def __call__(self, event: dict, context=None) -> dict:
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         request_id = getattr(context, "aws_request_id", None)
+        from kindling import logs  # with the first batch: its lines are the first thing logged
+
+        logs.invocation(context, cold_start=self._cold)
+        self._cold = False
         if sqs.is_sqs_event(event):
             outcomes = self.runner.run(sqs.deliveries(event), remaining, request_id)
             # SQS calls after the batch must not outlive the invocation either.

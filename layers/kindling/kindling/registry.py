@@ -165,6 +165,9 @@ class Registry:
         except KeyError:
             raise InvalidJob(f"unknown task {name!r}", task=name) from None
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
 
 default_registry = Registry()
 task = default_registry.task

@@ -31,12 +31,13 @@ write of every outcome. Failures, rejections and dead jobs are written with cond
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from _thread import allocate_lock
 from contextvars import ContextVar
 
-from kindling import codec, policy
+from kindling import policy
 from kindling.envelope import Job, decode_job, now_ms
 from kindling.errors import InvalidJob, JobTimeout, NewerEnvelope, StoreUnavailable
 from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, rejected_key
@@ -70,7 +71,11 @@ _current: ContextVar[JobContext] = ContextVar("kindling_job")
 
 
 def _log(entry: dict) -> None:
-    sys.stdout.write(codec.dumps(entry) + "\n")
+    """The default log: Powertools-layout JSON lines on stdout (:mod:`kindling.logs`, loaded
+    with the first line, not at import)."""
+    from kindling import logs
+
+    logs.sink()(entry)
 
 
 class Delivery:
@@ -173,7 +178,11 @@ class Runner:
         worker: recorded with each outcome (function name, version, ...).
         ttl_days: results expire this many days after they are written (DynamoDB TTL).
         log: where one JSON line per batch and per failed job goes (default: stdout, which
-            Lambda sends to CloudWatch); ``None`` for silence.
+            Lambda sends to CloudWatch, in Powertools' key layout: :mod:`kindling.logs`);
+            ``None`` for silence.
+        metrics: write CloudWatch EMF metrics per batch (:mod:`kindling.metrics`) to stdout.
+            Default: on in Lambda, or where ``KINDLING_METRICS=1``; ``KINDLING_METRICS=0``
+            turns them off.
     """
 
     def __init__(
@@ -193,6 +202,7 @@ class Runner:
         worker: dict | None = None,
         ttl_days: float = 14.0,
         log=_log,
+        metrics: bool | None = None,
     ):
         self.registry = registry
         self.store = store
@@ -212,6 +222,11 @@ class Runner:
         self._loop = None
         self._finishing = allocate_lock()
         self._batch_worker = self.worker
+        if metrics is None:
+            flag = os.environ.get("KINDLING_METRICS")
+            metrics = flag == "1" if flag in ("0", "1") else "AWS_LAMBDA_FUNCTION_NAME" in os.environ
+        self.metrics = metrics
+        self.batches = 0
 
     # -- the batch, top to bottom ----------------------------------------------------
 
@@ -268,7 +283,16 @@ class Runner:
                     o.retry_in = None
         if self.log:
             _log_batch(outcomes, self.log)
+        if self.metrics:
+            self._emit_metrics(outcomes)
+        self.batches += 1
         return outcomes
+
+    def _emit_metrics(self, outcomes: list[Outcome]) -> None:
+        from kindling import metrics  # at the end of the first batch, not at import
+
+        docs = metrics.documents(outcomes, self.registry, cold_start=self.batches == 0, at_ms=now_ms())
+        sys.stdout.write(metrics.lines(docs))
 
     # -- steps -------------------------------------------------------------------------
 
@@ -522,7 +546,8 @@ class Runner:
                     o.reason = f"not started: the batch was interrupted ({type(exc).__name__})"
                     o.retry_in = 0
         if self.log:
-            self.log({"kindling": "batch_interrupted", "error": f"{type(exc).__name__}: {exc}"[:500]})
+            self.log({"level": "ERROR", "location": "kindling.runner:run", "message": "batch interrupted",
+                      "kindling": "batch_interrupted", "error": f"{type(exc).__name__}: {exc}"[:500]})
 
     def _settle_duplicates(self, outcomes: list[Outcome]) -> None:
         first: dict[str, Outcome] = {}
@@ -547,7 +572,8 @@ class Runner:
                 o.record = None
                 o.retry_in = policy.store_backoff_s(o.deliveries)
         if self.log:
-            self.log({"kindling": "store_unavailable", "error": reason[:500], "handed_back": len(outcomes)})
+            self.log({"level": "WARNING", "location": "kindling.runner:run", "message": "batch handed back",
+                      "kindling": "store_unavailable", "error": reason[:500], "handed_back": len(outcomes)})
         return outcomes
 
     def _task(self, o: Outcome) -> Task:
@@ -612,12 +638,19 @@ def _timeout_error(seconds: float, by_invocation: bool) -> JobTimeout:
     return JobTimeout(f"job exceeded its timeout of {seconds:g}s")
 
 
+_LEVEL = {FAILED: "WARNING", DEAD: "ERROR", REJECTED: "WARNING"}
+
+
 def _log_batch(outcomes: list[Outcome], log) -> None:
+    """One line per batch, and one per job that failed, died or was rejected."""
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.status] = counts.get(o.status, 0) + 1  # type: ignore[index]
-    log({"kindling": "batch", "messages": len(outcomes), **counts})
+    log({"level": "INFO", "location": "kindling.runner:run", "message": "batch done", "kindling": "batch",
+         "messages": len(outcomes), **counts})
     for o in outcomes:
-        if o.status in (FAILED, DEAD, REJECTED):
-            log({"kindling": o.status, "job": o.job_id, "task": o.task, "attempt": o.attempts,
-                 "ref": o.ref, "error": o.reason})
+        if o.status in _LEVEL:
+            record = o.record or {}
+            log({"level": _LEVEL[o.status], "location": "kindling.runner:run", "message": f"job {o.status}",
+                 "kindling": o.status, "job_id": o.job_id, "task": record.get("task", o.task), "attempt": o.attempts,
+                 "status": o.status, "duration_ms": record.get("duration_ms"), "ref": o.ref, "error": o.reason})

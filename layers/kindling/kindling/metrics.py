@@ -1,0 +1,108 @@
+"""CloudWatch metrics through the Embedded Metric Format: log lines, no API call.
+
+Per batch the runner writes one EMF document per task present in the batch (dimensions
+``service`` and ``task``) and one of totals (dimension ``service``). Only registered tasks
+become a dimension value: a message naming an unknown task counts in the totals only, so
+no sender can mint metrics. Job ids never become dimensions.
+
+Metrics (namespace ``POWERTOOLS_METRICS_NAMESPACE``, default ``kindling``):
+
+==================  ============  ===========================================================
+``JobsSucceeded``   Count         also ``JobsFailed``, ``JobsDead``, ``JobsRejected``,
+                                  ``JobsSkipped``, ``JobsDeferred``
+``JobDuration``     Milliseconds  one value per job run
+``QueueWait``       Milliseconds  start minus enqueue, one value per job run
+``BatchSize``       Count         totals only
+``ColdStart``       Count         totals only, 1 on a cold start's first batch
+==================  ============  ===========================================================
+
+A document holds at most 100 values per metric (EMF's limit); further values of a big
+batch are dropped from that document's arrays, never the counts.
+"""
+
+from __future__ import annotations
+
+import os
+
+from kindling import codec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from kindling.runner import Outcome
+
+__all__ = ["documents", "namespace"]
+
+MAX_VALUES = 100
+_COUNTS = {"succeeded": "JobsSucceeded", "failed": "JobsFailed", "dead": "JobsDead", "rejected": "JobsRejected",
+           "skipped": "JobsSkipped", "deferred": "JobsDeferred"}
+
+
+def namespace() -> str:
+    return os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "kindling"
+
+
+def service() -> str:
+    return os.environ.get("POWERTOOLS_SERVICE_NAME") or "service_undefined"
+
+
+def documents(outcomes: Iterable[Outcome], registered, *, cold_start: bool = False, at_ms: int) -> list[dict]:
+    """The EMF documents for one batch: one per registered task present, then the totals.
+
+    ``registered`` answers ``name in registered`` for the worker's task names.
+    """
+    ns, svc = namespace(), service()
+    totals: dict[str, list] = {}
+    per_task: dict[str, dict[str, list]] = {}
+    size = 0
+    for o in outcomes:
+        size += 1
+        name = _COUNTS.get(o.status)  # type: ignore[arg-type]
+        groups = [totals]
+        if o.task and o.task in registered:
+            groups.append(per_task.setdefault(o.task, {}))
+        for metrics in groups:
+            if name:
+                metrics.setdefault(name, [0])[0] += 1
+            record = o.record
+            if record is not None and o.status in ("succeeded", "failed", "dead") and record.get("duration_ms"):
+                _add(metrics, "JobDuration", record["duration_ms"])
+                if record.get("enqueued_at"):
+                    _add(metrics, "QueueWait", max(0, record["started_at"] - record["enqueued_at"]))
+    docs = [_document(ns, {"service": svc, "task": task}, metrics, at_ms) for task, metrics in per_task.items()]
+    totals["BatchSize"] = [size]
+    if cold_start:
+        totals["ColdStart"] = [1]
+    docs.append(_document(ns, {"service": svc}, totals, at_ms))
+    return docs
+
+
+def lines(docs: list[dict]) -> str:
+    return "".join(codec.dumps(doc) + "\n" for doc in docs)
+
+
+def _add(metrics: dict[str, list], name: str, value: float) -> None:
+    values = metrics.setdefault(name, [])
+    if len(values) < MAX_VALUES:
+        values.append(value)
+
+
+_UNITS = {"JobDuration": "Milliseconds", "QueueWait": "Milliseconds"}
+
+
+def _document(ns: str, dimensions: dict[str, str], metrics: dict[str, list], at_ms: int) -> dict:
+    doc: dict = {
+        "_aws": {
+            "Timestamp": at_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": ns,
+                "Dimensions": [list(dimensions)],
+                "Metrics": [{"Name": name, "Unit": _UNITS.get(name, "Count")} for name in metrics],
+            }],
+        },
+        **dimensions,
+    }
+    for name, values in metrics.items():
+        doc[name] = values  # a list even of one, as Powertools writes it
+    return doc

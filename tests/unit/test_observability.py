@@ -1,0 +1,203 @@
+"""Logs in Powertools' layout and EMF metrics, held to what Powertools itself writes."""
+
+import io
+import logging
+import re
+import subprocess
+import sys
+
+import pytest
+from kindling import codec, logs, metrics
+from kindling.envelope import encode_job, new_job
+from kindling.registry import Registry
+from kindling.results import MemoryResultStore
+from kindling.runner import Delivery, Runner
+
+TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+
+class Context:
+    function_name = "kindling-worker"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:kindling-worker"
+    aws_request_id = "req-1"
+
+
+@pytest.fixture
+def lambda_env(monkeypatch):
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", TRACE)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "checkout")
+    for name in ("POWERTOOLS_LOG_LEVEL", "LOG_LEVEL", "AWS_LAMBDA_LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def powertools_line(message: str, **extra) -> dict:
+    from aws_lambda_powertools import Logger
+
+    buf = io.StringIO()
+    logger = Logger(service="checkout", logger_handler=logging.StreamHandler(buf))
+
+    @logger.inject_lambda_context
+    def handler(event, context):
+        logger.warning(message, extra=extra)
+
+    handler({}, Context())
+    return codec.loads(buf.getvalue().splitlines()[0])
+
+
+def kindling_line(entry: dict) -> dict:
+    buf = io.StringIO()
+    logs.invocation(Context(), cold_start=True)
+    logs.LogSink(buf)(entry)
+    return codec.loads(buf.getvalue())
+
+
+def test_log_lines_have_powertools_keys_in_powertools_order(lambda_env):
+    theirs = powertools_line("job failed", job_id="j1", task="resize")
+    ours = kindling_line({"level": "WARNING", "location": "kindling.runner:run", "message": "job failed",
+                          "job_id": "j1", "task": "resize"})
+    assert list(ours) == list(theirs)
+    for key in ("level", "message", "service", "cold_start", "function_name", "function_memory_size",
+                "function_arn", "function_request_id", "xray_trace_id", "job_id", "task"):
+        assert ours[key] == theirs[key], key
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}[+-]\d{4}"
+    assert re.fullmatch(stamp, ours["timestamp"]) and re.fullmatch(stamp, theirs["timestamp"])
+
+
+@pytest.mark.parametrize("env,level,shown", [
+    ({}, "INFO", True),
+    ({"POWERTOOLS_LOG_LEVEL": "WARNING"}, "INFO", False),
+    ({"POWERTOOLS_LOG_LEVEL": "WARNING"}, "ERROR", True),
+    ({"LOG_LEVEL": "ERROR"}, "WARNING", False),
+    ({"AWS_LAMBDA_LOG_LEVEL": "WARN", "POWERTOOLS_LOG_LEVEL": "DEBUG"}, "INFO", False),
+    ({"AWS_LAMBDA_LOG_LEVEL": "DEBUG"}, "DEBUG", True),
+])
+def test_log_level_follows_lambda_then_powertools_variables(lambda_env, monkeypatch, env, level, shown):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    buf = io.StringIO()
+    logs.LogSink(buf)({"level": level, "message": "m"})
+    assert bool(buf.getvalue()) is shown
+
+
+def test_the_runner_logs_a_batch_line_and_one_per_failed_job(lambda_env):
+    reg = Registry()
+    reg.task(name="boom")(lambda: 1 / 0)
+    reg.task(name="ok")(lambda: 1)
+    buf = io.StringIO()
+    bodies = [encode_job(new_job(name)).decode() for name in ("ok", "boom")]
+    Runner(reg, MemoryResultStore(), log=logs.LogSink(buf), metrics=False).run(
+        [Delivery(f"m{i}", b, 1) for i, b in enumerate(bodies)])
+    batch, failed = (codec.loads(line) for line in buf.getvalue().splitlines())
+    assert batch["message"] == "batch done" and batch["succeeded"] == 1 and batch["failed"] == 1
+    assert failed["level"] == "WARNING" and failed["task"] == "boom" and failed["attempt"] == 1
+    assert failed["status"] == "failed" and "ZeroDivisionError" in failed["error"]
+    assert failed["xray_trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
+
+
+# -- EMF ------------------------------------------------------------------------------------
+
+UNITS = {"Count", "Milliseconds", "Seconds"}
+
+
+def assert_valid_emf(doc: dict) -> None:
+    """The EMF specification's rules for one document (the subset kindling writes)."""
+    meta = doc["_aws"]
+    assert isinstance(meta["Timestamp"], int) and meta["Timestamp"] > 0
+    for directive in meta["CloudWatchMetrics"]:
+        assert isinstance(directive["Namespace"], str) and 0 < len(directive["Namespace"]) <= 255
+        for dimension_set in directive["Dimensions"]:
+            assert 1 <= len(dimension_set) <= 30
+            for key in dimension_set:
+                assert isinstance(doc[key], str) and doc[key]
+        assert len(directive["Metrics"]) <= 100
+        for metric in directive["Metrics"]:
+            assert metric["Unit"] in UNITS
+            values = doc[metric["Name"]]
+            assert isinstance(values, list) and 1 <= len(values) <= 100
+            assert all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def run_batch(reg, bodies, **runner):
+    store = MemoryResultStore()
+    outcomes = Runner(reg, store, log=None, metrics=False, **runner).run(
+        [Delivery(f"m{i}", b, 1) for i, b in enumerate(bodies)])
+    return outcomes
+
+
+@pytest.fixture
+def reg():
+    r = Registry()
+    r.task(name="resize")(lambda: 1)
+    r.task(name="boom")(lambda: 1 / 0)
+    return r
+
+
+def test_one_document_per_registered_task_and_one_of_totals(reg, lambda_env):
+    bodies = [encode_job(new_job(n)).decode() for n in ("resize", "resize", "boom")]
+    bodies.append(codec.dumps({"version": 1, "id": "x", "task": "made.up", "args": [], "kwargs": {},
+                               "enqueued_at": 1}))
+    docs = metrics.documents(run_batch(reg, bodies), reg, cold_start=True, at_ms=1_700_000_000_000)
+    for doc in docs:
+        assert_valid_emf(doc)
+    by_task = {d.get("task"): d for d in docs}
+    assert set(by_task) == {"resize", "boom", None}  # the unknown task is no dimension
+    assert by_task["resize"]["JobsSucceeded"] == [2] and len(by_task["resize"]["JobDuration"]) == 2
+    assert by_task["boom"]["JobsFailed"] == [1]
+    totals = by_task[None]
+    assert totals["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service"]]
+    assert totals["BatchSize"] == [4] and totals["JobsRejected"] == [1] and totals["ColdStart"] == [1]
+    assert totals["service"] == "checkout"
+
+
+def test_documents_match_powertools_metrics_for_the_same_figures(reg, lambda_env, monkeypatch):
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "shop")
+    bodies = [encode_job(new_job("resize")).decode() for _ in range(3)]
+    doc = next(d for d in metrics.documents(run_batch(reg, bodies), reg, at_ms=1) if d.get("task") == "resize")
+
+    theirs = Metrics(namespace="shop", service="checkout")
+    theirs.add_dimension(name="task", value="resize")
+    theirs.add_metric(name="JobsSucceeded", unit=MetricUnit.Count, value=3)
+    for name, unit in (("JobDuration", MetricUnit.Milliseconds), ("QueueWait", MetricUnit.Milliseconds)):
+        for value in doc[name]:
+            theirs.add_metric(name=name, unit=unit, value=value)
+    expected = theirs.serialize_metric_set()
+
+    def shape(d):
+        directive = d["_aws"]["CloudWatchMetrics"][0]
+        return (directive["Namespace"], sorted(map(sorted, directive["Dimensions"])),
+                sorted((m["Name"], m["Unit"]) for m in directive["Metrics"]),
+                {k: v for k, v in d.items() if k != "_aws"})
+
+    ours_shape, their_shape = shape(doc), shape(expected)
+    assert ours_shape[:3] == their_shape[:3]
+    assert {k: [float(x) for x in v] if isinstance(v, list) else v for k, v in ours_shape[3].items()} == \
+        {k: [float(x) for x in v] if isinstance(v, list) else v for k, v in their_shape[3].items()}
+
+
+def test_big_batches_keep_every_count_and_at_most_100_values(reg, lambda_env):
+    bodies = [encode_job(new_job("resize")).decode() for _ in range(150)]
+    (doc, totals) = metrics.documents(run_batch(reg, bodies), reg, at_ms=1)
+    assert doc["JobsSucceeded"] == [150] and len(doc["JobDuration"]) == 100
+    assert_valid_emf(doc)
+
+
+def test_the_worker_writes_emf_lines_when_enabled(reg, lambda_env, capsys):
+    Runner(reg, MemoryResultStore(), log=None, metrics=True).run(
+        [Delivery("m", encode_job(new_job("resize")).decode(), 1)])
+    docs = [codec.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [d.get("task") for d in docs] == ["resize", None] and docs[1]["ColdStart"] == [1]
+
+
+def test_logs_and_metrics_load_at_the_first_batch_not_at_import(layer_python):
+    probe = f"""
+import sys
+sys.path[:0] = [{str(layer_python)!r}]
+import kindling.handler
+assert "kindling.logs" not in sys.modules and "kindling.metrics" not in sys.modules
+assert "logging" not in sys.modules
+"""
+    subprocess.run([sys.executable, "-S", "-c", probe], check=True)
