@@ -201,3 +201,29 @@ assert "kindling.logs" not in sys.modules and "kindling.metrics" not in sys.modu
 assert "logging" not in sys.modules
 """
     subprocess.run([sys.executable, "-S", "-c", probe], check=True)
+
+
+def test_task_code_logs_carry_the_running_jobs_fields(lambda_env, monkeypatch):
+    from kindling.tasklog import get_logger
+
+    buf = io.StringIO()
+    monkeypatch.setattr(logs, "_sink", logs.LogSink(buf))
+    log = get_logger("tests.tasklog")
+    reg = Registry()
+
+    @reg.task(name="resize")
+    def resize(key):
+        log.info("resizing", extra={"key": key})
+        try:
+            raise ZeroDivisionError("no")
+        except ZeroDivisionError:
+            log.exception("it broke")
+        return key
+
+    job = new_job("resize", ["a.png"])
+    Runner(reg, MemoryResultStore(), log=None, metrics=False).run([Delivery("m", encode_job(job).decode(), 1)])
+    info, error = (codec.loads(line) for line in buf.getvalue().splitlines())
+    assert info["message"] == "resizing" and info["key"] == "a.png"
+    assert (info["job_id"], info["task"], info["attempt"]) == (job.id, "resize", 1)
+    assert info["location"].startswith("resize:") and info["service"] == "checkout"
+    assert error["level"] == "ERROR" and error["exception_name"] == "ZeroDivisionError"
