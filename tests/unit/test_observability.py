@@ -227,3 +227,33 @@ def test_task_code_logs_carry_the_running_jobs_fields(lambda_env, monkeypatch):
     assert (info["job_id"], info["task"], info["attempt"]) == (job.id, "resize", 1)
     assert info["location"].startswith("resize:") and info["service"] == "checkout"
     assert error["level"] == "ERROR" and error["exception_name"] == "ZeroDivisionError"
+
+
+def test_the_producers_trace_reaches_the_jobs_log_line_and_record(lambda_env, moto_endpoint, table, monkeypatch):
+    """Client -> SQS (AWSTraceHeader) -> the worker's record and log line, on moto."""
+    import boto3
+    from kindling.client import Client
+    from kindling.handler import LambdaWorker
+
+    producer_trace = "Root=1-67891233-abcdef012345678912345678;Parent=53995c3f42cd8ad8;Sampled=1"
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", producer_trace)
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName="traced")["QueueUrl"]
+    client = Client(queue_url=url, table=table)
+    handle = client.enqueue("always_fails", "traced")
+    msg = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"])["Messages"][0]
+    assert msg["Attributes"]["AWSTraceHeader"] == producer_trace
+
+    import tasks  # noqa: F401
+
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", TRACE)  # the worker's own invocation has another trace
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    buf = io.StringIO()
+    worker = LambdaWorker(log=logs.LogSink(buf), metrics=False)
+    event = {"Records": [{"messageId": msg["MessageId"], "receiptHandle": msg["ReceiptHandle"], "body": msg["Body"],
+                          "attributes": msg["Attributes"], "eventSource": "aws:sqs",
+                          "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:traced"}]}
+    worker(event, None)
+    failed = [codec.loads(line) for line in buf.getvalue().splitlines()][-1]
+    assert failed["job_id"] == handle.id and failed["xray_trace_id"] == "1-67891233-abcdef012345678912345678"
+    assert client.record(handle.id)["trace_id"] == "1-67891233-abcdef012345678912345678"

@@ -112,7 +112,7 @@ class Client:
     def send(self, call: Call) -> JobHandle:
         """Send one job with options (delay in seconds up to 900, job id, attempts, timeout)."""
         job, body = self._prepare(call)
-        params = {"QueueUrl": self.queue_url, "MessageBody": body}
+        params = {"QueueUrl": self.queue_url, "MessageBody": body, **_trace_attribute()}
         if call.delay:
             params["DelaySeconds"] = call.delay
         self.sqs.send_message(**params)
@@ -176,10 +176,11 @@ class Client:
         pending = {str(i): item for i, item in enumerate(chunk)}
         ok: list[Job] = []
         failed: dict[str, str] = {}
+        trace = _trace_attribute()
         for attempt in range(self.max_send_attempts):
             entries = []
             for key, (_job, body, delay) in pending.items():
-                entry = {"Id": key, "MessageBody": body}
+                entry = {"Id": key, "MessageBody": body, **trace}
                 if delay:
                     entry["DelaySeconds"] = delay
                 entries.append(entry)
@@ -262,6 +263,15 @@ def _chunks(prepared: list[tuple[Job, str, int]]):
         size += n
     if chunk:
         yield chunk
+
+
+def _trace_attribute() -> dict:
+    """The caller's X-Ray trace (``_X_AMZN_TRACE_ID``, set by Lambda and X-Ray's SDKs) as SQS's
+    ``AWSTraceHeader`` system attribute, so the worker's lines and records carry it."""
+    header = os.environ.get("_X_AMZN_TRACE_ID")
+    if not header:
+        return {}
+    return {"MessageSystemAttributes": {"AWSTraceHeader": {"DataType": "String", "StringValue": header}}}
 
 
 def _sleep(attempt: int) -> None:

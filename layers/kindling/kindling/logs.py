@@ -28,7 +28,7 @@ import time
 
 from kindling import codec
 
-__all__ = ["LEVELS", "LogSink", "invocation", "sink"]
+__all__ = ["LEVELS", "LogSink", "invocation", "sink", "trace_root"]
 
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 _LAMBDA_LEVELS = {"TRACE": "DEBUG", "DEBUG": "DEBUG", "INFO": "INFO", "WARN": "WARNING", "ERROR": "ERROR",
@@ -61,8 +61,18 @@ def invocation(context=None, *, cold_start: bool = False, trace_id: str | None =
 
 
 def _trace_id_from_env() -> str | None:
-    header = os.environ.get("_X_AMZN_TRACE_ID")
-    return header.split(";")[0].replace("Root=", "") if header else None
+    return trace_root(os.environ.get("_X_AMZN_TRACE_ID"))
+
+
+def trace_root(header: str | None) -> str | None:
+    """The trace id of an X-Ray header (``Root=1-...;Parent=...;Sampled=1`` -> ``1-...``)."""
+    if not header:
+        return None
+    for part in header.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "Root" and value:
+            return value[:64]
+    return None
 
 
 def timestamp(at: float | None = None) -> str:
@@ -93,9 +103,7 @@ class LogSink:
             return
         line = {"level": level, "location": entry.get("location"), "message": entry.get("message", ""),
                 "timestamp": timestamp(), "service": self.service, **_invocation}
-        for key, value in entry.items():
-            if key not in line:
-                line[key] = value
+        line.update((k, v) for k, v in entry.items() if k not in ("level", "location", "message") and v is not None)
         ordered = {k: line[k] for k in _ORDER if line.get(k) is not None}
         ordered.update((k, v) for k, v in line.items() if k not in ordered and k != "xray_trace_id" and v is not None)
         if line.get("xray_trace_id"):  # Powertools adds it last, after the line's own keys

@@ -7,7 +7,7 @@ escaped instead of failing the write of the whole batch. A record is::
 
     {"id", "task", "status", "attempts", "enqueued_at", "started_at", "finished_at",
      "duration_ms", "result" | "error": {"type", "message", "traceback"}, "raw",
-     "job_id", "truncated", "worker", "expires_at"}
+     "job_id", "truncated", "trace_id", "worker", "expires_at"}
 
 Rejected messages that are not a well-formed envelope are keyed ``rejected#<message
 ref>``: ``#`` cannot occur in a job id, so such a record never lands on a real job's key,
@@ -121,6 +121,7 @@ def build_record(
     job_id: str | None = None,
     worker: dict | None = None,
     ttl_s: int = 0,
+    trace_id: str | None = None,
 ) -> dict:
     """Every result record, whatever produced it (run, rejection, crash loop).
 
@@ -166,6 +167,8 @@ def build_record(
         record["job_id"] = fit("job_id", job_id, MAX_REF_BYTES)
     if truncated:
         record["truncated"] = truncated
+    if trace_id:
+        record["trace_id"] = fit("trace_id", trace_id, MAX_REF_BYTES)
     if worker:
         record["worker"] = worker
     if ttl_s:

@@ -86,14 +86,16 @@ class Delivery:
         body: the raw message body.
         attempts: how many times it has been delivered, this time included (SQS's
             ApproximateReceiveCount, a stream entry's delivery count).
+        trace: the producer's X-Ray trace header (SQS's ``AWSTraceHeader``), if any.
     """
 
-    __slots__ = ("ref", "body", "attempts")
+    __slots__ = ("ref", "body", "attempts", "trace")
 
-    def __init__(self, ref: str, body: str | bytes, attempts: int = 1):
+    def __init__(self, ref: str, body: str | bytes, attempts: int = 1, trace: str | None = None):
         self.ref = ref
         self.body = body
         self.attempts = attempts
+        self.trace = trace
 
     def __repr__(self) -> str:
         return f"Delivery(ref={self.ref!r}, attempts={self.attempts})"
@@ -108,7 +110,7 @@ class Outcome:
     """
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
-                 "retry_in", "limit", "limit_at", "started_ms", "t0")
+                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -126,6 +128,7 @@ class Outcome:
         self.limit_at: float | None = None  # monotonic time a started job must finish by
         self.started_ms = 0
         self.t0 = 0.0
+        self.trace_id: str | None = None  # the producer's X-Ray trace id
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -317,6 +320,10 @@ class Runner:
             return self._rejected(d, reason, claimed_id=job.id, task=job.task, job=job)
         o = Outcome(d.ref, job.id, job.task, None, 1, d.attempts)
         o.job = job
+        if d.trace:
+            from kindling.logs import trace_root
+
+            o.trace_id = trace_root(d.trace)
         if job.not_before is not None and job.not_before > now_ms():
             o.status = DEFERRED
             o.reason = "not_before is in the future"
@@ -530,7 +537,7 @@ class Runner:
             o.record = build_record(key=o.job_id, task=o.task, status=status, attempts=o.attempts,  # type: ignore[arg-type]
                                     started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
                                     job=o.job, result=result, error=describe_error(error) if error else None,
-                                    worker=self._batch_worker, ttl_s=self.ttl_s)
+                                    worker=self._batch_worker, ttl_s=self.ttl_s, trace_id=o.trace_id)
             o.status = status
 
     def _settle_unfinished(self, outcomes: list[Outcome], exc: BaseException) -> None:
@@ -653,4 +660,5 @@ def _log_batch(outcomes: list[Outcome], log) -> None:
             record = o.record or {}
             log({"level": _LEVEL[o.status], "location": "kindling.runner:run", "message": f"job {o.status}",
                  "kindling": o.status, "job_id": o.job_id, "task": record.get("task", o.task), "attempt": o.attempts,
-                 "status": o.status, "duration_ms": record.get("duration_ms"), "ref": o.ref, "error": o.reason})
+                 "status": o.status, "duration_ms": record.get("duration_ms"), "ref": o.ref, "error": o.reason,
+                 "xray_trace_id": o.trace_id})

@@ -38,7 +38,8 @@ def is_sqs_event(event: object) -> bool:
 
 
 def deliveries(event: dict) -> list[Delivery]:
-    """One :class:`Delivery` per SQS record; attempts from ``ApproximateReceiveCount``."""
+    """One :class:`Delivery` per SQS record; attempts from ``ApproximateReceiveCount``, the
+    producer's trace from ``AWSTraceHeader``."""
     out = []
     for record in event["Records"]:
         attrs = record.get("attributes") or {}
@@ -46,7 +47,7 @@ def deliveries(event: dict) -> list[Delivery]:
             attempts = int(attrs.get("ApproximateReceiveCount", 1))
         except (TypeError, ValueError):
             attempts = 1
-        out.append(Delivery(record["messageId"], record.get("body") or "", attempts))
+        out.append(Delivery(record["messageId"], record.get("body") or "", attempts, attrs.get("AWSTraceHeader")))
     return out
 
 
