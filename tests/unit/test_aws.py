@@ -1110,3 +1110,15 @@ def test_the_relative_uri_goes_to_the_container_endpoint(env, monkeypatch):
     assert aws.credentials.get_credentials() == ("AKIDBOX", "s", "t")
     assert FakeCredentialsEndpoint.opened == [("http", "169.254.170.2", 80)]
     aws.credentials._container_cache.clear()
+
+
+@pytest.mark.parametrize("token", ["abc\r\nX-Injected: 1", "abc\ndef"])
+def test_a_token_with_a_line_break_is_refused_before_any_connection(env, sleeps, monkeypatch, token):
+    env.delenv("AWS_ACCESS_KEY_ID")
+    env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:9/creds")
+    env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", token)
+    monkeypatch.setattr(aws.credentials, "Connection", NoConnection)
+    aws.credentials._container_cache.clear()
+    with pytest.raises(aws.AwsError, match="line break") as info:
+        aws.credentials.get_credentials()
+    assert info.value.code == "CredentialsError"

@@ -81,6 +81,8 @@ def container_credentials(uri: str, deadline: float | None = None) -> tuple[str,
                 token = f.read().strip()
         except OSError as exc:
             raise AwsError("CredentialsError", f"cannot read {token_file}: {exc}") from exc
+    if token and ("\r" in token or "\n" in token):  # as botocore: no header injection through the token
+        raise AwsError("CredentialsError", "the container authorization token holds a line break")
     key = (uri, token or "")
     if not retry.acquire(_container_lock, deadline):  # another thread is fetching them
         raise AwsError("DeadlineExceeded", f"container credentials from {uri}: the deadline passed", 0, True)
