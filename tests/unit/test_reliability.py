@@ -408,3 +408,13 @@ def test_a_run_that_ends_without_an_outcome_is_never_acknowledged(reg, store, mo
     monkeypatch.setattr(runner, "_run_sync", lambda o, deadline: None)  # a bug: runs nothing, settles nothing
     outcomes = runner.run([delivery("add", 1, 2), delivery("add", 3, 4)])
     assert statuses(outcomes) == ["deferred", "deferred"]
+
+
+def test_index_keys_are_never_empty_and_spread_over_shards(reg, store):
+    bodies = [Delivery("m-bad", "{nope", 1)] + [delivery("add", i, i) for i in range(40)] + [delivery("boom")]
+    outcomes = Runner(reg, store, log=None).run(bodies)
+    rejected, *succeeded, failed = (store.records[o.record["id"]] for o in outcomes)
+    assert "task_shard" not in rejected and rejected["status_shard"].startswith("rejected#")
+    assert all("status_shard" not in r for r in succeeded)  # by_status is sparse
+    assert {r["task_shard"] for r in succeeded} == {f"add#{n}" for n in range(4)}
+    assert failed["status_shard"].startswith("failed#") and failed["task_shard"].startswith("boom#")

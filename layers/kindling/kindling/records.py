@@ -12,6 +12,14 @@ escaped instead of failing the write of the whole batch. A record is::
 Rejected messages that are not a well-formed envelope are keyed ``rejected#<message
 ref>``: ``#`` cannot occur in a job id, so such a record never lands on a real job's key,
 and two bad messages never share one.
+
+Two attributes feed the table's secondary indexes (template.yaml), each sharded over
+:data:`SHARDS` partitions by the record's key so that no index value becomes one hot
+partition: ``task_shard`` (``<task>#<n>``, on every record with a task name; index
+``by_task``) and ``status_shard`` (``<status>#<n>``, on every record but a ``succeeded``
+one; index ``by_status``, sparse: the common case pays one index write, not two). Both
+sort by ``finished_at``. A record's replacement drops what it no longer carries, so a
+``dead`` job that later succeeds leaves the ``by_status`` index.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ MAX_TRACEBACK_BYTES = 8_000
 MAX_REF_BYTES = 512
 MAX_ERROR_TYPE_BYTES = 200
 REJECTED_PREFIX = "rejected#"
+SHARDS = 4
 
 
 def clip(text: str, limit: int) -> tuple[str, int | None]:
@@ -150,6 +159,11 @@ def build_record(
         "finished_at": finished_at,
         "duration_ms": duration_ms,
     }
+    shard = sum(key.encode("utf-8", "backslashreplace")) % SHARDS
+    if record["task"]:
+        record["task_shard"] = f"{record['task']}#{shard}"
+    if status != "succeeded":
+        record["status_shard"] = f"{status}#{shard}"
     if job is not None:
         record["enqueued_at"] = job.enqueued_at
     if result is not None:
