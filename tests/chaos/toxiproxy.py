@@ -124,11 +124,11 @@ class Proxy:
     # -- enable / disable
 
     def enable(self) -> None:
-        self.api.request("POST", f"/proxies/{self.name}", {"enabled": True})
+        self.api.request("PATCH", f"/proxies/{self.name}", {"enabled": True})
 
     def disable(self) -> None:
         """Close every connection through the proxy and refuse new ones."""
-        self.api.request("POST", f"/proxies/{self.name}", {"enabled": False})
+        self.api.request("PATCH", f"/proxies/{self.name}", {"enabled": False})
 
     @contextlib.contextmanager
     def disabled(self):
