@@ -612,3 +612,93 @@ def test_valkey_results_waiters_block_and_processes_flag(valkey_url, stream):
     assert sum(v == "succeeded" for v in statuses.values()) == 200
     assert statuses[sent[-1].id] == "dead"
     _empty(producer.client, stream)
+
+
+# -- the Valkey password and ps ----------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.fixture
+def secret_url(valkey_url):
+    """The server's URL for a user of its own with a password: (url, password)."""
+    from kindling.valkey import connect
+
+    user, password = f"user-{uuid.uuid4().hex[:6]}", f"pw-{uuid.uuid4().hex}"
+    admin = connect(valkey_url)
+    admin.execute_command("ACL", "SETUSER", user, "on", f">{password}", "~*", "&*", "+@all")
+    yield valkey_url.replace("redis://", f"redis://{user}:{password}@", 1), password
+    admin.execute_command("ACL", "DELUSER", user)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kindling.cli", "worker", *args, "--tasks", str(TASKS)]
+
+
+def _succeeded(stdout: str) -> int:
+    """Succeeded jobs summed over the summary lines of a worker and its --processes children."""
+    lines = [line for line in stdout.strip().splitlines() if line != "no jobs"]
+    return sum(_counts(line).get("succeeded", 0) for line in lines)
+
+
+def _cli_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("KINDLING_VALKEY_URL", "KINDLING_TABLE")}
+    return dict(env, KINDLING_LOG="0", KINDLING_RESULTS="valkey", KINDLING_VALKEY_BLOCK_MS="200", **extra)
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_the_valkey_password_stays_off_command_lines(valkey_url, secret_url, stream):
+    from kindling.valkey import StreamProducer, ValkeyResultStore
+
+    url, password = secret_url
+    sent = StreamProducer(url, stream=stream).enqueue_many([("echo", [i], {}) for i in range(20)])
+    proc = subprocess.Popen(_cli("--valkey", url, "--stream", stream, "--processes", "3"), cwd=ROOT,
+                            env=_cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        children = _wait(lambda: (c := _children(proc.pid)) and len(c) == 2 and c, 30, "two worker children")
+        for child in children:
+            assert password not in _cmdline(child)
+            assert password not in _cmdline(proc.pid)  # it replaced itself before starting them
+        store = ValkeyResultStore(valkey_url)
+        _wait(lambda: len(store.get_statuses([s.id for s in sent])) == 20, 30, "the jobs, run with the password")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "holds a password" in err  # told where to put it instead
+    assert _succeeded(out) == 20
+
+
+def test_the_valkey_url_from_a_file_or_the_environment(valkey_url, secret_url, stream, tmp_path):
+    from kindling.valkey import StreamProducer
+
+    url, password = secret_url
+    path = tmp_path / "valkey-url"
+    path.write_text(url + "\n")
+    path.chmod(0o600)
+    sent = StreamProducer(url, stream=stream).enqueue_many([("echo", [i], {}) for i in range(10)])
+    done = subprocess.run(_cli("--valkey-url-file", str(path), "--stream", stream, "--processes", "2", "--burst"),
+                          cwd=ROOT, env=_cli_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "password" not in done.stderr
+    assert _succeeded(done.stdout) == len(sent)
+
+    sent = StreamProducer(url, stream=stream).enqueue_many([("echo", [i], {}) for i in range(10)])
+    done = subprocess.run(_cli("--stream", stream, "--burst"), cwd=ROOT, env=_cli_env(KINDLING_VALKEY_URL=url),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "password" not in done.stderr, done.stderr
+    assert _succeeded(done.stdout) == 10

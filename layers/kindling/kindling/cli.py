@@ -37,6 +37,9 @@ def _arg(text: str):
 
 
 def cmd_worker(ns) -> int:
+    if ns.valkey:
+        _keep_password_off_command_line(ns)  # before the tasks load: it may replace this process
+    ns.valkey = valkey_url(ns)
     load_tasks(ns.tasks)
     if ns.valkey:
         return run_valkey_worker(ns)
@@ -48,6 +51,63 @@ def cmd_worker(ns) -> int:
     counts = worker.run(burst=ns.burst)
     print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs")
     return 0
+
+
+def valkey_url(ns) -> str | None:
+    """The Valkey URL: ``--valkey``, else the first line of ``--valkey-url-file``, else
+    ``KINDLING_VALKEY_URL``; ``None`` for the SQS worker."""
+    if ns.valkey:
+        return ns.valkey
+    if ns.valkey_url_file:
+        try:
+            lines = Path(ns.valkey_url_file).read_text().split()
+        except OSError as exc:
+            raise SystemExit(f"kindling: --valkey-url-file: {exc}") from None
+        if not lines:
+            raise SystemExit(f"kindling: --valkey-url-file {ns.valkey_url_file} is empty")
+        return lines[0]
+    return os.environ.get("KINDLING_VALKEY_URL") or None
+
+
+def worker_argv(ns, processes: int) -> list[str]:
+    """A ``kindling worker`` command line doing what ``ns`` says, without the Valkey URL:
+    the process it starts reads that from ``KINDLING_VALKEY_URL``."""
+    argv = [sys.executable, "-m", "kindling.cli", "worker", "--stream", ns.stream,
+            "--concurrency", str(ns.concurrency), "--processes", str(processes)]
+    for spec in ns.tasks:
+        argv += ["--tasks", spec]
+    if ns.table:
+        argv += ["--table", ns.table]
+    if ns.burst:
+        argv.append("--burst")
+    return argv
+
+
+def _keep_password_off_command_line(ns) -> None:
+    """Any user can read a process's command line (``ps``, ``/proc/<pid>/cmdline``), so a
+    password given with ``--valkey`` is warned about and, where the process can, moved:
+    this process replaces itself (``execve``, same pid) with one started by
+    :func:`worker_argv`, the URL in ``KINDLING_VALKEY_URL``, which only the same user (and
+    root) can read. Until then, a fraction of a second, the password is on show. Worker
+    processes started for ``--processes`` get the URL the same way, never on argv."""
+    from urllib.parse import urlsplit
+
+    try:
+        password = urlsplit(ns.valkey).password
+    except ValueError:
+        password = None
+    if not password:
+        return
+    print("kindling: warning: the --valkey URL holds a password, which any user can read on the command line "
+          "(ps); pass it in KINDLING_VALKEY_URL or --valkey-url-file instead", file=sys.stderr, flush=True)
+    on_own_argv = any(arg == ns.valkey or arg.endswith("=" + ns.valkey) for arg in sys.argv[1:])
+    if on_own_argv and hasattr(os, "execve"):
+        sys.stdout.flush()
+        try:
+            os.execve(sys.executable, worker_argv(ns, ns.processes), dict(os.environ, KINDLING_VALKEY_URL=ns.valkey))
+        except OSError as exc:
+            print(f"kindling: warning: could not restart without the password on the command line: {exc}",
+                  file=sys.stderr, flush=True)
 
 
 def valkey_worker(ns):
@@ -77,22 +137,26 @@ def valkey_worker(ns):
 
 
 def run_valkey_worker(ns) -> int:
-    """``kindling worker --valkey URL [--stream S] [--processes N] [--burst]``.
+    """``kindling worker --valkey URL [--stream S] [--processes N] [--burst]`` (or the URL
+    from ``--valkey-url-file`` or ``KINDLING_VALKEY_URL``).
 
     With ``--processes N`` this process runs one worker (:func:`valkey_worker`) and starts
-    N-1 more (the same command line), forwarding SIGTERM/SIGINT to them.
+    N-1 more (:func:`worker_argv`, the URL in their environment), forwarding SIGTERM/SIGINT
+    to them.
     """
     import signal
     import subprocess
 
     children = []
     if getattr(ns, "processes", 1) > 1:
-        argv = [sys.executable, "-m", "kindling.cli", *sys.argv[1:], "--processes", "1"]
-        children = [subprocess.Popen(argv) for _ in range(ns.processes - 1)]
+        env = dict(os.environ, KINDLING_VALKEY_URL=ns.valkey)
+        children = [subprocess.Popen(worker_argv(ns, 1), env=env) for _ in range(ns.processes - 1)]
     worker = valkey_worker(ns)
     stop_worker = worker.stop
+    stopped = []
 
     def stop(*_args):
+        stopped.append(True)
         stop_worker()
         for c in children:
             if c.poll() is None:
@@ -102,7 +166,10 @@ def run_valkey_worker(ns) -> int:
     counts = worker.run(burst=ns.burst)
     rc = 0
     for c in children:
-        rc = c.wait() or rc
+        code = c.wait()
+        if code == -signal.SIGTERM and stopped:
+            code = 0  # stopped by our SIGTERM before its worker ran (and read) anything
+        rc = code or rc
     print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs", flush=True)
     return rc
 
@@ -172,8 +239,12 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--concurrency", type=int, default=16,
                    help="jobs at once: async ones, and sync ones in threads (default 16)")
     w.add_argument("--burst", action="store_true", help="stop when the queue is drained")
-    w.add_argument("--valkey", metavar="URL", default=env("KINDLING_VALKEY_URL"),
-                   help="consume a Valkey stream instead of SQS (redis://, rediss://)")
+    source = w.add_mutually_exclusive_group()
+    source.add_argument("--valkey", metavar="URL",
+                        help="consume a Valkey stream instead of SQS (redis://, rediss://; default: "
+                             "KINDLING_VALKEY_URL). Any user can read a command line: give a URL with a "
+                             "password in KINDLING_VALKEY_URL or --valkey-url-file")
+    source.add_argument("--valkey-url-file", metavar="PATH", help="read the Valkey URL from this file")
     w.add_argument("--stream", default="kindling:jobs", help="Valkey stream (with --valkey)")
     w.add_argument("--processes", type=int, default=1, help="worker processes (with --valkey)")
     w.set_defaults(fn=cmd_worker)
