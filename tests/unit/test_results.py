@@ -52,3 +52,16 @@ def test_a_table_that_does_not_exist_is_store_unavailable(moto_endpoint):
 def test_concurrency_must_be_positive():
     with pytest.raises(ValueError, match="concurrency"):
         DynamoResultStore("t", concurrency=0)
+
+
+def test_a_read_sent_now_and_collected_later_sees_what_read_states_sees(table):
+    store = DynamoResultStore(table)
+    store.write([record(i, "failed" if i % 2 else "succeeded") for i in range(10)])
+    collect = store.begin_read([f"job-{i:04d}" for i in range(12)])
+    assert collect() == store.read_states([f"job-{i:04d}" for i in range(12)])
+
+
+def test_a_read_sent_to_a_missing_table_fails_as_store_unavailable(moto_endpoint):
+    collect = DynamoResultStore("no-such-table").begin_read(["a"])
+    with pytest.raises(StoreUnavailable, match="BatchGetItem"):
+        collect()

@@ -20,6 +20,11 @@ partition: ``task_shard`` (``<task>#<n>``, on every record with a task name; ind
 one; index ``by_status``, sparse: the common case pays one index write, not two). Both
 sort by ``finished_at``. A record's replacement drops what it no longer carries, so a
 ``dead`` job that later succeeds leaves the ``by_status`` index.
+
+An operator's revive (``kindling jobs retry`` of a ``dead`` job) writes a ``queued``
+record with a ``generation`` (2 for the first revive): the worker reads it as no record,
+and its next outcome record replaces it (without ``generation``; the count lives on in the
+revive's own item, see ``kindling.ops``).
 """
 
 from __future__ import annotations
@@ -114,6 +119,20 @@ def _safe_str(obj: object, limit: int) -> str | None:
     return clip(text, limit)[0]
 
 
+def _shard(key: str) -> int:
+    return sum(key.encode("utf-8", "backslashreplace")) % SHARDS
+
+
+def renumbered(record: dict, status: str, attempts: int) -> dict:
+    """``record`` with another status and attempt count (and the index key that follows)."""
+    out = dict(record, status=status, attempts=attempts)
+    if status != "succeeded":
+        out["status_shard"] = f"{status}#{_shard(out['id'])}"
+    else:
+        out.pop("status_shard", None)
+    return out
+
+
 def build_record(
     *,
     key: str,
@@ -131,6 +150,7 @@ def build_record(
     worker: dict | None = None,
     ttl_s: int = 0,
     trace_id: str | None = None,
+    generation: int | None = None,
 ) -> dict:
     """Every result record, whatever produced it (run, rejection, crash loop).
 
@@ -141,6 +161,7 @@ def build_record(
         error: a :func:`describe_error` dict, or any ``{"type", "message"}``.
         raw: a rejected message's body, kept so the sender can see what arrived.
         job_id: the id a rejected message claimed, when it is not the key.
+        generation: a revived job's generation (``queued`` records written by a revive).
     """
     truncated: dict[str, int] = {}
 
@@ -159,7 +180,7 @@ def build_record(
         "finished_at": finished_at,
         "duration_ms": duration_ms,
     }
-    shard = sum(key.encode("utf-8", "backslashreplace")) % SHARDS
+    shard = _shard(key)
     if record["task"]:
         record["task_shard"] = f"{record['task']}#{shard}"
     if status != "succeeded":
@@ -185,6 +206,8 @@ def build_record(
         record["trace_id"] = fit("trace_id", trace_id, MAX_REF_BYTES)
     if worker:
         record["worker"] = worker
+    if generation:
+        record["generation"] = generation
     if ttl_s:
         record["expires_at"] = finished_at // 1000 + ttl_s
     return record

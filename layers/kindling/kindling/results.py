@@ -54,6 +54,7 @@ class MemoryResultStore:
         self.records: dict[str, dict] = {}
         self.reads = 0
         self.writes = 0
+        self.events: list[tuple] = []  # what was sent and collected, in order (tests)
         self.fail = False  # set True to simulate an unreachable store
 
     def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
@@ -65,6 +66,17 @@ class MemoryResultStore:
 
     def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
+
+    def begin_read(self, job_ids: Sequence[str], *, deadline: float | None = None):
+        """``read_states`` sent now, collected by calling the result (as DynamoDB's is)."""
+        ids = list(job_ids)
+        self.events.append(("read sent", ids))
+
+        def collect() -> dict[str, tuple[str, int]]:
+            self.events.append(("read collected", ids))
+            return self.read_states(ids, deadline=deadline)
+
+        return collect
 
     def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
         if self.fail:
@@ -132,6 +144,32 @@ class DynamoResultStore:
     def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
 
+    def begin_read(self, job_ids: Sequence[str], *, deadline: float | None = None):
+        """Send the read now and return a callable that collects it (``read_states``).
+
+        One BatchGetItem of up to 100 keys is sent on the spot, so the caller can do other
+        work during the round trip; larger reads (and a store with several connections)
+        are read when collected.
+        """
+        ids = list(dict.fromkeys(job_ids))
+        if len(ids) > READ_CHUNK or self.concurrency > 1:
+            return lambda: self.read_states(ids, deadline=deadline)
+        deadline = self._deadline(deadline)
+        request = self._read_request(ids)
+        payload = {"RequestItems": request}
+        pending = self._guard("BatchGetItem", lambda: self.client.start("BatchGetItem", payload, deadline=deadline))
+
+        def collect() -> dict[str, tuple[str, int]]:
+            response = self._guard("BatchGetItem", pending.result)
+            states = self._states(response)
+            unprocessed = response.get("UnprocessedKeys") or {}
+            if unprocessed:  # the rest the usual way, with its backoff
+                rest = [key["id"]["S"] for key in unprocessed[self.table]["Keys"]]
+                states.update(self._read_chunk(rest, deadline))
+            return states
+
+        return collect
+
     def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
         # BatchWriteItem refuses two puts of one key in a request; the last record wins.
         latest = {r["id"]: r for r in records}
@@ -156,9 +194,8 @@ class DynamoResultStore:
     def _deadline(self, deadline: float | None) -> float:
         return time.monotonic() + self.call_timeout_s if deadline is None else deadline
 
-    def _read_chunk(self, ids: list[str], deadline: float) -> dict[str, tuple[str, int]]:
-        states: dict[str, tuple[str, int]] = {}
-        request = {
+    def _read_request(self, ids: list[str]) -> dict:
+        return {
             self.table: {
                 "Keys": [{"id": {"S": i}} for i in ids],
                 "ProjectionExpression": "#i, #s, #a",
@@ -166,11 +203,20 @@ class DynamoResultStore:
                 "ConsistentRead": True,
             }
         }
+
+    def _states(self, response: dict) -> dict[str, tuple[str, int]]:
+        states = {}
+        for item in response.get("Responses", {}).get(self.table, []):
+            attempts = item.get("attempts", {}).get("N", "0")
+            states[item["id"]["S"]] = (item["status"]["S"], int(attempts) if attempts.isdigit() else 0)
+        return states
+
+    def _read_chunk(self, ids: list[str], deadline: float) -> dict[str, tuple[str, int]]:
+        states: dict[str, tuple[str, int]] = {}
+        request = self._read_request(ids)
         for rnd in range(self.max_rounds):
             response = self._call("BatchGetItem", {"RequestItems": request}, deadline)
-            for item in response.get("Responses", {}).get(self.table, []):
-                attempts = item.get("attempts", {}).get("N", "0")
-                states[item["id"]["S"]] = (item["status"]["S"], int(attempts) if attempts.isdigit() else 0)
+            states.update(self._states(response))
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 return states
@@ -254,12 +300,16 @@ class DynamoResultStore:
                                         timeout=base.timeout, max_attempts=base.max_attempts)
 
     def _call(self, operation: str, payload: dict, deadline: float) -> dict:
-        from kindling.aws import AwsError
-
         local = self._local
         client = getattr(local, "client", None) if local is not None else None
+        return self._guard(operation, lambda: (client or self.client).call(operation, payload, deadline=deadline))
+
+    def _guard(self, operation: str, fn):
+        """Run ``fn``, turning AWS and transport failures into the store's own errors."""
+        from kindling.aws import AwsError
+
         try:
-            return (client or self.client).call(operation, payload, deadline=deadline)
+            return fn()
         except AwsError as exc:
             if exc.code == "ConditionalCheckFailedException":
                 raise _ConditionFailed(str(exc)) from exc

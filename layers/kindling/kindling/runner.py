@@ -40,7 +40,7 @@ from contextvars import ContextVar
 from kindling import policy
 from kindling.envelope import Job, decode_job, now_ms
 from kindling.errors import InvalidJob, JobTimeout, NewerEnvelope, StoreUnavailable
-from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, rejected_key
+from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, rejected_key, renumbered
 from kindling.status import (
     DEAD,
     DEFERRED,
@@ -110,7 +110,7 @@ class Outcome:
     """
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
-                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id")
+                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "unread")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -129,6 +129,7 @@ class Outcome:
         self.started_ms = 0
         self.t0 = 0.0
         self.trace_id: str | None = None  # the producer's X-Ray trace id
+        self.unread = False  # not read before running (its task opted out of duplicate skipping)
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -246,11 +247,18 @@ class Runner:
         """
         self._batch_worker = dict(self.worker, request_id=request_id) if request_id else self.worker
         deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
-        outcomes = [self._admit(d) for d in deliveries]
+        # Past this there is no time left to run anything the read would allow.
+        read_by = None if deadline is None else deadline - self.safety_ms / 1000
+        outcomes = [self._decode(d) for d in deliveries]
         runnable = self._drop_duplicates(outcomes)
+        # The duplicate check goes out as soon as the ids are known; the rest of admission
+        # (task lookup, argument binding, due time) happens while it is in flight.
+        collect = self._begin_read(runnable, read_by)
+        for o, d in zip(outcomes, deliveries, strict=True):
+            if o.status is None:
+                self._check(o, d)
         try:
-            # Past this there is no time left to run anything the read would allow.
-            self._read_previous(runnable, None if deadline is None else deadline - self.safety_ms / 1000)
+            self._apply_previous(runnable, collect())
         except StoreUnavailable as exc:
             return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
 
@@ -269,6 +277,10 @@ class Runner:
             self._settle_unfinished(runnable, exc)
         if any(o.status is None for o in runnable):  # a run that ended without an outcome
             self._settle_unfinished(runnable, RuntimeError("the job's run ended without an outcome"))
+        try:
+            self._number_unread_failures(runnable, read_by)
+        except StoreUnavailable as exc:
+            return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
 
         self._settle_duplicates(outcomes)
         records = [o.record for o in outcomes if o.record is not None]
@@ -299,8 +311,8 @@ class Runner:
 
     # -- steps -------------------------------------------------------------------------
 
-    def _admit(self, d: Delivery) -> Outcome:
-        """Decode and validate; a bad message becomes a ``rejected`` outcome right here."""
+    def _decode(self, d: Delivery) -> Outcome:
+        """Decode and validate the envelope; a bad message becomes ``rejected`` right here."""
         try:
             job = decode_job(d.body)
         except NewerEnvelope as exc:
@@ -309,29 +321,36 @@ class Runner:
             o.retry_in = policy.store_backoff_s(d.attempts)
             return o
         except InvalidJob as exc:
-            return self._rejected(d, exc.reason, claimed_id=exc.job_id, task=exc.task)
+            return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d, exc.reason,
+                                  claimed_id=exc.job_id, task=exc.task)
         except Exception as exc:  # noqa: BLE001 - whatever the body does to the decoder
-            return self._rejected(d, f"message body cannot be decoded: {type(exc).__name__}: {exc}"[:1000])
-        try:
-            task = self.registry.get(job.task)
-            task.check_arguments(job.args, job.kwargs)
-        except Exception as exc:  # noqa: BLE001 - a valid envelope this worker cannot run
-            reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
-            return self._rejected(d, reason, claimed_id=job.id, task=job.task, job=job)
+            return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d,
+                                  f"message body cannot be decoded: {type(exc).__name__}: {exc}"[:1000])
         o = Outcome(d.ref, job.id, job.task, None, 1, d.attempts)
         o.job = job
         if d.trace:
             from kindling.logs import trace_root
 
             o.trace_id = trace_root(d.trace)
-        if job.not_before is not None and job.not_before > now_ms():
-            o.status = DEFERRED
-            o.reason = "not_before is in the future"
-            o.retry_in = min(-(-(job.not_before - now_ms()) // 1000), policy.MAX_DELAY_S)
         return o
 
-    def _rejected(self, d: Delivery, reason: str, *, claimed_id: str | None = None, task: str | None = None,
-                  job: Job | None = None) -> Outcome:
+    def _check(self, o: Outcome, d: Delivery) -> None:
+        """The rest of admission: a task this worker runs, arguments that bind, a job that is due."""
+        job = o.job
+        try:
+            task = self.registry.get(job.task)  # type: ignore[union-attr]
+            task.check_arguments(job.args, job.kwargs)  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - a valid envelope this worker cannot run
+            reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
+            self._rejected(o, d, reason, claimed_id=job.id, task=job.task, job=job)  # type: ignore[union-attr]
+            return
+        if job.not_before is not None and job.not_before > now_ms():  # type: ignore[union-attr]
+            o.status = DEFERRED
+            o.reason = "not_before is in the future"
+            o.retry_in = min(-(-(job.not_before - now_ms()) // 1000), policy.MAX_DELAY_S)  # type: ignore[union-attr]
+
+    def _rejected(self, o: Outcome, d: Delivery, reason: str, *, claimed_id: str | None = None,
+                  task: str | None = None, job: Job | None = None) -> Outcome:
         """A message that is not a job this worker can run: recorded, never run.
 
         A well-formed envelope (unknown task, arguments that do not bind) is recorded
@@ -339,8 +358,7 @@ class Runner:
         its own message (:func:`kindling.records.rejected_key`).
         """
         key = job.id if job is not None else rejected_key(d.ref)
-        o = Outcome(d.ref, key, task, REJECTED, d.attempts)
-        o.reason = reason
+        o.job_id, o.task, o.status, o.attempts, o.reason = key, task, REJECTED, d.attempts, reason
         at = now_ms()
         o.record = build_record(key=key, task=task, status=REJECTED, attempts=d.attempts, started_at=at,
                                 finished_at=at, job=job, error={"type": "InvalidJob", "message": reason},
@@ -361,23 +379,74 @@ class Runner:
             runnable.append(o)
         return runnable
 
-    def _read_previous(self, runnable: list[Outcome], deadline: float | None) -> None:
-        """One store read for the batch: skip finished jobs, number this attempt."""
-        if not runnable:
-            return
-        states = self.store.read_states([o.job_id for o in runnable], deadline=deadline)  # type: ignore[misc]
+    def _begin_read(self, runnable: list[Outcome], deadline: float | None) -> Callable[[], dict]:
+        """Send the batch's one read now; the returned callable collects its reply.
+
+        Jobs of tasks that opted out of duplicate skipping (``skip_succeeded=False``) are
+        not read: a batch of only those makes no read at all.
+        """
+        ids = []
         for o in runnable:
+            task = self.registry._tasks.get(o.task)  # type: ignore[arg-type]
+            if task is None or task.skip_succeeded:  # unknown tasks are rejected by _check anyway
+                ids.append(o.job_id)
+        if not ids:
+            return dict
+        begin = getattr(self.store, "begin_read", None)
+        if begin is None:  # a store that cannot send now and read later reads when collected
+            return lambda: self.store.read_states(ids, deadline=deadline)
+        try:
+            return begin(ids, deadline=deadline)
+        except StoreUnavailable as exc:
+            def fail(exc=exc):
+                raise exc
+            return fail
+
+    def _apply_previous(self, runnable: list[Outcome], states: dict) -> None:
+        """Skip finished jobs, number this attempt, stop a job on its last delivery."""
+        for o in runnable:
+            if o.status is not None:
+                continue
+            task = self._task(o)
+            last_delivery = bool(self.max_deliveries) and o.deliveries >= self.max_deliveries  # type: ignore[operator]
+            if not task.skip_succeeded:
+                # Unread: numbered after the run if it fails (see _number_unread_failures).
+                # Opting out of duplicate skipping means running again is fine, even after
+                # ``dead``: a success replaces the dead record, a failure is refused by it.
+                o.unread = True
+                o.attempts = o.deliveries
+                if last_delivery:
+                    self._dead_undelivered(o)
+                continue
             previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
-            if previous == SUCCEEDED and self._task(o).skip_succeeded:
+            if previous == SUCCEEDED:
                 o.status = SKIPPED
                 o.reason = "already succeeded (duplicate delivery)"
             elif previous == DEAD:
                 o.status = DEAD
                 o.reason = "already dead; not run again"
-            elif self.max_deliveries and o.deliveries >= self.max_deliveries and previous not in FINAL:
+            elif last_delivery and previous not in FINAL:
                 self._dead_undelivered(o)
             else:
                 o.attempts = attempts + 1 if previous == FAILED else 1
+
+    def _number_unread_failures(self, runnable: list[Outcome], deadline: float | None) -> None:
+        """Failed jobs that were not read before running learn their attempt number now.
+
+        The rare path pays the read the all-succeeded opted-out batch skipped.
+        """
+        unread = [o for o in runnable if o.unread and o.status == FAILED and o.record is not None]
+        if not unread:
+            return
+        states = self.store.read_states([o.job_id for o in unread], deadline=deadline)  # type: ignore[misc]
+        for o in unread:
+            previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
+            o.attempts = attempts + 1 if previous == FAILED else 1
+            status = DEAD if o.attempts >= self._attempts_allowed(o) else FAILED
+            o.record = renumbered(o.record, status, o.attempts)  # type: ignore[arg-type]
+            o.status = status
+            o.retry_in = (policy.retry_delay_s(o.attempts, self.retry_delay) if self.retry_delay else None
+                          ) if status == FAILED else None
 
     def _dead_undelivered(self, o: Outcome) -> None:
         o.reason = (f"delivered {o.deliveries} times without a recorded outcome (its runs crashed or timed out "
@@ -529,6 +598,8 @@ class Runner:
                 result, error = encode_result(value)
             if error is None:
                 status = SUCCEEDED
+            elif o.unread:  # its attempt number is known only after the run
+                status = FAILED
             else:
                 status = DEAD if o.attempts >= self._attempts_allowed(o) else FAILED
                 o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
