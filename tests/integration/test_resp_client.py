@@ -237,7 +237,7 @@ def test_a_big_pipeline_and_big_values(client, key):
 @pytest.fixture(scope="module")
 def auth_server():
     server = Server("--requirepass", "s3cret:@/").start()
-    admin = Valkey(port=server.port, password="s3cret:@/", socket_timeout=5)
+    admin = Valkey("127.0.0.1", port=server.port, password="s3cret:@/", socket_timeout=5)
     assert admin.execute_command("ACL", "SETUSER", "alice", "on", ">won der", "~*", "&*", "+@all") == b"OK"
     admin.execute_command("ACL", "SETUSER", "bob", "on", ">bob", "~bob:*", "+@all")
     yield server
@@ -263,7 +263,7 @@ def test_a_wrong_password_or_none_is_an_authentication_error(auth_server):
     with pytest.raises(errors.AuthenticationError):
         Valkey.from_url(f"redis://alice:nope@127.0.0.1:{auth_server.port}", socket_timeout=5).ping()
     with pytest.raises(errors.AuthenticationError):  # NOAUTH
-        Valkey(port=auth_server.port, socket_timeout=5).ping()
+        Valkey("127.0.0.1", port=auth_server.port, socket_timeout=5).ping()
 
 
 def test_select_keeps_databases_apart(plain_url, key):
@@ -366,7 +366,7 @@ def test_ssl_is_imported_for_rediss_only(plain_url, tls_server, pki):
 
 def test_a_server_that_never_answers_times_out():
     with socket.create_server(("127.0.0.1", 0)) as listener:
-        c = Valkey(port=listener.getsockname()[1], socket_timeout=0.3)
+        c = Valkey("127.0.0.1", port=listener.getsockname()[1], socket_timeout=0.3)
         started = time.monotonic()
         with pytest.raises(errors.TimeoutError):
             c.xadd("s", {"a": 1})
@@ -378,7 +378,7 @@ def test_a_connect_that_hangs_times_out():
         port = listener.getsockname()[1]
         filler = socket.create_connection(("127.0.0.1", port))  # the backlog is full: SYNs go unanswered
         try:
-            c = Valkey(port=port, socket_connect_timeout=0.3, socket_timeout=10)
+            c = Valkey("127.0.0.1", port=port, socket_connect_timeout=0.3, socket_timeout=10)
             started = time.monotonic()
             with pytest.raises(errors.TimeoutError):
                 c.ping()
@@ -416,7 +416,7 @@ def test_a_connection_the_server_closed_is_opened_again_before_a_write(client, k
 def test_a_restarted_server_is_reconnected_to():
     server = Server().start()
     try:
-        c = Valkey(port=server.port, socket_timeout=5, socket_connect_timeout=2)
+        c = Valkey("127.0.0.1", port=server.port, socket_timeout=5, socket_connect_timeout=2)
         script = c.register_script("return 42")
         assert script() == 42 and c.xadd("s", {"a": 1})
         server.stop()
@@ -491,7 +491,7 @@ def proxy(plain_url):
 
 
 def test_a_read_is_sent_again_on_a_new_connection(proxy, key):
-    c = Valkey(port=proxy.port, socket_timeout=5)
+    c = Valkey("127.0.0.1", port=proxy.port, socket_timeout=5)
     c.set(key, "v")
     for mode in ("before", "after"):
         proxy.cut = mode
@@ -503,7 +503,7 @@ def test_a_read_is_sent_again_on_a_new_connection(proxy, key):
 
 
 def test_a_write_is_never_sent_twice(proxy, key):
-    c = Valkey(port=proxy.port, socket_timeout=5)
+    c = Valkey("127.0.0.1", port=proxy.port, socket_timeout=5)
     assert c.ping()
     proxy.cut = "after"  # the server ran it; the reply was lost
     with pytest.raises(errors.ConnectionError, match="may or may not have run"):
@@ -521,7 +521,7 @@ def test_a_write_is_never_sent_twice(proxy, key):
 
 
 def test_a_health_check_finds_a_dead_connection_before_a_write_is_sent(proxy, key):
-    c = Valkey(port=proxy.port, socket_timeout=5, health_check_interval=0.05)
+    c = Valkey("127.0.0.1", port=proxy.port, socket_timeout=5, health_check_interval=0.05)
     assert c.ping()
     time.sleep(0.1)
     proxy.cut = "before"  # the PING of the health check is lost, not the XADD
