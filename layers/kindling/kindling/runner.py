@@ -63,9 +63,12 @@ if TYPE_CHECKING:
     from kindling.results import ResultStore
 
 __all__ = ["Delivery", "JobContext", "Outcome", "Runner", "current_job", "Status", "SUCCEEDED", "FAILED", "DEAD",
-           "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES"]
+           "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES",
+           "STORE_UNAVAILABLE"]
 
 DAY_S = 86_400
+STORE_UNAVAILABLE = "result store unavailable"
+"""How every hand-back because the result store could not be reached begins its reason."""
 
 _current: ContextVar[JobContext] = ContextVar("kindling_job")
 
@@ -260,7 +263,7 @@ class Runner:
         try:
             self._apply_previous(runnable, collect())
         except StoreUnavailable as exc:
-            return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
+            return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
 
         runnable = [o for o in runnable if o.status is None]
         sync_jobs = [o for o in runnable if not self._task(o).is_async]
@@ -280,7 +283,7 @@ class Runner:
         try:
             self._number_unread_failures(runnable, read_by)
         except StoreUnavailable as exc:
-            return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
+            return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
 
         self._settle_duplicates(outcomes)
         records = [o.record for o in outcomes if o.record is not None]
@@ -290,7 +293,7 @@ class Runner:
                 write_by = None if deadline is None else deadline - self.safety_ms / 4000
                 refused = self.store.write(records, deadline=write_by) or {}
             except StoreUnavailable as exc:
-                return self._hand_back_all(outcomes, f"result store unavailable: {exc}")
+                return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
             for o in outcomes:
                 if o.record is not None and o.record["id"] in refused:
                     o.status = SKIPPED

@@ -20,16 +20,26 @@ unless the store already has a final outcome for it.
 
 from __future__ import annotations
 
-import random
 import signal
 import time
 
 from kindling import codec, policy
+from kindling.backoff import compute_backoff
 from kindling.envelope import decode_job, now_ms
 from kindling.errors import InvalidJob, KindlingError, StoreUnavailable
 from kindling.records import build_record, describe_error, rejected_key
 from kindling.results import FINAL
-from kindling.runner import DEAD, DEFERRED, REJECTED, SETTLED, SKIPPED, Delivery, Outcome, Runner
+from kindling.runner import (
+    DEAD,
+    DEFERRED,
+    REJECTED,
+    SETTLED,
+    SKIPPED,
+    STORE_UNAVAILABLE,
+    Delivery,
+    Outcome,
+    Runner,
+)
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
 
 TYPE_CHECKING = False
@@ -371,9 +381,7 @@ def _deferred(d: Delivery, reason: str) -> Outcome:
     return o
 
 
-STORE_DOWN = "result store unavailable"
-"""How a hand-back because the result store could not be reached is worded (the runner's
-``_hand_back_all`` and :meth:`StreamWorker.process`)."""
+STORE_DOWN = STORE_UNAVAILABLE
 
 
 def store_down(outcomes) -> str | None:
@@ -385,23 +393,27 @@ def store_down(outcomes) -> str | None:
 
 
 class _Backoff:
-    """Jittered exponential backoff: ``first`` seconds, doubling per pause up to ``cap``;
-    each pause sleeps between half and all of the current delay."""
+    """Pauses after consecutive failures: :func:`kindling.backoff.compute_backoff` from
+    ``first`` seconds, doubling up to ``cap``, counted until :meth:`reset`."""
 
-    __slots__ = ("first", "cap", "delay")
+    __slots__ = ("first", "cap", "failures")
 
     def __init__(self, first: float = 0.05, cap: float = 5.0):
         self.first = first
         self.cap = cap
-        self.delay = first
+        self.failures = 0
+
+    @property
+    def delay(self) -> float:
+        """The ceiling of the next pause."""
+        return min(self.cap, self.first * 2 ** min(self.failures, 30))
 
     def next(self) -> float:
-        seconds = self.delay * random.uniform(0.5, 1.0)
-        self.delay = min(self.delay * 2, self.cap)
-        return seconds
+        self.failures += 1
+        return compute_backoff(self.failures, base=self.first, cap=self.cap)
 
     def reset(self) -> None:
-        self.delay = self.first
+        self.failures = 0
 
 
 def _build_runner(table, registry, store, max_attempts: int, consumer: str, log, runner_options: dict) -> Runner:
