@@ -278,6 +278,10 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--jobs", type=int, default=300)
     d.add_argument("--cloud", choices=["moto", "localstack"], default=env("KINDLING_DEMO_CLOUD", "moto"))
     d.set_defaults(fn=cmd_demo)
+
+    from kindling.ops.cli import add_parsers  # the operator's commands: jobs, dlq, dashboard
+
+    add_parsers(sub, env)
     return p
 
 

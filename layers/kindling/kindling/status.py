@@ -7,6 +7,14 @@ Recorded statuses (what a result record says):
 * ``dead`` - the last allowed attempt failed (or the job kept crashing its worker); final
   until an operator revives it.
 * ``rejected`` - the message is not a job this worker can run; nothing was run.
+* ``queued`` - a new generation of a ``dead`` job, written by an operator's revive
+  (``kindling jobs retry``, ``kindling dlq redrive``) just before its message is sent
+  again. It stands for "no run recorded yet": the worker reads it as it reads no record
+  at all (the next run is attempt 1), and every outcome replaces it. Only the revive
+  writes it, with a condition of its own (:mod:`kindling.ops.revive`): it replaces the
+  ``dead`` record it read and nothing else, so a revive never undoes a ``succeeded``.
+  The producer writes no ``queued`` record (its fast path is one SendMessage), nor the
+  worker a ``running`` one (it would be a second write per job on the hot path).
 
 Outcome-only statuses (what became of one delivery; never written):
 
@@ -20,7 +28,7 @@ Written without :mod:`enum`, which costs a cold start ~2 ms to import.
 
 from __future__ import annotations
 
-__all__ = ["Status", "RECORDED", "FINAL", "SETTLED", "HANDED_BACK", "may_replace"]
+__all__ = ["Status", "RECORDED", "FINAL", "SETTLED", "HANDED_BACK", "REVIVABLE", "may_replace"]
 
 
 class Status:
@@ -34,8 +42,9 @@ class Status:
     SKIPPED = "skipped"
     DEFERRED = "deferred"
     DUPLICATE = "duplicate"
+    QUEUED = "queued"
 
-    ALL = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, SKIPPED, DEFERRED, DUPLICATE})
+    ALL = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, SKIPPED, DEFERRED, DUPLICATE, QUEUED})
 
 
 SUCCEEDED = Status.SUCCEEDED
@@ -45,8 +54,9 @@ REJECTED = Status.REJECTED
 SKIPPED = Status.SKIPPED
 DEFERRED = Status.DEFERRED
 DUPLICATE = Status.DUPLICATE
+QUEUED = Status.QUEUED
 
-RECORDED = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED})
+RECORDED = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED})
 """Statuses a result record can hold."""
 
 FINAL = frozenset({SUCCEEDED, DEAD, REJECTED})
@@ -58,15 +68,22 @@ SETTLED = frozenset({SUCCEEDED, REJECTED, SKIPPED})
 HANDED_BACK = frozenset({FAILED, DEAD, DEFERRED})
 """Outcomes whose message goes back to the queue (or, for ``dead``, on to the dead letters)."""
 
+REVIVABLE = frozenset({DEAD})
+"""Recorded statuses an operator's revive moves to a new ``queued`` generation (a
+``rejected`` needs none: any outcome of its next run replaces it)."""
+
 # Records only move forward. For each status a write may carry, the statuses an existing
 # record may have for the write to replace it (``None``: no record yet). A ``succeeded``
 # is the truth even over a ``dead`` a concurrent delivery wrote; a ``failed`` never
-# replaces a final record; a ``rejected`` never replaces a real job's record.
+# replaces a final record; a ``rejected`` never replaces a real job's record. A revived
+# job's ``queued`` stands for no record, so every outcome replaces it; it replaces only
+# the ``dead`` it revives.
 REPLACES: dict[str, frozenset] = {
-    SUCCEEDED: frozenset({None, SUCCEEDED, FAILED, DEAD, REJECTED}),
-    FAILED: frozenset({None, FAILED, REJECTED}),
-    DEAD: frozenset({None, FAILED, DEAD, REJECTED}),
-    REJECTED: frozenset({None, REJECTED}),
+    SUCCEEDED: frozenset({None, SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED}),
+    FAILED: frozenset({None, FAILED, REJECTED, QUEUED}),
+    DEAD: frozenset({None, FAILED, DEAD, REJECTED, QUEUED}),
+    REJECTED: frozenset({None, REJECTED, QUEUED}),
+    QUEUED: frozenset({DEAD}),
 }
 
 

@@ -1,0 +1,195 @@
+"""The operator's subcommands of ``kindling``: ``jobs list|show|retry``, ``dlq peek|redrive``
+and ``dashboard``. :func:`add_parsers` wires them into the main parser (kindling.cli).
+
+Output fits a terminal: aligned columns, long text cut to the width (``--json`` prints
+whole records for scripts). Times are UTC.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(sub, env) -> None:
+    """Add ``jobs``, ``dlq`` and ``dashboard`` to the ``kindling`` subparsers ``sub``."""
+
+    def common(p, queue: bool = False) -> None:
+        p.add_argument("--table", default=env("KINDLING_TABLE"), help="results table (KINDLING_TABLE)")
+        if queue:
+            p.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"), help="jobs queue (KINDLING_QUEUE_URL)")
+            p.add_argument("--dlq-url", default=env("KINDLING_DLQ_URL"),
+                           help="dead-letter queue (KINDLING_DLQ_URL; default: the jobs queue's redrive policy)")
+
+    jobs = sub.add_parser("jobs", help="list, show and retry jobs (results table indexes)",
+                          description="Find jobs by status or task, show one, retry one.")
+    jsub = jobs.add_subparsers(dest="jobs_command", required=True)
+    ls = jsub.add_parser("list", help="jobs by status and/or task over time, newest first",
+                         description="Jobs that finished in a time range, through the by_status / by_task indexes "
+                                     "(never a Scan). Succeeded jobs are listed per task.")
+    ls.add_argument("--status", choices=["succeeded", "failed", "dead", "rejected", "queued"])
+    ls.add_argument("--task")
+    ls.add_argument("--since", default="1d", help="how far back: 30s, 15m, 2h, 7d or an ISO time (default 1d)")
+    ls.add_argument("--until", help="the end of the range (same forms; default now)")
+    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--json", action="store_true", help="a JSON array of records")
+    common(ls)
+    ls.set_defaults(fn=cmd_jobs_list)
+
+    show = jsub.add_parser("show", help="one job: record, error, traceback, attempts, timings")
+    show.add_argument("job_id")
+    show.add_argument("--json", action="store_true")
+    common(show)
+    show.set_defaults(fn=cmd_jobs_show)
+
+    retry = jsub.add_parser("retry", help="send a job again under its id (a dead one is revived first)",
+                            description="Send the job again with the same id as a new attempt. A dead job is "
+                                        "revived first: a new generation of its record (queued, attempts 0), then "
+                                        "its message is moved from the dead-letter queue to the jobs queue.")
+    retry.add_argument("job_id")
+    retry.add_argument("--search", type=int, default=1000, help="DLQ messages to look through (default 1000)")
+    retry.add_argument("--json", action="store_true")
+    common(retry, queue=True)
+    retry.set_defaults(fn=cmd_jobs_retry)
+
+    dlq = sub.add_parser("dlq", help="look at and redrive the dead-letter queue")
+    dsub = dlq.add_subparsers(dest="dlq_command", required=True)
+    pk = dsub.add_parser("peek", help="the first messages of the DLQ and their jobs' records")
+    pk.add_argument("--limit", type=int, default=10)
+    pk.add_argument("--json", action="store_true")
+    common(pk, queue=True)
+    pk.set_defaults(fn=cmd_dlq_peek)
+    rd = dsub.add_parser("redrive", help="move the DLQ back to the jobs queue (reviving dead jobs first)",
+                         description="Revive the dead jobs in the DLQ, then move every message back to the jobs "
+                                     "queue with SQS's message move task, printing its progress.")
+    rd.add_argument("--no-revive", action="store_true",
+                    help="move the messages as they are: jobs recorded dead go straight back to the DLQ")
+    rd.add_argument("--max-per-second", type=int, help="the move task's rate (default: SQS's)")
+    common(rd, queue=True)
+    rd.set_defaults(fn=cmd_dlq_redrive)
+
+    dash = sub.add_parser("dashboard", help="a local web page over the results table",
+                          description="Serve the dashboard (charts by status and task, throughput, durations, "
+                                      "failures with tracebacks, retry) on 127.0.0.1. It has no login: see the "
+                                      "README before exposing it.")
+    dash.add_argument("--port", type=int, default=8080)
+    dash.add_argument("--host", default="127.0.0.1")
+    dash.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
+                      help="task module or file, as for the worker: their names chart succeeded jobs (repeatable)")
+    dash.add_argument("--task", action="append", default=[], dest="task_names", metavar="NAME",
+                      help="a task name to chart (repeatable)")
+    common(dash, queue=True)
+    dash.set_defaults(fn=cmd_dashboard)
+
+
+def _stack(ns):
+    from kindling.ops import Stack
+
+    return Stack(table=ns.table, queue_url=getattr(ns, "queue_url", None), dlq_url=getattr(ns, "dlq_url", None))
+
+
+def _run(fn, ns) -> int:
+    from kindling.ops import OpsError
+
+    try:
+        return fn(ns)
+    except OpsError as exc:
+        print(f"kindling: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_jobs_list(ns) -> int:
+    return _run(_jobs_list, ns)
+
+
+def cmd_jobs_show(ns) -> int:
+    return _run(_jobs_show, ns)
+
+
+def cmd_jobs_retry(ns) -> int:
+    return _run(_jobs_retry, ns)
+
+
+def cmd_dlq_peek(ns) -> int:
+    return _run(_dlq_peek, ns)
+
+
+def cmd_dlq_redrive(ns) -> int:
+    return _run(_dlq_redrive, ns)
+
+
+def cmd_dashboard(ns) -> int:
+    return _run(_dashboard, ns)
+
+
+def _jobs_list(ns) -> int:
+    from kindling.ops import fmt
+    from kindling.ops.query import fill_errors, list_jobs, parse_since
+
+    stack = _stack(ns)
+    records = list_jobs(stack, status=ns.status, task=ns.task, since_ms=parse_since(ns.since),
+                        until_ms=parse_since(ns.until) if ns.until else None, limit=ns.limit)
+    records = fill_errors(stack, records)
+    if ns.json:
+        print(fmt.dumps(records))
+    else:
+        print(fmt.jobs_table(records, width=fmt.width()))
+    return 0
+
+
+def _jobs_show(ns) -> int:
+    from kindling.ops import fmt
+    from kindling.ops.query import get_job
+
+    record = get_job(_stack(ns), ns.job_id)
+    if record is None:
+        print(f"kindling: no record of job {ns.job_id} (queued, running, or unknown)", file=sys.stderr)
+        return 1
+    print(fmt.dumps(record) if ns.json else fmt.job_detail(record, width=fmt.width()))
+    return 0
+
+
+def _jobs_retry(ns) -> int:
+    from kindling.ops import fmt
+    from kindling.ops.revive import retry_job
+
+    done = retry_job(_stack(ns), ns.job_id, search=ns.search)
+    if ns.json:
+        print(fmt.dumps(done))
+    else:
+        how = (f"revived as generation {done['generation']}" if done["previous_status"] == "dead"
+               else f"was {done['previous_status'] or 'without a record'}")
+        print(f"job {done['id']} enqueued again ({how}; message {done['message_id']})")
+    return 0
+
+
+def _dlq_peek(ns) -> int:
+    from kindling.ops import fmt
+    from kindling.ops.dlq import peek
+
+    report = peek(_stack(ns), limit=ns.limit)
+    print(fmt.dumps(report) if ns.json else fmt.dlq_table(report, width=fmt.width()))
+    return 0
+
+
+def _dlq_redrive(ns) -> int:
+    from kindling.ops.dlq import redrive
+
+    report = redrive(_stack(ns), revive_dead=not ns.no_revive, max_per_second=ns.max_per_second,
+                     progress=lambda line: print(line, flush=True))
+    print(f"done ({report['method']}): moved {report['moved']}, revived {report['revived']}")
+    return 0 if report["status"] == "COMPLETED" else 1
+
+
+def _dashboard(ns) -> int:
+    from kindling.dashboard import serve
+
+    task_names = list(ns.task_names)
+    if ns.tasks:
+        from kindling.cli import load_tasks
+        from kindling.registry import default_registry
+
+        load_tasks(ns.tasks)
+        task_names += sorted(default_registry._tasks)
+    return serve(_stack(ns), host=ns.host, port=ns.port, tasks=task_names)

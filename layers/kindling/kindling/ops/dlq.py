@@ -1,0 +1,234 @@
+"""The dead-letter queue: look at it, and move it back to the jobs queue.
+
+``peek`` receives messages and makes them visible again at once (SQS has no true peek;
+each look counts as a receive on the DLQ, which has no redrive policy of its own), and
+reads the current record of each job, so an operator sees which ones were revived or
+succeeded since.
+
+``redrive`` moves every message back to the jobs queue with SQS's message move task
+(``StartMessageMoveTask``, progress from ``ListMessageMoveTasks``), which moves them server
+side and starts their receive count again at 0. The jobs queue is named as the
+destination: the worker moves dead jobs to the DLQ itself (``SendMessage``), and SQS
+redrives such messages "to their source" only when its redrive policy moved them.
+
+Before moving, ``redrive`` revives the jobs recorded ``dead`` (a new generation each, as
+``kindling jobs retry`` does; see :mod:`kindling.ops.revive`): otherwise the worker would
+see their ``dead`` records and move them straight back. ``revive=False`` moves the messages
+as they are, for the worker to decide (a job with no final record runs; a job that
+succeeded since is acknowledged as a duplicate; a ``dead`` one returns to the DLQ).
+
+Where the move task is not available (older emulators), messages are moved by hand:
+receive ten, send them to the jobs queue, delete the ones sent; the report says so.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kindling.ops import Stack
+from kindling.ops.query import REVIVE_PREFIX
+from kindling.ops.revive import RetryRefused, message_job_id, revive
+from kindling.results import from_item
+from kindling.status import REVIVABLE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["peek", "redrive", "MOVE_TASK_UNSUPPORTED"]
+
+MOVE_TASK_UNSUPPORTED = {"UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", "InvalidAction",
+                         "NotImplemented", "NotImplementedError", "501"}
+
+
+def peek(stack: Stack, *, limit: int = 10, hide_s: int = 30) -> dict:
+    """Up to ``limit`` DLQ messages (job id, task, reason, sent time, receives, the job's
+    current record status), the queue's depth and the oldest sent time seen."""
+    messages = _receive_all(stack, limit, hide_s)
+    try:
+        ids = [i for i in (message_job_id(m) for m in messages) if i]
+        records = _records(stack, ids) if stack.table else {}
+        rows = []
+        for m in messages:
+            job_id = message_job_id(m)
+            attrs = m.get("MessageAttributes") or {}
+            task = None
+            try:
+                from kindling import codec
+
+                body = codec.loads(m.get("Body") or "")
+                task = body.get("task") if isinstance(body, dict) else None
+            except ValueError:
+                pass
+            record = records.get(job_id or "", {})
+            rows.append({"message_id": m["MessageId"], "job_id": job_id, "task": task,
+                         "sent_at": int(m.get("Attributes", {}).get("SentTimestamp", 0)),
+                         "receives": int(m.get("Attributes", {}).get("ApproximateReceiveCount", 0)),
+                         "reason": (attrs.get("kindling_reason") or {}).get("StringValue"),
+                         "status": record.get("status"), "generation": record.get("generation")})
+    finally:
+        _release(stack, messages)
+    rows.sort(key=lambda r: r["sent_at"])
+    return {"queue": stack.dlq_url, "depth": stack.depth(stack.dlq_url), "messages": rows,
+            "oldest_sent_at": rows[0]["sent_at"] if rows else None}
+
+
+def redrive(stack: Stack, *, revive_dead: bool = True, max_per_second: int | None = None,
+            progress: Callable[[str], None] = print, poll_s: float = 1.0, move_task: bool = True,
+            timeout_s: float = 3600.0) -> dict:
+    """Move the DLQ's messages back to the jobs queue (reviving dead jobs first); report
+    ``{"revived", "moved", "method", "status"}``."""
+    report = {"revived": 0, "revive_refused": 0, "moved": 0, "method": None, "status": None}
+    if revive_dead:
+        report["revived"], report["revive_refused"] = _revive_pass(stack, progress)
+    if move_task:
+        try:
+            report.update(_move_task(stack, max_per_second, progress, poll_s, timeout_s))
+            return report
+        except _Unsupported as exc:
+            progress(f"StartMessageMoveTask is not available here ({exc}); moving messages by hand instead "
+                     "(ReceiveMessage, SendMessageBatch, DeleteMessageBatch)")
+    report.update(_move_by_hand(stack, progress))
+    return report
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _move_task(stack: Stack, max_per_second: int | None, progress, poll_s: float, timeout_s: float) -> dict:
+    from botocore.exceptions import ClientError
+
+    source, destination = stack.arn(stack.dlq_url), stack.arn(stack.need_queue())
+    params = {"SourceArn": source, "DestinationArn": destination}
+    if max_per_second:
+        params["MaxNumberOfMessagesPerSecond"] = max_per_second
+    try:
+        handle = stack.sqs.start_message_move_task(**params)["TaskHandle"]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+        # An emulator without the call answers 501, or 500 with no AWS error code at all.
+        if code in MOVE_TASK_UNSUPPORTED or status == "501" or (status == "500" and code in ("", "500")):
+            raise _Unsupported(f"{code or status}: {str(exc)[:120]}") from exc
+        raise
+    except AttributeError as exc:  # a boto3 too old to know the call
+        raise _Unsupported("boto3 has no start_message_move_task") from exc
+    progress(f"message move task started: {source.rsplit(':', 1)[1]} -> {destination.rsplit(':', 1)[1]}")
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while True:
+        tasks = stack.sqs.list_message_move_tasks(SourceArn=source, MaxResults=10).get("Results", [])
+        task = next((t for t in tasks if t.get("TaskHandle") in (None, handle)), tasks[0] if tasks else {})
+        moved, total = task.get("ApproximateNumberOfMessagesMoved", 0), task.get("ApproximateNumberOfMessagesToMove")
+        status = task.get("Status", "RUNNING")
+        line = f"{status.lower()}: moved {moved}" + (f" of {total}" if total is not None else "")
+        if line != last:
+            progress(line)
+            last = line
+        if status != "RUNNING":
+            if status == "FAILED":
+                progress(f"the move task failed: {task.get('FailureReason', 'no reason given')}")
+            return {"moved": moved, "method": "StartMessageMoveTask", "status": status}
+        if time.monotonic() > deadline:
+            progress("still running; follow it with ListMessageMoveTasks (aws sqs list-message-move-tasks)")
+            return {"moved": moved, "method": "StartMessageMoveTask", "status": status}
+        time.sleep(poll_s)
+
+
+def _move_by_hand(stack: Stack, progress) -> dict:
+    moved = 0
+    queue = stack.need_queue()
+    while True:
+        messages = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=stack.receive_wait_s,
+                                             VisibilityTimeout=60, MessageAttributeNames=["All"]).get("Messages", [])
+        if not messages:
+            break
+        entries = []
+        for n, m in enumerate(messages):
+            entry = {"Id": str(n), "MessageBody": m["Body"]}
+            if m.get("MessageAttributes"):
+                entry["MessageAttributes"] = m["MessageAttributes"]
+            entries.append(entry)
+        sent = stack.sqs.send_message_batch(QueueUrl=queue, Entries=entries).get("Successful", [])
+        done = [messages[int(e["Id"])] for e in sent]
+        if done:
+            stack.sqs.delete_message_batch(QueueUrl=stack.dlq_url, Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)])
+        moved += len(done)
+        progress(f"moved {moved}")
+        if len(done) < len(messages):
+            _release(stack, [m for m in messages if m not in done])
+            left = len(messages) - len(done)
+            progress(f"{left} message(s) were not accepted by the jobs queue; they stay in the DLQ")
+            break
+    return {"moved": moved, "method": "receive/send/delete", "status": "COMPLETED"}
+
+
+def _revive_pass(stack: Stack, progress) -> tuple[int, int]:
+    """Revive every job in the DLQ whose record is ``dead``: the messages are received (and
+    hidden) until the queue gives no new one, the records read, the dead ones revived, then
+    the messages released for the move."""
+    messages = _receive_all(stack, 1_000_000, 300)
+    revived = refused = 0
+    try:
+        ids = list(dict.fromkeys(i for i in (message_job_id(m) for m in messages) if i))
+        records = _records(stack, ids)
+        for job_id in ids:
+            record = records.get(job_id)
+            if record is None or record.get("status") not in REVIVABLE:
+                continue
+            try:
+                revive(stack, record)
+                revived += 1
+            except RetryRefused as exc:
+                refused += 1
+                progress(f"not revived: {exc}")
+    finally:
+        _release(stack, messages)
+    progress(f"{len(messages)} message(s) in the DLQ; revived {revived} dead job(s) as a new generation")
+    return revived, refused
+
+
+def _receive_all(stack: Stack, limit: int, hide_s: int) -> list[dict]:
+    messages: list[dict] = []
+    seen: set[str] = set()
+    while len(messages) < limit:
+        got = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=min(10, limit - len(messages)),
+                                        WaitTimeSeconds=stack.receive_wait_s, VisibilityTimeout=hide_s, AttributeNames=["All"],
+                                        MessageAttributeNames=["All"]).get("Messages", [])
+        fresh = [m for m in got if m["MessageId"] not in seen]
+        if not fresh:
+            break
+        seen.update(m["MessageId"] for m in fresh)
+        messages += fresh
+    return messages
+
+
+def _records(stack: Stack, ids: list[str]) -> dict[str, dict]:
+    """Current records of ``ids`` with their generation (from the revive ledgers)."""
+    keys = list(dict.fromkeys(ids))
+    keys += [REVIVE_PREFIX + i for i in keys]
+    items: dict[str, dict] = {}
+    for start in range(0, len(keys), 100):
+        request = {stack.table: {"Keys": [{"id": {"S": k}} for k in keys[start:start + 100]], "ConsistentRead": True}}
+        while request:
+            response = stack.dynamodb.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(stack.table, []):
+                items[item["id"]["S"]] = from_item(item)
+            request = response.get("UnprocessedKeys") or {}
+    out = {}
+    for i in ids:
+        if i in items:
+            ledger = items.get(REVIVE_PREFIX + i)
+            record = dict(items[i])
+            record.setdefault("generation", ledger["generation"] if ledger else 1)
+            record["previous"] = ledger.get("history", []) if ledger else []
+            out[i] = record
+    return out
+
+
+def _release(stack: Stack, messages: list[dict]) -> None:
+    from kindling.ops.revive import _release as release
+
+    release(stack, messages)

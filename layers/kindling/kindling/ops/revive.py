@@ -1,0 +1,223 @@
+"""Retrying a job under its own id, and reviving a ``dead`` one.
+
+A ``dead`` record is final: a worker that receives the job again sees it and moves the
+message straight back to the dead-letter queue without running it (``already dead``). So
+retrying a dead job is an explicit revive, a new *generation* of its record:
+
+1. find the job's message in the dead-letter queue (the worker moved it there; results
+   records do not hold arguments) and keep it out of sight while working;
+2. in one transaction (``TransactWriteItems``), replace the ``dead`` record that was read,
+   and only that one (its status and ``finished_at`` are the condition), with a ``queued``
+   record of the next generation (attempts 0, built by :func:`kindling.records.build_record`),
+   and count the generation in the job's revive ledger, the item ``revive#<job id>`` (a
+   key no job id can take), which keeps the earlier generations' outcomes: the worker's
+   next record replaces the whole item and would drop them;
+3. send the job to the jobs queue again (same id, arguments and options; a new
+   ``enqueued_at``, since this is a new enqueue);
+4. delete its message from the dead-letter queue.
+
+The worker reads ``queued`` as no record at all (:mod:`kindling.status`): the job's next
+run is attempt 1 of its full allowance, and its outcome replaces the ``queued`` record
+under the usual forward-only rule. The record is written before the message is sent, so
+no worker can see the new message beside the old ``dead`` record. If the process stops
+between steps, running ``retry`` again finishes the job: a ``queued`` record whose
+message is still in the DLQ is sent without a new generation.
+
+What stays possible: a delivery of the *old* generation still running when the revive
+lands (SQS delivered it twice) may record ``dead`` over the ``queued`` one, since the
+worker's writes cannot tell generations apart; the new message is then moved back to the
+DLQ as already dead, and a second ``retry`` revives it again. Nothing is lost either way.
+
+Other statuses: a ``rejected`` job (a valid envelope whose task or arguments this worker
+refused) is sent again from the body its record kept; any outcome replaces a
+``rejected``, so no revive is needed. A job with no record whose message is in the DLQ
+(the results table was unreachable on its last delivery) is sent again as it is. A
+``failed`` job is refused (its message is back on the queue and runs again by itself), so
+is a ``succeeded`` one (a new run would be skipped as a duplicate: send it under a new id).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from kindling import codec
+from kindling.envelope import decode_job
+from kindling.errors import InvalidJob
+from kindling.ops import OpsError, Stack
+from kindling.ops.query import REVIVE_PREFIX, get_job
+from kindling.records import build_record
+from kindling.results import to_item
+from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED
+
+__all__ = ["retry_job", "revive", "find_in_dlq", "RetryRefused", "HISTORY"]
+
+HISTORY = 20  # earlier generations kept in the revive ledger
+DEFAULT_TTL_S = 14 * 86_400  # the queues' retention: a revived record outlives its message
+
+
+class RetryRefused(OpsError):
+    """The job cannot be retried as asked (its status, or no message to send)."""
+
+
+def retry_job(stack: Stack, job_id: str, *, search: int = 1000) -> dict:
+    """Send job ``job_id`` again under its own id; revive it first if it is ``dead``.
+
+    Returns what was done: ``{"id", "previous_status", "generation", "message_id", "source"}``
+    (``source``: ``dlq`` or ``record``). Raises :class:`RetryRefused` with the reason when
+    the job cannot be retried. ``search`` bounds how many DLQ messages are looked at.
+    """
+    record = get_job(stack, job_id)
+    status = record.get("status") if record else None
+    if status == SUCCEEDED:
+        raise RetryRefused(f"job {job_id} already succeeded; a new run would be skipped as a duplicate "
+                           "(enqueue it under a new id to run it again)")
+    if status == FAILED:
+        raise RetryRefused(f"job {job_id} failed attempt {record.get('attempts')} and is back on the queue: "
+                           "it runs again by itself")
+    if status == REJECTED and record.get("raw") is not None:
+        body = record["raw"]
+        if "raw" in record.get("truncated", {}):
+            raise RetryRefused(f"job {job_id}: its recorded body was cut to fit the record; it cannot be resent")
+        message_id = _send(stack, job_id, body)
+        return {"id": job_id, "previous_status": status, "generation": record.get("generation", 1),
+                "message_id": message_id, "source": "record"}
+    if status == REJECTED:
+        raise RetryRefused(f"job {job_id} was rejected and its record holds no body to send again")
+
+    found, others = find_in_dlq(stack, job_id, search=search)
+    try:
+        if not found:
+            if status == DEAD:
+                raise RetryRefused(f"job {job_id} is dead but its message is not in the dead-letter queue (looked "
+                                   f"at {len(others)} messages): it was moved or deleted, or is past the queue's "
+                                   "retention")
+            if status == QUEUED:
+                raise RetryRefused(f"job {job_id} was already sent again (generation {record['generation']}) and "
+                                   "waits for a worker")
+            raise RetryRefused(f"job {job_id}: no record and no message in the dead-letter queue (looked at "
+                               f"{len(others)}): it is queued or running, or unknown")
+        generation = record["generation"] if record else 1
+        if status in REVIVABLE:
+            generation = revive(stack, record)
+        message_id = _send(stack, job_id, found[0]["Body"])
+        _delete(stack, found)
+        found = []
+    finally:
+        _release(stack, found + others)
+    return {"id": job_id, "previous_status": status, "generation": generation, "message_id": message_id,
+            "source": "dlq"}
+
+
+def revive(stack: Stack, record: dict, *, now_ms: int | None = None) -> int:
+    """Replace ``record`` (as read: a ``dead`` job) with a ``queued`` one of the next
+    generation, and count it in the job's revive ledger, in one transaction. Returns the
+    new generation; raises :class:`RetryRefused` if the stored record is no longer the
+    one read (a worker or another operator got there first)."""
+    job_id = record["id"]
+    if record.get("status") not in REVIVABLE:
+        raise RetryRefused(f"job {job_id} is {record.get('status')}, not dead: nothing to revive")
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    generation = int(record.get("generation") or 1)
+    ttl_s = DEFAULT_TTL_S
+    if record.get("expires_at") and record.get("finished_at"):
+        ttl_s = max(DEFAULT_TTL_S, int(record["expires_at"]) - int(record["finished_at"]) // 1000)
+    queued = build_record(key=job_id, task=record.get("task"), status=QUEUED, attempts=0, started_at=now_ms,
+                          finished_at=now_ms, ttl_s=ttl_s, trace_id=record.get("trace_id"),
+                          generation=generation + 1)
+    error = record.get("error") or {}
+    summary = {"generation": generation, "status": record["status"], "attempts": record.get("attempts", 0),
+               "finished_at": record.get("finished_at", 0),
+               "error": {"type": error.get("type", ""), "message": str(error.get("message", ""))[:1000]},
+               "revived_at": now_ms}
+    history = (list(record.get("previous") or []) + [summary])[-HISTORY:]
+    ledger = {"id": REVIVE_PREFIX + job_id, "job_id": job_id, "generation": generation + 1, "revived_at": now_ms,
+              "history": history, "expires_at": queued.get("expires_at", now_ms // 1000 + ttl_s)}
+    ledger_condition = "attribute_not_exists(#i) OR #g = :g" if generation > 1 else "attribute_not_exists(#i)"
+    ledger_values = {":g": {"N": str(generation)}} if generation > 1 else {}
+    try:
+        stack.dynamodb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": stack.table, "Item": to_item(queued),
+                     "ConditionExpression": "#s = :dead AND #f = :f",
+                     "ExpressionAttributeNames": {"#s": "status", "#f": "finished_at"},
+                     "ExpressionAttributeValues": {":dead": {"S": DEAD},
+                                                   ":f": {"N": str(record.get("finished_at", 0))}}}},
+            {"Put": {"TableName": stack.table, "Item": to_item(ledger), "ConditionExpression": ledger_condition,
+                     "ExpressionAttributeNames": {"#i": "id", **({"#g": "generation"} if ledger_values else {})},
+                     **({"ExpressionAttributeValues": ledger_values} if ledger_values else {})}},
+        ])
+    except stack.dynamodb.exceptions.TransactionCanceledException as exc:
+        now = get_job(stack, job_id)
+        raise RetryRefused(f"job {job_id} changed while it was being revived (now {now and now.get('status')}, "
+                           f"generation {now and now.get('generation')}): look again before retrying") from exc
+    return generation + 1
+
+
+def find_in_dlq(stack: Stack, job_id: str, *, search: int = 1000, hide_s: int = 60) -> tuple[list[dict], list[dict]]:
+    """Messages of ``job_id`` in the dead-letter queue, and the others received meanwhile.
+
+    SQS cannot look a message up, so this receives (hiding what it received for ``hide_s``)
+    until it finds the job, has seen ``search`` messages, or the queue has nothing more to
+    give. The caller releases the others (:func:`_release`)."""
+    found: list[dict] = []
+    others: list[dict] = []
+    seen: set[str] = set()
+    while not found and len(seen) < search:
+        messages = stack.sqs.receive_message(
+            QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=stack.receive_wait_s, VisibilityTimeout=hide_s,
+            MessageAttributeNames=["All"], AttributeNames=["All"]).get("Messages", [])
+        fresh = [m for m in messages if m["MessageId"] not in seen]
+        if not fresh:
+            break
+        for m in fresh:
+            seen.add(m["MessageId"])
+            (found if message_job_id(m) == job_id else others).append(m)
+    return found, others
+
+
+def message_job_id(message: dict) -> str | None:
+    """The job id of a DLQ message: the worker's ``kindling_job_id`` attribute, else the body's."""
+    attribute = (message.get("MessageAttributes") or {}).get("kindling_job_id")
+    if attribute and attribute.get("StringValue"):
+        return attribute["StringValue"]
+    try:
+        data = codec.loads(message.get("Body") or "")
+    except ValueError:
+        return None
+    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+
+
+def _send(stack: Stack, job_id: str, body: str) -> str:
+    """Send the job in ``body`` again (same id, arguments and options, a new ``enqueued_at``,
+    the caller's X-Ray trace); return the new message's id."""
+    from kindling.client import _trace_attribute
+    from kindling.envelope import encode_job, new_job
+
+    try:
+        job = decode_job(body)
+        again = new_job(job.task, job.args, job.kwargs, job_id=job.id, max_attempts=job.max_attempts,
+                        timeout=job.timeout)
+    except InvalidJob as exc:
+        raise RetryRefused(f"job {job_id}: its message is not a job this kindling can send ({exc.reason})") from None
+    if job.id != job_id:
+        raise RetryRefused(f"job {job_id}: its message names job {job.id}")
+    response = stack.sqs.send_message(QueueUrl=stack.need_queue(), MessageBody=encode_job(again).decode(),
+                                      **_trace_attribute())
+    return response["MessageId"]
+
+
+def _delete(stack: Stack, messages: list[dict]) -> None:
+    for start in range(0, len(messages), 10):
+        chunk = messages[start:start + 10]
+        stack.sqs.delete_message_batch(QueueUrl=stack.dlq_url, Entries=[
+            {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(chunk)])
+
+
+def _release(stack: Stack, messages: list[dict]) -> None:
+    """Make received messages visible again at once (best effort: else after ``hide_s``)."""
+    for start in range(0, len(messages), 10):
+        chunk = messages[start:start + 10]
+        with contextlib.suppress(Exception):  # else they come back after their visibility timeout
+            stack.sqs.change_message_visibility_batch(QueueUrl=stack.dlq_url, Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for n, m in enumerate(chunk)])

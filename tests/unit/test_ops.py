@@ -1,0 +1,420 @@
+"""The operator's commands against moto: jobs listed through the indexes (never a Scan),
+one job shown, a dead job revived as a new generation and run again, the DLQ peeked and
+redriven. Records and dead letters come from the real worker loop (kindling.loop)."""
+
+import time
+import uuid
+
+import boto3
+import pytest
+from kindling import cli, codec
+from kindling.client import Call, Client
+from kindling.loop import SqsWorker
+from kindling.ops import OpsError, Stack
+from kindling.ops.dlq import peek, redrive
+from kindling.ops.query import get_job, list_jobs, parse_since
+from kindling.ops.revive import RetryRefused, retry_job, revive
+from kindling.records import build_record
+from kindling.registry import Registry
+from kindling.results import DynamoResultStore, MemoryResultStore
+from kindling.runner import Delivery, Runner
+from kindling.status import DEAD, FAILED, QUEUED, REJECTED, SUCCEEDED, may_replace
+
+BROKEN = {"on": True}
+registry = Registry()
+
+
+@registry.task(name="ops.ok")
+def ok(n=0):
+    return n
+
+
+@registry.task(name="emails.send", max_attempts=2)
+def send_email(to):
+    if BROKEN["on"]:
+        raise RuntimeError(f"smtp refused {to}")
+    return f"sent to {to}"
+
+
+@pytest.fixture
+def indexed_table(moto_endpoint) -> str:
+    """A results table shaped as template.yaml's: key ``id``, GSIs by_task and by_status."""
+    name = f"results-{uuid.uuid4().hex[:8]}"
+    include = {"ProjectionType": "INCLUDE",
+               "NonKeyAttributes": ["task", "status", "attempts", "enqueued_at", "started_at", "duration_ms"]}
+    boto3.client("dynamodb").create_table(
+        TableName=name, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, t in
+                              [("id", "S"), ("task_shard", "S"), ("status_shard", "S"), ("finished_at", "N")]],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[
+            {"IndexName": "by_task", "Projection": include,
+             "KeySchema": [{"AttributeName": "task_shard", "KeyType": "HASH"},
+                           {"AttributeName": "finished_at", "KeyType": "RANGE"}]},
+            {"IndexName": "by_status",
+             "Projection": dict(include, NonKeyAttributes=include["NonKeyAttributes"] + ["error"]),
+             "KeySchema": [{"AttributeName": "status_shard", "KeyType": "HASH"},
+                           {"AttributeName": "finished_at", "KeyType": "RANGE"}]},
+        ],
+    )
+    return name
+
+
+@pytest.fixture
+def stack(indexed_table) -> Stack:
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}", Attributes={
+        "VisibilityTimeout": "1",
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "10"}}',
+    })["QueueUrl"]
+    BROKEN["on"] = True
+    stack = Stack(table=indexed_table, queue_url=url)
+    stack.receive_wait_s = 0  # moto's short poll sees every message
+    return stack
+
+
+def work(stack: Stack) -> dict:
+    return SqsWorker(stack.queue_url, stack.table, registry=registry, wait=1, log=None).run(burst=True,
+                                                                                          idle_timeout=10)
+
+
+def calls(stack: Stack) -> list[str]:
+    """Record the DynamoDB operations the stack's client makes from now on."""
+    seen: list[str] = []
+    stack.dynamodb.meta.events.register("before-call.dynamodb.*", lambda model, **_: seen.append(model.name))
+    return seen
+
+
+def dlq_bodies(stack: Stack) -> list[dict]:
+    msgs = boto3.client("sqs").receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10,
+                                               VisibilityTimeout=0).get("Messages", [])
+    return [codec.loads(m["Body"]) for m in msgs]
+
+
+# -- the forward-only rule with the revive's status ----------------------------------------
+
+
+def test_queued_replaces_only_a_dead_record_and_every_outcome_replaces_queued():
+    assert may_replace(QUEUED, 0, DEAD)
+    for old in (None, SUCCEEDED, FAILED, REJECTED, QUEUED):
+        assert not may_replace(QUEUED, 0, old), old
+    for new in (SUCCEEDED, FAILED, DEAD, REJECTED):
+        assert may_replace(new, 1, QUEUED), new
+
+
+def test_the_runner_reads_a_queued_record_as_no_record_and_counts_attempts_from_one():
+    store = MemoryResultStore()
+    store.records["j1"] = build_record(key="j1", task="emails.send", status=QUEUED, attempts=0, started_at=1,
+                                       finished_at=1, generation=2)
+    BROKEN["on"] = True
+    runner = Runner(registry, store, log=None)
+    body = codec.dumps({"version": 1, "id": "j1", "task": "emails.send", "args": ["a@b"], "kwargs": {},
+                        "enqueued_at": 1})
+    [o] = runner.run([Delivery("m1", body, attempts=7)])
+    assert o.status == FAILED and o.attempts == 1  # a fresh allowance, whatever the deliveries
+    assert store.records["j1"]["status"] == FAILED
+    BROKEN["on"] = False
+    [o] = runner.run([Delivery("m2", body)])
+    assert o.status == SUCCEEDED and o.attempts == 2
+
+
+# -- listing --------------------------------------------------------------------------------
+
+
+def test_parse_since_takes_durations_and_iso_times():
+    now = 1_800_000_000_000
+    assert parse_since("2h", now) == now - 7_200_000
+    assert parse_since("30s", now) == now - 30_000
+    assert parse_since("1w", now) == now - 604_800_000
+    assert parse_since("2027-01-15T00:00:00Z") == parse_since("2027-01-15T01:00:00+01:00") == 1_799_971_200_000
+    assert parse_since("2027-01-15 00:00") == 1_799_971_200_000  # no zone: UTC, as the listings print
+    with pytest.raises(OpsError, match="duration"):
+        parse_since("yesterday")
+
+
+def _write(stack: Stack, records: list[dict]) -> None:
+    DynamoResultStore(stack.table).write(records)
+
+
+def test_list_queries_four_shards_of_one_index_merges_newest_first_and_never_scans(stack):
+    now = int(time.time() * 1000)
+    records = []
+    for i in range(40):  # ids spread over the four shards
+        status = DEAD if i % 2 else SUCCEEDED
+        task = "emails.send" if i % 4 < 2 else "ops.ok"
+        records.append(build_record(key=f"job-{i:03d}", task=task, status=status, attempts=2, started_at=now - i * 1000,
+                                    finished_at=now - i * 1000, error={"type": "E", "message": f"m{i}"}
+                                    if status == DEAD else None))
+    _write(stack, records)
+    ops = calls(stack)
+
+    dead = list_jobs(stack, status=DEAD, since_ms=now - 3_600_000, limit=100)
+    assert [r["id"] for r in dead] == [f"job-{i:03d}" for i in range(1, 40, 2)]  # newest first, all shards
+    assert {r["id"][-1] for r in dead} and all(r["error"]["message"] == f"m{int(r['id'][4:])}" for r in dead)
+    assert ops == ["Query"] * 4
+
+    ops.clear()
+    both = list_jobs(stack, status=DEAD, task="emails.send", since_ms=now - 3_600_000)
+    assert [r["id"] for r in both] == [f"job-{i:03d}" for i in range(1, 40, 4)]
+    assert ops == ["Query"] * 4
+
+    succeeded = list_jobs(stack, status=SUCCEEDED, task="ops.ok", since_ms=now - 3_600_000)
+    assert [r["id"] for r in succeeded] == [f"job-{i:03d}" for i in range(2, 40, 4)]
+    recent = list_jobs(stack, task="emails.send", since_ms=now - 10_500, limit=3)
+    assert [r["id"] for r in recent] == ["job-000", "job-001", "job-004"]
+    assert "Scan" not in ops
+
+
+def test_list_pages_through_each_shard_until_it_has_the_limit(stack):
+    now = int(time.time() * 1000)
+    _write(stack, [build_record(key=f"p-{i}", task="ops.ok", status=DEAD, attempts=1, started_at=now - i,
+                                finished_at=now - i) for i in range(30)])
+    got = list_jobs(stack, status=DEAD, since_ms=0, limit=25, page_size=2)
+    assert [r["id"] for r in got] == [f"p-{i}" for i in range(25)]
+
+
+def test_list_refuses_what_only_a_scan_could_answer(stack):
+    with pytest.raises(OpsError, match="scan"):
+        list_jobs(stack)
+    with pytest.raises(OpsError, match="per task"):
+        list_jobs(stack, status=SUCCEEDED)
+
+
+# -- the real path: worker, DLQ, revive -------------------------------------------------------
+
+
+def test_a_dead_job_is_revived_as_a_new_generation_and_runs_again_from_attempt_one(stack):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    doomed = client.send(Call("emails.send", ["ada@example.com"], job_id="mail-1"))
+    fine = client.enqueue("ops.ok", 5)
+    work(stack)
+    assert client.record(doomed.id)["status"] == DEAD
+    assert [b["id"] for b in dlq_bodies(stack)] == [doomed.id]
+
+    shown = get_job(stack, doomed.id)
+    assert shown["attempts"] == 2 and shown["generation"] == 1 and shown["previous"] == []
+    assert "smtp refused ada@example.com" in shown["error"]["traceback"]
+
+    done = retry_job(stack, doomed.id)
+    assert done["previous_status"] == DEAD and done["generation"] == 2 and done["source"] == "dlq"
+    record = client.record(doomed.id)
+    assert record["status"] == QUEUED and record["attempts"] == 0 and record["generation"] == 2
+    assert record["status_shard"].startswith("queued#") and record["task_shard"].startswith("emails.send#")
+    assert dlq_bodies(stack) == []  # moved, not copied
+    assert [r["id"] for r in list_jobs(stack, status=QUEUED, since_ms=0)] == [doomed.id]
+
+    BROKEN["on"] = False  # the operator fixed the mail server
+    work(stack)
+    record = client.record(doomed.id)
+    assert record["status"] == SUCCEEDED and record["attempts"] == 1 and "generation" not in record
+    assert codec.loads(record["result"]) == "sent to ada@example.com"
+    shown = get_job(stack, doomed.id)
+    assert shown["generation"] == 2
+    [first] = shown["previous"]
+    assert first["generation"] == 1 and first["status"] == DEAD and first["attempts"] == 2
+    assert first["error"]["message"] == "smtp refused ada@example.com"
+    assert client.status(fine.id) == SUCCEEDED
+    with pytest.raises(RetryRefused, match="already succeeded"):
+        retry_job(stack, doomed.id)
+
+
+def test_a_job_revived_twice_counts_its_generations_in_the_ledger(stack):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    job = client.send(Call("emails.send", ["x@y"], job_id="twice"))
+    work(stack)
+    assert retry_job(stack, job.id)["generation"] == 2
+    work(stack)  # still broken: dead again, its record without a generation
+    assert client.record(job.id)["status"] == DEAD
+    assert retry_job(stack, job.id)["generation"] == 3
+    assert [p["generation"] for p in get_job(stack, job.id)["previous"]] == [1, 2]
+
+
+def test_a_revive_refuses_a_record_that_changed_since_it_was_read(stack):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    job = client.send(Call("emails.send", ["x@y"], job_id="raced"))
+    work(stack)
+    stale = get_job(stack, job.id)
+    assert revive(stack, stale) == 2
+    with pytest.raises(RetryRefused, match="changed while it was being revived"):
+        revive(stack, stale)  # a second operator with the same read
+    newer = dict(stale, finished_at=stale["finished_at"] + 1)
+    with pytest.raises(RetryRefused):
+        revive(stack, newer)
+    assert client.record(job.id)["generation"] == 2
+
+
+def test_an_interrupted_retry_is_finished_by_running_it_again(stack, monkeypatch):
+    import kindling.ops.revive as rv
+
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    job = client.send(Call("emails.send", ["x@y"], job_id="interrupted"))
+    work(stack)
+
+    def boom(*args, **kwargs):
+        raise ConnectionError("network gone")
+
+    monkeypatch.setattr(rv, "_send", boom)
+    with pytest.raises(ConnectionError):
+        retry_job(stack, job.id)
+    assert client.record(job.id)["status"] == QUEUED
+    assert [b["id"] for b in dlq_bodies(stack)] == [job.id]  # released, still there
+    monkeypatch.undo()
+    done = retry_job(stack, job.id)
+    assert done["previous_status"] == QUEUED and done["generation"] == 2  # no second generation
+    assert dlq_bodies(stack) == []
+    with pytest.raises(RetryRefused, match="already sent again"):
+        retry_job(stack, job.id)
+
+
+def test_retry_refuses_failed_and_unknown_jobs_and_resends_a_rejected_one_from_its_body(stack):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    now = int(time.time() * 1000)
+    _write(stack, [build_record(key="f1", task="ops.ok", status=FAILED, attempts=1, started_at=now, finished_at=now)])
+    with pytest.raises(RetryRefused, match="runs again by itself"):
+        retry_job(stack, "f1")
+    with pytest.raises(RetryRefused, match="no record and no message"):
+        retry_job(stack, "nobody", search=10)
+
+    body = codec.dumps({"version": 1, "id": "rj", "task": "ops.ok", "args": [], "kwargs": {"n": "wrong"},
+                        "enqueued_at": now})
+    _write(stack, [build_record(key="rj", task="ops.later", status=REJECTED, attempts=0, started_at=now,
+                                finished_at=now, raw=body, error={"type": "InvalidJob", "message": "unknown task"})])
+    done = retry_job(stack, "rj")
+    assert done["source"] == "record" and done["message_id"]
+    work(stack)
+    assert codec.loads(client.record("rj")["result"]) == "wrong"
+
+
+# -- the dead-letter queue --------------------------------------------------------------------
+
+
+def test_peek_shows_the_dlq_with_each_jobs_record_and_leaves_the_messages_there(stack):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    jobs = [client.send(Call("emails.send", [f"u{i}@x"], job_id=f"peek-{i}")) for i in range(3)]
+    work(stack)
+    report = peek(stack, limit=10)
+    assert sorted(m["job_id"] for m in report["messages"]) == [j.id for j in jobs]
+    assert {m["status"] for m in report["messages"]} == {DEAD}
+    assert {m["task"] for m in report["messages"]} == {"emails.send"}
+    assert all("smtp refused" in m["reason"] for m in report["messages"])
+    assert len(dlq_bodies(stack)) == 3  # visible again at once
+
+
+def test_redrive_revives_dead_jobs_then_moves_the_dlq_back_by_hand_where_the_move_task_is_missing(stack,
+                                                                                                 monkeypatch):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # moto answers 500 to the move task: no retries
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    jobs = [client.send(Call("emails.send", [f"u{i}@x"], job_id=f"rd-{i}")) for i in range(12)]
+    work(stack)
+    assert {client.status(j.id) for j in jobs} == {DEAD}
+    lines: list[str] = []
+    report = redrive(stack, progress=lines.append)  # moto has no StartMessageMoveTask
+    assert report["revived"] == 12 and report["moved"] == 12 and report["method"] == "receive/send/delete"
+    assert any("not available here" in line for line in lines), lines
+    assert {client.status(j.id) for j in jobs} == {QUEUED}
+    assert dlq_bodies(stack) == []
+    BROKEN["on"] = False
+    work(stack)
+    assert {client.status(j.id) for j in jobs} == {SUCCEEDED}
+
+
+def test_redrive_without_revive_lets_the_worker_bounce_dead_jobs_back(stack, monkeypatch):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    job = client.send(Call("emails.send", ["a@b"], job_id="bounce"))
+    work(stack)
+    report = redrive(stack, revive_dead=False, progress=lambda line: None)
+    assert report["revived"] == 0 and report["moved"] == 1
+    BROKEN["on"] = False
+    work(stack)
+    assert client.status(job.id) == DEAD  # seen dead, not run, moved back
+    assert [b["id"] for b in dlq_bodies(stack)] == [job.id]
+
+
+class FakeMoveSqs:
+    """SQS's message move task as AWS reports it: RUNNING with progress, then COMPLETED."""
+
+    def __init__(self, fail: str | None = None):
+        self.polls = 0
+        self.started = None
+        self.fail = fail
+
+    def start_message_move_task(self, **params):
+        self.started = params
+        return {"TaskHandle": "h1"}
+
+    def list_message_move_tasks(self, SourceArn, MaxResults):
+        self.polls += 1
+        moved = min(self.polls * 40, 100)
+        status = "RUNNING" if moved < 100 else ("FAILED" if self.fail else "COMPLETED")
+        return {"Results": [{"TaskHandle": "h1", "Status": status, "ApproximateNumberOfMessagesMoved": moved,
+                             "ApproximateNumberOfMessagesToMove": 100, "FailureReason": self.fail or ""}]}
+
+
+def test_redrive_starts_the_move_task_toward_the_jobs_queue_and_reports_its_progress():
+    stack = Stack(table="t", queue_url="https://q/jobs", dlq_url="https://q/dlq")
+    stack._sqs = fake = FakeMoveSqs()
+    stack._arns = {"https://q/jobs": "arn:aws:sqs:r:1:jobs", "https://q/dlq": "arn:aws:sqs:r:1:dlq"}
+    lines: list[str] = []
+    report = redrive(stack, revive_dead=False, progress=lines.append, poll_s=0, max_per_second=50)
+    assert fake.started == {"SourceArn": "arn:aws:sqs:r:1:dlq", "DestinationArn": "arn:aws:sqs:r:1:jobs",
+                            "MaxNumberOfMessagesPerSecond": 50}
+    assert lines == ["message move task started: dlq -> jobs", "running: moved 40 of 100", "running: moved 80 of 100",
+                     "completed: moved 100 of 100"]
+    assert report == {"revived": 0, "revive_refused": 0, "moved": 100, "method": "StartMessageMoveTask",
+                      "status": "COMPLETED"}
+    stack._sqs = FakeMoveSqs(fail="AccessDenied on the destination")
+    lines.clear()
+    assert redrive(stack, revive_dead=False, progress=lines.append, poll_s=0)["status"] == "FAILED"
+    assert lines[-1] == "the move task failed: AccessDenied on the destination"
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_the_commands_print_aligned_tables_and_json(stack, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "150")
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    doomed = [client.send(Call("emails.send", [f"user{i}@example.com"], job_id=f"cli-{i}")) for i in range(2)]
+    work(stack)
+    base = ["--table", stack.table]
+
+    assert cli.main(["jobs", "list", "--status", "dead", "--task", "emails.send", "--since", "2h", *base]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["FINISHED", "(UTC)", "ID", "TASK", "STATUS", "ATT", "DURATION", "ERROR"]
+    assert {line.split()[2] for line in out[1:3]} == {d.id for d in doomed}
+    status_col = out[0].index("STATUS")
+    assert all(line[status_col:status_col + 4] == "dead" for line in out[1:3])  # aligned columns
+    assert all(len(line) <= 150 for line in out) and out[-1] == "2 job(s)"
+    assert "RuntimeError: smtp refused user" in out[1]
+
+    assert cli.main(["jobs", "list", "--status", "dead", "--json", *base]) == 0
+    assert {r["id"] for r in codec.loads(capsys.readouterr().out)} == {d.id for d in doomed}
+
+    assert cli.main(["jobs", "show", "cli-0", *base]) == 0
+    text = capsys.readouterr().out
+    fields = {line[:12].strip(): line[12:].strip() for line in text.split("\n\n")[0].splitlines()}
+    assert fields["status"] == "dead" and fields["attempts"] == "2" and fields["task"] == "emails.send"
+    assert fields["error"] == "RuntimeError: smtp refused user0@example.com"
+    assert fields["queue wait"].endswith(("ms", "s")) and fields["finished"] != "-"
+    assert 'raise RuntimeError(f"smtp refused {to}")' in text.split("traceback:\n")[1]
+    assert cli.main(["jobs", "show", "nope", *base]) == 1
+
+    queue = ["--queue-url", stack.queue_url]
+    assert cli.main(["dlq", "peek", *base, *queue]) == 0
+    text = capsys.readouterr().out
+    assert "2 visible" in text and "cli-0" in text and "cli-1" in text
+
+    assert cli.main(["jobs", "retry", "cli-0", *base, *queue]) == 0
+    assert "job cli-0 enqueued again (revived as generation 2" in capsys.readouterr().out
+    assert cli.main(["jobs", "retry", "cli-0", *base, *queue]) == 2
+    assert "already sent again (generation 2)" in capsys.readouterr().err
+    assert cli.main(["jobs", "show", "cli-0", *base]) == 0
+    text = capsys.readouterr().out
+    assert "\nstatus        queued (generation 2)\n" in text and "\nrevived  " in text
+    assert "generation 1  dead after 2 attempt(s)" in text
+
+    assert cli.main(["jobs", "list", *base]) == 2
+    assert "give --status or --task" in capsys.readouterr().err
