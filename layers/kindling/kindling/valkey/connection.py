@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 
 DEFAULT_STREAM = "kindling:jobs"
 DEFAULT_GROUP = "kindling"
@@ -12,16 +11,20 @@ FIELD = b"job"
 
 
 def connect(url: str, **options):
-    """A ``valkey.Valkey`` client for ``url`` (redis://, rediss:// with TLS, user:password@)."""
-    import valkey
+    """A client for ``url`` (redis://, rediss:// with TLS, user:password@): kindling's own
+    (:mod:`kindling.valkey.client`), which the layer ships and which loads neither ssl
+    (for a plain URL) nor asyncio. It answers as ``valkey.Valkey`` does, so a valkey-py
+    client can be passed as ``client=`` wherever a part takes one."""
+    from kindling.valkey.client import Valkey
 
     options.setdefault("socket_connect_timeout", 5)
     options.setdefault("health_check_interval", 30)
-    return valkey.Valkey.from_url(url, **options)
+    return Valkey.from_url(url, **options)
 
 
 def default_consumer() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
+    # os.uname, not socket.gethostname: socket.py costs the cold path enum and selectors.
+    return f"{os.uname().nodename}-{os.getpid()}"
 
 
 def _s(value) -> str:

@@ -130,11 +130,10 @@ class ValkeyResultStore:
 
     @staticmethod
     def _guard(fn):
-        from valkey.exceptions import ValkeyError
-
         from kindling.errors import StoreUnavailable
+        from kindling.valkey import errors
 
         try:
             return fn()
-        except (ValkeyError, OSError) as exc:
+        except errors.valkey_errors() as exc:
             raise StoreUnavailable(f"Valkey result store: {exc}") from exc

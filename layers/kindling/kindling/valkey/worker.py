@@ -40,6 +40,7 @@ from kindling.runner import (
     Outcome,
     Runner,
 )
+from kindling.valkey import errors
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
 
 TYPE_CHECKING = False
@@ -100,11 +101,9 @@ class StreamWorker:
     def ensure_group(self) -> None:
         """Create the group (and the stream) if missing; a restarted server without
         persistence has lost both."""
-        from valkey.exceptions import ResponseError
-
         try:
             self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
-        except ResponseError as exc:
+        except errors.response_errors() as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
         self._group_ready = True
@@ -113,15 +112,13 @@ class StreamWorker:
 
     def fetch(self, block_ms: int | None) -> list[Delivery]:
         """Reclaimed entries first (idle past the visibility timeout), else new ones."""
-        from valkey.exceptions import ResponseError
-
         if not self._group_ready:
             self.ensure_group()
         try:
             deliveries = self._reclaim()
             if not deliveries:
                 deliveries = self._read(block_ms)
-        except ResponseError as exc:
+        except errors.response_errors() as exc:
             if "NOGROUP" not in str(exc):
                 raise
             self.ensure_group()  # the server lost the group (restart without persistence)
@@ -338,29 +335,30 @@ class StreamWorker:
         off, from 0.05 s doubling to 5 s (jittered), until a round goes through."""
         import threading
 
-        from valkey.exceptions import ConnectionError, TimeoutError
-
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = [signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)]
-        backoff = _Backoff()
+        # One backoff per dependency: an empty read proves Valkey is back, only a batch
+        # that was recorded proves the store is.
+        valkey_backoff, store_backoff = _Backoff(), _Backoff()
         try:
             while not self._stopping:
                 try:
                     deliveries = self.fetch(self.block_ms)
+                    valkey_backoff.reset()
                     if deliveries:
                         down = store_down(self.process(deliveries))
                         if down:
-                            self._pause(backoff, "store_unavailable", down)
+                            self._pause(store_backoff, "store_unavailable", down)
                             continue
+                        store_backoff.reset()
                     elif burst and self.idle():
                         break
-                    backoff.reset()
-                except (ConnectionError, TimeoutError, OSError) as exc:
+                except errors.connection_errors() as exc:
                     self._group_ready = False
-                    self._pause(backoff, "valkey_unavailable", str(exc))
+                    self._pause(valkey_backoff, "valkey_unavailable", str(exc))
                 except StoreUnavailable as exc:  # a store that failed outside the runner's guard
-                    self._pause(backoff, "store_unavailable", str(exc))
+                    self._pause(store_backoff, "store_unavailable", str(exc))
         finally:
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
