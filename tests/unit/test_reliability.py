@@ -418,3 +418,11 @@ def test_index_keys_are_never_empty_and_spread_over_shards(reg, store):
     assert all("status_shard" not in r for r in succeeded)  # by_status is sparse
     assert {r["task_shard"] for r in succeeded} == {f"add#{n}" for n in range(4)}
     assert failed["status_shard"].startswith("failed#") and failed["task_shard"].startswith("boom#")
+
+
+def test_a_newer_envelope_on_its_last_delivery_is_recorded_not_dropped(reg, store):
+    body = codec.dumps({"version": 2, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1})
+    outcomes = Runner(reg, store, max_deliveries=5, log=None).run([Delivery("m-v2", body, 5)])
+    assert statuses(outcomes) == ["rejected"]
+    record = store.records["rejected#m-v2"]
+    assert "needs a newer kindling" in record["error"]["message"] and record["job_id"] == "j2"

@@ -320,6 +320,10 @@ class Runner:
             job = decode_job(d.body)
         except NewerEnvelope as exc:
             o = Outcome(d.ref, exc.job_id, exc.task, DEFERRED, 0, d.attempts)
+            if self.max_deliveries and d.attempts >= self.max_deliveries:
+                # Its last delivery: no newer worker took it in time. Recorded, not lost.
+                return self._rejected(o, d, f"{exc.reason}; no worker that reads it took it in {d.attempts} "
+                                            "deliveries", claimed_id=exc.job_id, task=exc.task)
             o.reason = exc.reason
             o.retry_in = policy.store_backoff_s(d.attempts)
             return o
