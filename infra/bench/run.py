@@ -1,6 +1,6 @@
 """kindling's benchmark harness: what do I gain over Celery, and over the handler I'd write myself?
 
-    python infra/bench/run.py [--quick] [--only cold,imports,throughput,dynamodb,sqs,enqueue,latency]
+    python infra/bench/run.py [--quick] [--only cold,memory,imports,throughput,dynamodb,sqs,enqueue,latency]
                               [--aws localstack|moto] [--out bench-results]
 
 Every scenario runs its systems round-robin within each repetition (interleaved, same
@@ -9,6 +9,9 @@ baseline's. Writes <out>/bench-<stamp>.json (every sample), <out>/bench-<stamp>.
 tables) and PNG charts; prints progress, the tables and the ratios against the targets.
 Nothing else may run heavy work meanwhile: absolute numbers on a shared machine are noise,
 the ratios are the result.
+
+``memory`` runs the Lambda-shaped cold starts under a cgroup CPU quota per memory size
+(cpushare.py: Lambda's CPU share is proportional to memory, one vCPU at 1,769 MB).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import stats  # noqa: E402
 from services import Services  # noqa: E402
 
 PY = sys.executable
-SCENARIOS = ("cold", "imports", "throughput", "dynamodb", "sqs", "enqueue", "latency")
+SCENARIOS = ("cold", "memory", "imports", "throughput", "dynamodb", "sqs", "enqueue", "latency")
 
 
 def log(msg: str) -> None:
@@ -99,11 +102,15 @@ def celery_cmd(pool: str, c: int) -> list[str]:
 
 # ----------------------------------------------------------------------------- cold start
 
-def cold_child(cmd: list[str], env: dict, svc: Services, job: dict) -> float:
-    """Spawn -> result recorded (child prints its clock right after the handler returned)."""
+def cold_child(cmd: list[str], env: dict, svc: Services, job: dict, share=None) -> float:
+    """Spawn -> result recorded (child prints its clock right after the handler returned).
+
+    ``share``: a :class:`cpushare.CpuShare` the child joins between fork and exec.
+    """
     env = dict(env, KINDLING_BENCH_EVENT=repr(sqs_event(job)))
     t0 = time.time()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                         preexec_fn=share.join if share is not None else None)
     if out.returncode != 0 or "DONE" not in out.stdout:
         raise RuntimeError(f"{cmd[:2]} failed ({out.returncode}): {out.stderr[-2000:]}")
     done = float(out.stdout.split("DONE", 1)[1].split()[0])
@@ -147,12 +154,8 @@ def cold_celery(pool: str, c: int, env: dict, svc: Services) -> float:
 
 
 def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
-    from cold_child import floor_cmd, kindling_cmd, powertools_cmd
-
     systems = {
-        "kindling (SQS handler, -S + layer)": lambda: cold_child(kindling_cmd(PY, layer), env, svc, new_job()),
-        "boto3 + Powertools handler": lambda: cold_child(powertools_cmd(PY), env, svc, new_job()),
-        "floor (bare -S + 1 PutItem)": lambda: cold_child(floor_cmd(PY, layer), env, svc, new_job()),
+        **cold_handlers(layer, env, svc),
         "Celery threads c=10": lambda: cold_celery("threads", 10, env, svc),
         "Celery prefork c=2": lambda: cold_celery("prefork", 2, env, svc),
     }
@@ -165,6 +168,61 @@ def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> No
             samples[name].append(fn())
         log(f"cold {i + 1}/{ns.cold_reps}: " + ", ".join(f"{k.split(' (')[0]} {v[-1]:.0f}" for k, v in samples.items()))
     results["cold"] = {"unit": "ms", "baseline": "Celery threads c=10", "samples": samples}
+
+
+# ----------------------------------------------------------------------------- CPU share by memory size
+
+MEMORY_SIZES = (128, 512, 1024, 1769)
+MEMORY_SIZES_QUICK = (128, 1769)
+KINDLING_COLD = "kindling (SQS handler, -S + layer)"
+POWERTOOLS_COLD = "boto3 + Powertools handler"
+FLOOR_COLD = "floor (bare -S + 1 PutItem)"
+
+
+def cold_handlers(layer: str, env: dict, svc: Services) -> dict:
+    """The Lambda-shaped cold starts: name -> fn(share) -> ms (each a fresh child, one job)."""
+    from cold_child import floor_cmd, kindling_cmd, powertools_cmd
+
+    return {
+        KINDLING_COLD: lambda share=None: cold_child(kindling_cmd(PY, layer), env, svc, new_job(), share),
+        POWERTOOLS_COLD: lambda share=None: cold_child(powertools_cmd(PY), env, svc, new_job(), share),
+        FLOOR_COLD: lambda share=None: cold_child(floor_cmd(PY, layer), env, svc, new_job(), share),
+    }
+
+
+def scenario_memory(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
+    """Cold start under a cgroup CPU quota per Lambda memory size (see cpushare.py)."""
+    from cpushare import PERIOD_US, CgroupUnavailable, CpuShare, find_controller
+
+    try:
+        find_controller()
+    except CgroupUnavailable as exc:
+        log(f"memory: SKIPPED, {exc}")
+        results["memory"] = {"skipped": str(exc)}
+        return
+    systems = cold_handlers(layer, env, svc)
+    for fn in systems.values():  # untimed warm-up at full speed (page cache, pyc files)
+        fn()
+    sizes = MEMORY_SIZES_QUICK if ns.quick else MEMORY_SIZES
+    by_size: dict[str, dict[str, list[float]]] = {}
+    quotas = {}
+    for mb in sizes:
+        share = CpuShare.create(mb)
+        quotas[str(mb)] = share.describe()
+        log(f"memory {mb} MB: {share.describe()}")
+        samples: dict[str, list[float]] = {k: [] for k in systems}
+        try:
+            for i in range(ns.mem_reps):
+                for name, fn in systems.items():
+                    samples[name].append(fn(share))
+                log(f"memory {mb} MB {i + 1}/{ns.mem_reps}: "
+                    + ", ".join(f"{k.split(' (')[0]} {v[-1]:.0f}" for k, v in samples.items()))
+        finally:
+            share.remove()
+        by_size[str(mb)] = samples
+    results["memory"] = {"unit": "ms", "period_us": PERIOD_US, "quotas": quotas, "sizes": by_size,
+                         "note": f"CFS quota = {PERIOD_US} us x MB / 1769 per {PERIOD_US} us period, "
+                                 "on the child process only (joined between fork and exec)"}
 
 
 # ----------------------------------------------------------------------------- imports
@@ -610,6 +668,8 @@ def report(results: dict, out: Path, stamp: str) -> str:
         c = results["cold"]
         md.append(stats.markdown_table("Cold start: spawn to first job's result recorded", c["unit"],
                                        stats.table_rows(c["samples"], c["baseline"]), c["baseline"]))
+    if "memory" in results:
+        md.append(memory_table(results["memory"]))
     if "imports" in results:
         c = results["imports"]
         md.append(stats.markdown_table("Import (init) phase, wall time of the interpreter", c["unit"],
@@ -677,6 +737,30 @@ def report(results: dict, out: Path, stamp: str) -> str:
     return "\n".join(md) + "\n"
 
 
+def memory_table(c: dict) -> str:
+    """Cold start by memory size: one row per system, median (min-max) per size, and the ratios."""
+    if "skipped" in c:
+        return f"### Cold start by memory size\n\nSkipped: {c['skipped']}.\n"
+    sizes = list(c["sizes"])
+    systems = list(c["sizes"][sizes[0]])
+    n = len(c["sizes"][sizes[0]][systems[0]])
+    out = [f"### Cold start by memory size (CPU share emulated: {c['note']}; median (min-max) ms, n={n})", "",
+           "| system | " + " | ".join(f"{int(mb):,} MB" for mb in sizes) + " |", "|---|" + "---:|" * len(sizes)]
+    for name in systems:
+        cells = []
+        for mb in sizes:
+            x = stats.summary(c["sizes"][mb][name])
+            cells.append(f"{stats.fmt(x['median'])} ({stats.fmt(x['min'])}-{stats.fmt(x['max'])})")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    for other in (POWERTOOLS_COLD, FLOOR_COLD):
+        if other not in systems:
+            continue
+        cells = [stats.fmt_ratio(stats.ratio(stats.summary(c["sizes"][mb][KINDLING_COLD])["median"],
+                                             stats.summary(c["sizes"][mb][other])["median"])) for mb in sizes]
+        out.append(f"| ratio kindling / {other.split(' (')[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def ratio_lines(results: dict) -> list[str]:
     lines = []
     med = lambda xs: stats.summary(xs)["median"]  # noqa: E731
@@ -688,6 +772,12 @@ def ratio_lines(results: dict) -> list[str]:
             lines.append(stats.verdict(f"cold start kindling / {other}", stats.ratio(k, med(s[other])), target))
         floor = med(s["floor (bare -S + 1 PutItem)"])
         lines.append(stats.verdict("cold start kindling / floor", stats.ratio(k, floor), 2))
+    if "memory" in results and "sizes" in results["memory"]:
+        for mb, s in results["memory"]["sizes"].items():
+            k = med(s[KINDLING_COLD])
+            lines.append(f"cold start at {int(mb):,} MB: kindling / boto3 + Powertools = "
+                         f"{stats.fmt_ratio(stats.ratio(k, med(s[POWERTOOLS_COLD])))}, kindling / floor = "
+                         f"{stats.fmt_ratio(stats.ratio(k, med(s[FLOOR_COLD])))}")
     if "imports" in results:
         s = results["imports"]["samples"]
         r = stats.ratio(med(s["kindling handler (-S + layer)"]), med(s["bare (python -S -c pass)"]))
@@ -790,6 +880,33 @@ def charts(results: dict, out: Path, stamp: str) -> list[Path]:
             fig.savefig(p, dpi=110)
             plt.close(fig)
             made.append(p)
+    if "memory" in results and "sizes" in results["memory"]:
+        c = results["memory"]
+        sizes = list(c["sizes"])
+        systems = list(c["sizes"][sizes[0]])
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        width = 0.8 / len(systems)
+        colors = ("#e07b39", "#4c72b0", "#8c8c8c", "#55a868", "#c44e52")
+        for j, name in enumerate(systems):
+            s = [stats.summary(c["sizes"][mb][name]) for mb in sizes]
+            meds = [x["median"] for x in s]
+            err = [[m - x["min"] for m, x in zip(meds, s, strict=True)],
+                   [x["max"] - m for m, x in zip(meds, s, strict=True)]]
+            xs = [i + (j - (len(systems) - 1) / 2) * width for i in range(len(sizes))]
+            ax.bar(xs, meds, width, yerr=err, capsize=3, label=name, color=colors[j % len(colors)])
+            for x, m in zip(xs, meds, strict=True):
+                ax.annotate(stats.fmt(m), (x, m), ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(sizes)), [f"{int(mb):,} MB" for mb in sizes])
+        ax.set_yscale("log")
+        ax.set_ylabel("ms")
+        ax.legend(fontsize=7)
+        ax.set_title(f"Cold start by Lambda memory size (CPU quota per {c['period_us'] // 1000} ms period; "
+                     "median, min-max)", fontsize=9)
+        fig.tight_layout()
+        p = out / f"bench-{stamp}-memory.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        made.append(p)
     if "dynamodb" in results:
         c = results["dynamodb"]
         fig, ax = plt.subplots(figsize=(9, 4.5))
@@ -834,6 +951,7 @@ def main() -> int:
         ap.error(f"unknown scenarios {sorted(bad)}; choose from {SCENARIOS}")
     q = ns.quick
     ns.cold_reps, ns.import_reps, ns.tp_reps, ns.enq_reps = (10, 20, 3, 3) if q else (20, 40, 5, 5)
+    ns.mem_reps = 3 if q else 5
     n_override = ns.n
     ns.n, ns.n_cpu = (2000, 1000) if q else (10000, 3000)
     ns.n_sqs = 1000 if q else 5000
@@ -841,7 +959,7 @@ def main() -> int:
     ns.n_e2e, ns.e2e_reps = (300, 1) if q else (1000, 3)
     ns.lat_n = 500 if q else 2000
     if ns.reps:
-        ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.e2e_reps = ns.reps
+        ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.e2e_reps = ns.mem_reps = ns.reps
         ns.lat_n = max(10, ns.reps)
     if n_override:
         ns.n, ns.n_cpu, ns.n_sqs = n_override, max(1, n_override // 5), n_override
@@ -858,7 +976,7 @@ def main() -> int:
                               "loadavg_start": os.getloadavg(), "cpus": os.cpu_count()}}
     try:
         svc.start_aws(ns.aws)
-        if {"cold", "throughput", "dynamodb", "enqueue", "latency"} & set(only):
+        if {"cold", "memory", "throughput", "dynamodb", "enqueue", "latency"} & set(only):
             svc.start_valkey()
         env = dict(os.environ, **svc.aws_env(), KINDLING_BENCH_VALKEY=svc.valkey_url or "redis://127.0.0.1:1/0",
                    PYTHONPATH=str(HERE / "systems"))
@@ -869,6 +987,7 @@ def main() -> int:
                                celery_settings=celery_app.SETTINGS, celery_worker_flags=celery_app.WORKER_FLAGS)
         runners = {
             "cold": lambda: scenario_cold(ns, svc, layer, env, results),
+            "memory": lambda: scenario_memory(ns, svc, layer, env, results),
             "imports": lambda: scenario_imports(ns, layer, env, results),
             "throughput": lambda: scenario_throughput(ns, svc, env, results),
             "dynamodb": lambda: scenario_dynamodb(ns, svc, layer, env, results),
