@@ -2,10 +2,10 @@
 """Take a screenshot of a page with Debian's Chromium, headless (Selenium, Debian's chromedriver).
 
     .venv/bin/python infra/chromium/screenshot.py http://127.0.0.1:8080/ docs/dashboard.png \
-        [--wait-for '#chart-status rect.bar'] [--click '#failures tr.failure'] [--size 1400x1100]
+        [--wait-for '#chart-status rect.bar'] [--click '#failures tr.failure' ...] [--size 1400x1100]
 
 It waits until the CSS selector given with --wait-for matches (the charts are drawn), clicks
-what --click names (first match), and saves a PNG. No browser or driver is downloaded:
+what each --click names (first match, in order), and saves a PNG. No browser or driver is downloaded:
 infra/chromium/ctl install puts both in /usr/bin.
 """
 
@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("url")
     ap.add_argument("out")
     ap.add_argument("--wait-for", default="body")
-    ap.add_argument("--click")
+    ap.add_argument("--click", action="append", default=[], help="CSS selector to click (repeatable, in order)")
     ap.add_argument("--size", default="1400x1000")
     ap.add_argument("--timeout", type=float, default=30)
     ns = ap.parse_args()
@@ -56,8 +56,9 @@ def main() -> None:
         try:
             driver.get(ns.url)
             WebDriverWait(driver, ns.timeout).until(ec.presence_of_element_located((By.CSS_SELECTOR, ns.wait_for)))
-            if ns.click:
-                driver.find_element(By.CSS_SELECTOR, ns.click).click()
+            for selector in ns.click:
+                WebDriverWait(driver, ns.timeout).until(ec.element_to_be_clickable((By.CSS_SELECTOR, selector))).click()
+                time.sleep(0.5)
             time.sleep(0.5)
             driver.save_screenshot(ns.out)
         finally:

@@ -140,8 +140,9 @@ def _move_by_hand(stack: Stack, progress) -> dict:
     moved = 0
     queue = stack.need_queue()
     while True:
-        messages = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=stack.receive_wait_s,
-                                             VisibilityTimeout=60, MessageAttributeNames=["All"]).get("Messages", [])
+        messages = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=60,
+                                             WaitTimeSeconds=stack.receive_wait_s,
+                                             MessageAttributeNames=["All"]).get("Messages", [])
         if not messages:
             break
         entries = []
@@ -195,8 +196,8 @@ def _receive_all(stack: Stack, limit: int, hide_s: int) -> list[dict]:
     seen: set[str] = set()
     while len(messages) < limit:
         got = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=min(10, limit - len(messages)),
-                                        WaitTimeSeconds=stack.receive_wait_s, VisibilityTimeout=hide_s, AttributeNames=["All"],
-                                        MessageAttributeNames=["All"]).get("Messages", [])
+                                        WaitTimeSeconds=stack.receive_wait_s, VisibilityTimeout=hide_s,
+                                        AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
         fresh = [m for m in got if m["MessageId"] not in seen]
         if not fresh:
             break

@@ -164,8 +164,8 @@ def find_in_dlq(stack: Stack, job_id: str, *, search: int = 1000, hide_s: int = 
     seen: set[str] = set()
     while not found and len(seen) < search:
         messages = stack.sqs.receive_message(
-            QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=stack.receive_wait_s, VisibilityTimeout=hide_s,
-            MessageAttributeNames=["All"], AttributeNames=["All"]).get("Messages", [])
+            QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=stack.receive_wait_s,
+            VisibilityTimeout=hide_s, MessageAttributeNames=["All"], AttributeNames=["All"]).get("Messages", [])
         fresh = [m for m in messages if m["MessageId"] not in seen]
         if not fresh:
             break
