@@ -140,7 +140,23 @@ def run(jobs: int) -> int:
         print(f"every job recorded at least once after {first_pass_s:.1f} s "
               f"({len(ids) / first_pass_s:,.0f} jobs/s end to end through the event source mapping)")
     print(f"all outcomes final after {total_s:.1f} s (retries wait their backoff: RetryDelay 1 s, doubling)")
+    operating(out, started_ms=int(time.time() * 1000 - (time.perf_counter() - t0) * 1000))
     return 0 if rows.keys() and not any(s == "missing" for _, s in rows) else 1
+
+
+def operating(out: dict, started_ms: int) -> None:
+    """The end of the demo: its dead jobs as `kindling jobs list` prints them (through the
+    results table's by_status index), and the command that opens the dashboard on this run."""
+    from kindling import cli
+
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_ms / 1000 - 1))
+    table, queue = out["ResultsTableName"], out["QueueUrl"]
+    print(f"\n$ kindling jobs list --status dead --since {since} --table {table}")
+    cli.main(["jobs", "list", "--status", "dead", "--since", since, "--table", table])
+    print("\nthe dashboard on this run (while LocalStack runs: `make demo` stops it only if it started it):")
+    print(f'  eval "$(infra/localstack/ctl env)"\n'
+          f"  .venv/bin/kindling dashboard --table {table} --queue-url {queue} --tasks functions/worker/tasks.py\n"
+          "  open http://127.0.0.1:8080/   (and: kindling jobs show ID, kindling jobs retry ID, kindling dlq peek)")
 
 
 if __name__ == "__main__":
