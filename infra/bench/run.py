@@ -1,6 +1,6 @@
 """kindling's benchmark harness: what do I gain over Celery, and over the handler I'd write myself?
 
-    python infra/bench/run.py [--quick] [--only cold,memory,imports,throughput,dynamodb,sqs,enqueue,latency]
+    python infra/bench/run.py [--quick] [--only cold,memory,tls,imports,throughput,dynamodb,sqs,enqueue,latency]
                               [--aws localstack|moto] [--out bench-results]
 
 Every scenario runs its systems round-robin within each repetition (interleaved, same
@@ -35,7 +35,7 @@ import stats  # noqa: E402
 from services import Services  # noqa: E402
 
 PY = sys.executable
-SCENARIOS = ("cold", "memory", "imports", "throughput", "dynamodb", "sqs", "enqueue", "latency")
+SCENARIOS = ("cold", "memory", "tls", "imports", "throughput", "dynamodb", "sqs", "enqueue", "latency")
 
 
 def log(msg: str) -> None:
@@ -223,6 +223,42 @@ def scenario_memory(ns, svc: Services, layer: str, env: dict, results: dict) -> 
     results["memory"] = {"unit": "ms", "period_us": PERIOD_US, "quotas": quotas, "sizes": by_size,
                          "note": f"CFS quota = {PERIOD_US} us x MB / 1769 per {PERIOD_US} us period, "
                                  "on the child process only (joined between fork and exec)"}
+
+
+# ----------------------------------------------------------------------------- TLS
+
+def scenario_tls(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
+    """The Lambda-shaped cold starts over HTTP and over HTTPS (tls.py), same run, at 1,769 MB's CPU share.
+
+    Over HTTPS every child pays the ssl import, loading the bundle (system CAs + test CA)
+    and the handshake; the proxy's own work runs outside the child's quota, as AWS's does.
+    """
+    from cpushare import CgroupUnavailable, CpuShare
+
+    tls_env = dict(env, **svc.start_tls())
+    http, https = cold_handlers(layer, env, svc), cold_handlers(layer, tls_env, svc)
+    systems = {**{f"{k}, HTTP": v for k, v in http.items()}, **{f"{k}, HTTPS": v for k, v in https.items()}}
+    try:
+        share = CpuShare.create(1769)
+        cpu = f"1,769 MB's CPU share ({share.describe()})"
+    except CgroupUnavailable as exc:
+        share, cpu = None, f"the whole machine (no CPU quota: {exc})"
+    log(f"tls: on {cpu}")
+    samples: dict[str, list[float]] = {k: [] for k in systems}
+    try:
+        for fn in systems.values():  # untimed warm-up
+            fn(share)
+        for i in range(ns.tls_reps):
+            for name, fn in systems.items():
+                samples[name].append(fn(share))
+            log(f"tls {i + 1}/{ns.tls_reps}: " + ", ".join(
+                f"{k.split(' (')[0].split(',')[0]}{k.rsplit(',', 1)[1]} {v[-1]:.0f}" for k, v in samples.items()))
+    finally:
+        if share is not None:
+            share.remove()
+    results["tls"] = {"unit": "ms", "baseline": f"{FLOOR_COLD}, HTTP", "samples": samples,
+                      "note": f"on {cpu}; HTTPS through a TLS proxy on 127.0.0.1 with a throwaway CA, "
+                              "the children trusting system CAs + the CA (SSL_CERT_FILE, AWS_CA_BUNDLE)"}
 
 
 # ----------------------------------------------------------------------------- imports
@@ -670,6 +706,10 @@ def report(results: dict, out: Path, stamp: str) -> str:
                                        stats.table_rows(c["samples"], c["baseline"]), c["baseline"]))
     if "memory" in results:
         md.append(memory_table(results["memory"]))
+    if "tls" in results:
+        c = results["tls"]
+        md.append(stats.markdown_table(f"Cold start over HTTP and HTTPS ({c['note']})", c["unit"],
+                                       stats.table_rows(c["samples"], c["baseline"]), c["baseline"]))
     if "imports" in results:
         c = results["imports"]
         md.append(stats.markdown_table("Import (init) phase, wall time of the interpreter", c["unit"],
@@ -778,6 +818,16 @@ def ratio_lines(results: dict) -> list[str]:
             lines.append(f"cold start at {int(mb):,} MB: kindling / boto3 + Powertools = "
                          f"{stats.fmt_ratio(stats.ratio(k, med(s[POWERTOOLS_COLD])))}, kindling / floor = "
                          f"{stats.fmt_ratio(stats.ratio(k, med(s[FLOOR_COLD])))}")
+    if "tls" in results:
+        s = results["tls"]["samples"]
+        for proto in ("HTTP", "HTTPS"):
+            k = med(s[f"{KINDLING_COLD}, {proto}"])
+            lines.append(f"cold start over {proto} at 1,769 MB: kindling / floor = "
+                         f"{stats.fmt_ratio(stats.ratio(k, med(s[f'{FLOOR_COLD}, {proto}'])))}, "
+                         f"kindling / boto3 + Powertools = "
+                         f"{stats.fmt_ratio(stats.ratio(k, med(s[f'{POWERTOOLS_COLD}, {proto}'])))}")
+        for name in (KINDLING_COLD, POWERTOOLS_COLD, FLOOR_COLD):
+            lines.append(f"HTTPS - HTTP, {name}: {med(s[f'{name}, HTTPS']) - med(s[f'{name}, HTTP']):+.1f} ms")
     if "imports" in results:
         s = results["imports"]["samples"]
         r = stats.ratio(med(s["kindling handler (-S + layer)"]), med(s["bare (python -S -c pass)"]))
@@ -868,12 +918,13 @@ def charts(results: dict, out: Path, stamp: str) -> list[Path]:
             ax.annotate(stats.fmt(m), (i, m), ha="center", va="bottom", fontsize=7)
 
     for key, title in (("cold", "Cold start: spawn to first result recorded (median, min-max)"),
+                       ("tls", "Cold start over HTTP and HTTPS, 1,769 MB CPU share (median, min-max)"),
                        ("imports", "Import phase wall time (median, min-max)"),
                        ("enqueue", "Enqueue rate (median, min-max)")):
         if key in results:
             fig, ax = plt.subplots(figsize=(9, 4.5))
             bars(ax, results[key]["samples"], results[key]["unit"], title)
-            if key == "cold":
+            if key in ("cold", "tls"):
                 ax.set_yscale("log")
             fig.tight_layout()
             p = out / f"bench-{stamp}-{key}.png"
@@ -951,7 +1002,7 @@ def main() -> int:
         ap.error(f"unknown scenarios {sorted(bad)}; choose from {SCENARIOS}")
     q = ns.quick
     ns.cold_reps, ns.import_reps, ns.tp_reps, ns.enq_reps = (10, 20, 3, 3) if q else (20, 40, 5, 5)
-    ns.mem_reps = 3 if q else 5
+    ns.mem_reps, ns.tls_reps = (3, 5) if q else (5, 10)
     n_override = ns.n
     ns.n, ns.n_cpu = (2000, 1000) if q else (10000, 3000)
     ns.n_sqs = 1000 if q else 5000
@@ -959,7 +1010,7 @@ def main() -> int:
     ns.n_e2e, ns.e2e_reps = (300, 1) if q else (1000, 3)
     ns.lat_n = 500 if q else 2000
     if ns.reps:
-        ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.e2e_reps = ns.mem_reps = ns.reps
+        ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.e2e_reps = ns.mem_reps = ns.tls_reps = ns.reps
         ns.lat_n = max(10, ns.reps)
     if n_override:
         ns.n, ns.n_cpu, ns.n_sqs = n_override, max(1, n_override // 5), n_override
@@ -976,7 +1027,7 @@ def main() -> int:
                               "loadavg_start": os.getloadavg(), "cpus": os.cpu_count()}}
     try:
         svc.start_aws(ns.aws)
-        if {"cold", "memory", "throughput", "dynamodb", "enqueue", "latency"} & set(only):
+        if {"cold", "memory", "tls", "throughput", "dynamodb", "enqueue", "latency"} & set(only):
             svc.start_valkey()
         env = dict(os.environ, **svc.aws_env(), KINDLING_BENCH_VALKEY=svc.valkey_url or "redis://127.0.0.1:1/0",
                    PYTHONPATH=str(HERE / "systems"))
@@ -988,6 +1039,7 @@ def main() -> int:
         runners = {
             "cold": lambda: scenario_cold(ns, svc, layer, env, results),
             "memory": lambda: scenario_memory(ns, svc, layer, env, results),
+            "tls": lambda: scenario_tls(ns, svc, layer, env, results),
             "imports": lambda: scenario_imports(ns, layer, env, results),
             "throughput": lambda: scenario_throughput(ns, svc, env, results),
             "dynamodb": lambda: scenario_dynamodb(ns, svc, layer, env, results),

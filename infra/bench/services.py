@@ -108,6 +108,28 @@ class Services:
             "KINDLING_TABLE": self.table,
         }
 
+    # -- HTTPS in front of the AWS endpoint (the cold-start TLS variant) ----------------
+    def start_tls(self) -> dict[str, str]:
+        """A throwaway CA and a TLS proxy on 127.0.0.1 in front of the AWS endpoint (tls.py).
+
+        Returns the children's environment: AWS_ENDPOINT_URL over https, and SSL_CERT_FILE and
+        AWS_CA_BUNDLE naming a bundle of the system CAs plus the test CA.
+        """
+        from tls import make_pki
+
+        pki = make_pki(self.tmp / "tls")
+        port = free_port()
+        upstream = self.endpoint.split("://", 1)[1].rstrip("/")
+        p = subprocess.Popen([sys.executable, str(Path(__file__).with_name("tls.py")), "--cert", str(pki["cert"]),
+                              "--key", str(pki["key"]), "--port", str(port), "--upstream", upstream],
+                             stdout=subprocess.DEVNULL, stderr=(self.tmp / "tls-proxy.log").open("w"))
+        self.procs.append(p)
+        wait_port(port, 30, p)
+        self.log(f"TLS proxy on https://127.0.0.1:{port} -> {upstream}; CA bundle {pki['bundle']} "
+                 f"({pki['bundle'].stat().st_size:,} bytes)")
+        return {"AWS_ENDPOINT_URL": f"https://127.0.0.1:{port}", "SSL_CERT_FILE": str(pki["bundle"]),
+                "AWS_CA_BUNDLE": str(pki["bundle"])}
+
     # -- Valkey --------------------------------------------------------------------------
     def start_valkey(self) -> None:
         port = free_port()
