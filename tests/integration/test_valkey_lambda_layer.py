@@ -1,0 +1,73 @@
+"""The Valkey drain runs from the built layer alone, as the deployed function runs it.
+
+A fresh ``python -S`` (no site-packages: no valkey-py, no boto3) with only the function's
+code directory and the layer's python/ on sys.path drains a stream on a real valkey-server
+into DynamoDB (moto).
+
+Run: .venv/bin/python -m pytest tests/integration/test_valkey_lambda_layer.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_valkey import _scan, valkey_server, valkey_url  # noqa: F401  (session fixtures)
+
+pytestmark = pytest.mark.valkey
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DRAIN = """
+import sys
+sys.path[:0] = [{code!r}, {layer!r}]
+from importlib.util import find_spec
+assert find_spec("valkey") is None and find_spec("boto3") is None, "site-packages leaked in"
+
+class Context:
+    aws_request_id = "req-layer"
+    def get_remaining_time_in_millis(self):
+        return 20_000
+
+import app
+summary = app.handler({{"kindling": "drain", "stream": {stream!r}}}, Context())
+import json
+print(json.dumps(summary))
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def test_the_drain_runs_from_the_built_layer_alone(layer_python, valkey_url, table):  # noqa: F811
+    from kindling.valkey import StreamProducer
+
+    stream = f"layer:{uuid.uuid4().hex[:8]}"
+    producer = StreamProducer(valkey_url, stream=stream)
+    sent = producer.enqueue_many([("echo", [i], {}) for i in range(50)])
+
+    code = DRAIN.format(code=str(ROOT / "functions/worker"), layer=str(layer_python), stream=stream)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AWS_LAMBDA", "KINDLING_"))}
+    env.update(KINDLING_TABLE=table, KINDLING_VALKEY_URL=valkey_url)
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env,
+                          cwd="/", timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary_line, modules_line = done.stdout.strip().splitlines()[-2:]
+    summary = json.loads(summary_line)
+    assert summary["processed"] == 50 and summary["counts"] == {"succeeded": 50}, summary
+
+    loaded = set(modules_line.split())
+    assert "kindling.valkey.client" in loaded
+    # kindling's own client on a plain URL: neither valkey-py nor what it drags in
+    assert not loaded & {"valkey", "redis", "boto3", "botocore", "ssl", "asyncio", "importlib.metadata"}, \
+        sorted(loaded & {"valkey", "redis", "boto3", "botocore", "ssl", "asyncio", "importlib.metadata"})
+
+    records = _scan(table)
+    assert set(records) == {s.id for s in sent}
+    assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in records.values())
+    assert records[sent[7].id]["result"] == json.dumps({"args": [7], "kwargs": {}}, separators=(",", ":"))
+    assert producer.client.xlen(stream) == 0
