@@ -205,3 +205,20 @@ def test_a_task_raising_system_exit_fails_alone(worker, client, monkeypatch):
     assert failures(response) == {"m-exit"}
     assert client.record(exit_id)["error"]["type"] == "SystemExit"
     assert client.status(ok_id) == "succeeded"
+
+
+def test_an_all_succeeded_batch_makes_one_read_and_one_write_to_dynamodb(worker, monkeypatch):
+    """Counted at the SigV4 client: the round-trip budget of the common case."""
+    from kindling.aws import JsonClient
+
+    calls = []
+    start = JsonClient.start
+
+    def counting(self, operation, payload, **kwargs):
+        calls.append(operation)
+        return start(self, operation, payload, **kwargs)
+
+    monkeypatch.setattr(JsonClient, "start", counting)
+    response = worker({"Records": [record(job_body("echo", i)[1]) for i in range(10)]}, Context())
+    assert failures(response) == set()
+    assert calls == ["BatchGetItem", "BatchWriteItem"]
