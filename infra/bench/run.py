@@ -52,6 +52,24 @@ def build_layer(out: Path) -> str:
     return str(art / "python")
 
 
+def install_package(out: Path) -> str:
+    """kindling as a compiled copy in <out>/pkg, as ``pip install`` leaves it (for ``kindling worker``).
+
+    The layer leaves the CLI out, and the source tree may have no .pyc files
+    (PYTHONDONTWRITEBYTECODE): a worker run from it would compile every module at start.
+    """
+    import compileall
+    import shutil
+
+    dest = out / "pkg"
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(ROOT / "layers/kindling/kindling", dest / "kindling",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if not compileall.compile_dir(dest, quiet=1):
+        raise RuntimeError(f"compileall failed in {dest}")
+    return str(dest)
+
+
 def sqs_event(job: dict) -> dict:
     return {"Records": [{
         "messageId": "bench-" + job["id"], "receiptHandle": "rh", "body": json.dumps(job),
@@ -153,9 +171,56 @@ def cold_celery(pool: str, c: int, env: dict, svc: Services) -> float:
         stop(proc)
 
 
+KINDLING_WORKER_COLD = "kindling worker --valkey (results in Valkey)"
+
+
+def worker_cmd() -> list[str]:
+    """``kindling worker --valkey`` as installed (the console script), the example tasks.
+
+    The URL comes from KINDLING_VALKEY_URL; kindling is imported from :func:`install_package`'s
+    compiled copy (on PYTHONPATH).
+    """
+    return [str(Path(PY).parent / "kindling"), "worker", "--tasks", str(ROOT / "functions/worker/tasks.py"),
+            "--stream", "kindling:jobs"]
+
+
+def cold_worker(pkg: str, env: dict, svc: Services, share=None) -> float:
+    """Spawn ``kindling worker --valkey URL`` with one noop already in the stream -> its result is in Valkey."""
+    from kindling.valkey import StreamProducer
+
+    r0 = svc.valkey(0)
+    r0.flushall()
+    job = StreamProducer(svc.valkey_url).enqueue("noop")
+    key = f"kindling:result:{job.id}"
+    wenv = dict(env, KINDLING_RESULTS="valkey", KINDLING_LOG="0", KINDLING_VALKEY_URL=svc.valkey_url,
+                PYTHONPATH=os.pathsep.join([pkg, env.get("PYTHONPATH", "")]))
+    t0 = time.time()
+    proc = subprocess.Popen(worker_cmd(), env=wenv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=share.join if share is not None else None)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            raw = r0.get(key)
+            if raw is not None:
+                t1 = time.time()
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"kindling worker exited: {proc.stderr.read().decode()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("kindling worker cold start: no result after 120 s")
+            time.sleep(0.001)
+        if json.loads(raw)["status"] != "succeeded":
+            raise RuntimeError(f"kindling worker result: {raw!r}")
+        return (t1 - t0) * 1000
+    finally:
+        stop(proc)
+
+
 def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
+    pkg = install_package(Path(layer).parents[1])
     systems = {
         **cold_handlers(layer, env, svc),
+        KINDLING_WORKER_COLD: lambda: cold_worker(pkg, env, svc),
         "Celery threads c=10": lambda: cold_celery("threads", 10, env, svc),
         "Celery prefork c=2": lambda: cold_celery("prefork", 2, env, svc),
     }
@@ -812,6 +877,11 @@ def ratio_lines(results: dict) -> list[str]:
             lines.append(stats.verdict(f"cold start kindling / {other}", stats.ratio(k, med(s[other])), target))
         floor = med(s["floor (bare -S + 1 PutItem)"])
         lines.append(stats.verdict("cold start kindling / floor", stats.ratio(k, floor), 2))
+        if KINDLING_WORKER_COLD in s:
+            lines.append(stats.verdict("cold start kindling worker --valkey / kindling SQS handler",
+                                       stats.ratio(med(s[KINDLING_WORKER_COLD]), k), 1.5))
+            lines.append(f"cold start kindling worker --valkey / Celery threads c=10 = "
+                         f"{stats.fmt_ratio(stats.ratio(med(s[KINDLING_WORKER_COLD]), med(s['Celery threads c=10'])))}")
     if "memory" in results and "sizes" in results["memory"]:
         for mb, s in results["memory"]["sizes"].items():
             k = med(s[KINDLING_COLD])

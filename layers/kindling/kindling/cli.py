@@ -7,20 +7,24 @@ import importlib
 import importlib.util
 import os
 import sys
-from pathlib import Path
+
+# `kindling worker` starts like the Lambda handler: it imports only what its path uses
+# (no pathlib, no shutil, no subprocess unless --processes > 1, no parsers for the other
+# commands). argparse is kept.
 
 
 def load_tasks(specs: list[str]) -> None:
     """Import task modules given as dotted names or ``.py`` paths, registering their tasks."""
     for spec in specs:
         if spec.endswith(".py") or os.sep in spec:
-            path = Path(spec).resolve()
-            if not path.exists():
+            path = os.path.realpath(spec)
+            if not os.path.exists(path):
                 raise SystemExit(f"kindling: tasks file {spec} does not exist")
-            sys.path.insert(0, str(path.parent))  # so the file's own imports resolve as in Lambda
-            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            sys.path.insert(0, os.path.dirname(path))  # so the file's own imports resolve as in Lambda
+            stem = os.path.splitext(os.path.basename(path))[0]
+            module_spec = importlib.util.spec_from_file_location(stem, path)
             module = importlib.util.module_from_spec(module_spec)
-            sys.modules[path.stem] = module
+            sys.modules[stem] = module
             module_spec.loader.exec_module(module)
         else:
             importlib.import_module(spec)
@@ -60,7 +64,8 @@ def valkey_url(ns) -> str | None:
         return ns.valkey
     if ns.valkey_url_file:
         try:
-            lines = Path(ns.valkey_url_file).read_text().split()
+            with open(ns.valkey_url_file) as f:
+                lines = f.read().split()
         except OSError as exc:
             raise SystemExit(f"kindling: --valkey-url-file: {exc}") from None
         if not lines:
@@ -145,10 +150,11 @@ def run_valkey_worker(ns) -> int:
     to them.
     """
     import signal
-    import subprocess
 
     children = []
     if getattr(ns, "processes", 1) > 1:
+        import subprocess
+
         env = dict(os.environ, KINDLING_VALKEY_URL=ns.valkey)
         children = [subprocess.Popen(worker_argv(ns, 1), env=env) for _ in range(ns.processes - 1)]
     worker = valkey_worker(ns)
@@ -224,13 +230,28 @@ def _need(value: str | None, what: str) -> str:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
+def _help_formatter(prog: str) -> argparse.HelpFormatter:
+    """argparse's formatter, told the terminal width: left to find it, it imports shutil (~5 ms)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return argparse.HelpFormatter(prog, width=columns - 2)
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line; given ``command="worker"``, only that command's parser (its start is cold-path)."""
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="kindling", description="A cold-start-optimized job runner for AWS Lambda.")
+    p = argparse.ArgumentParser(prog="kindling", description="A cold-start-optimized job runner for AWS Lambda.",
+                                formatter_class=_help_formatter)
     sub = p.add_subparsers(dest="command", required=True)
 
     w = sub.add_parser("worker", help="run jobs from SQS (or a Valkey stream) outside Lambda",
-                       description="Long-poll the jobs queue and run batches with the same runner as Lambda.")
+                       description="Long-poll the jobs queue and run batches with the same runner as Lambda.",
+                       formatter_class=_help_formatter)
     w.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
                    help="module or .py file defining the tasks (repeatable)")
     w.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"))
@@ -248,6 +269,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--stream", default="kindling:jobs", help="Valkey stream (with --valkey)")
     w.add_argument("--processes", type=int, default=1, help="worker processes (with --valkey)")
     w.set_defaults(fn=cmd_worker)
+    if command == "worker":
+        return p
 
     e = sub.add_parser("enqueue", help="send one job", description="Send one job to the jobs queue.")
     e.add_argument("task")
@@ -286,7 +309,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    ns = parser(argv[0] if argv else None).parse_args(argv)
     return ns.fn(ns)
 
 
