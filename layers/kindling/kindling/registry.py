@@ -11,7 +11,14 @@ Example::
     async def send_email(to: str, body: str) -> None: ...
 
 A decorated function stays callable as before (``resize("a.png")`` runs it inline); the
-worker looks it up by name when a job for it arrives.
+worker looks it up by name when a job for it arrives. Its handle sends jobs, named as
+Celery names them (:mod:`kindling.dispatch` says where they go, or runs them eagerly)::
+
+    resize.delay("a.png", width=64)                       # -> a handle: .status(), .result()
+    resize.apply_async(["a.png"], {"width": 64}, countdown=60, job_id="a-png")
+
+The type of ``delay`` follows the function's signature (``registry.pyi``, read by type
+checkers only: the worker never imports :mod:`typing`).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ class Task:
             recorded ``succeeded`` is acknowledged without running the task again.
     """
 
-    __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded")
+    __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry")
 
     def __init__(
         self,
@@ -77,9 +84,25 @@ class Task:
         self.timeout = float(timeout) if timeout is not None else None
         self.max_attempts = max_attempts
         self.skip_succeeded = skip_succeeded
+        self.registry: Registry | None = None  # set when registered
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    def delay(self, *args: Any, **kwargs: Any):
+        """Send a job running this task with these arguments; return its handle."""
+        return self.apply_async(args, kwargs)
+
+    def apply_async(self, args=(), kwargs=None, *, countdown: int = 0, job_id: str | None = None,
+                    max_attempts: int | None = None, timeout: float | None = None):
+        """Send a job with options: ``countdown`` seconds before it may run, a ``job_id`` of
+        your own (a second send of the same id runs once), attempts and time limit."""
+        from kindling import dispatch
+        from kindling.client import Call
+
+        call = Call(self, list(args), dict(kwargs or {}), delay=countdown, job_id=job_id,
+                    max_attempts=max_attempts, timeout=timeout)
+        return dispatch.send(call, self.registry or default_registry)
 
     def __repr__(self) -> str:
         return f"<Task {self.name}>"
@@ -154,6 +177,8 @@ class Registry:
             if existing is not None and existing.fn is not t.fn:
                 raise TaskDefinitionError(f"a different task is already registered as {t.name!r}")
             self._tasks[t.name] = t
+            if t.registry is None:
+                t.registry = self
             return t
 
         return register(fn) if fn is not None else register

@@ -1,0 +1,72 @@
+# Types for checkers only: registry.py stays free of typing at run time (the worker's cold path).
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+class Handle(Protocol):
+    id: str
+    task: str
+    def status(self) -> str | None: ...
+    def result(self, timeout: float = ...) -> Any: ...
+
+class Task(Generic[P, R]):
+    name: str
+    fn: Callable[P, R]
+    is_async: bool
+    timeout: float | None
+    max_attempts: int | None
+    skip_succeeded: bool
+    registry: Registry | None
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        name: str | None = ...,
+        timeout: float | None = ...,
+        max_attempts: int | None = ...,
+        skip_succeeded: bool = ...,
+    ) -> None: ...
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
+    def apply_async(
+        self,
+        args: Iterable[Any] = ...,
+        kwargs: dict[str, Any] | None = ...,
+        *,
+        countdown: int = ...,
+        job_id: str | None = ...,
+        max_attempts: int | None = ...,
+        timeout: float | None = ...,
+    ) -> Handle: ...
+    def check_arguments(self, args: list[Any], kwargs: dict[str, Any]) -> None: ...
+
+class Registry:
+    def __init__(self) -> None: ...
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = ...,
+        timeout: float | None = ...,
+        max_attempts: int | None = ...,
+        skip_succeeded: bool = ...,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+    def get(self, name: str) -> Task[..., Any]: ...
+    def __contains__(self, name: object) -> bool: ...
+
+default_registry: Registry
+
+@overload
+def task(fn: Callable[P, R], /) -> Task[P, R]: ...
+@overload
+def task(
+    *,
+    name: str | None = ...,
+    timeout: float | None = ...,
+    max_attempts: int | None = ...,
+    skip_succeeded: bool = ...,
+) -> Callable[[Callable[P, R]], Task[P, R]]: ...

@@ -1,0 +1,135 @@
+"""Task handles (delay, apply_async), where they send, eager mode, and their static types."""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from kindling import dispatch
+from kindling.errors import JobFailed
+from kindling.registry import Registry
+from kindling.testing import eager
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def reg():
+    r = Registry()
+
+    @r.task(name="resize")
+    def resize(key: str, width: int = 256) -> str:
+        return f"thumbs/{width}/{key}"
+
+    @r.task(name="boom")
+    def boom() -> None:
+        raise ValueError("no thumbnails today")
+
+    @r.task(name="ahello")
+    async def ahello(name: str) -> str:
+        return f"hello {name}"
+
+    r.resize, r.boom, r.ahello = resize, boom, ahello
+    return r
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def send(self, call):
+        self.calls.append(call)
+        return "handle"
+
+
+@pytest.fixture
+def recorder():
+    producer = Recorder()
+    dispatch.set_producer(producer)
+    yield producer
+    dispatch.set_producer(None)
+
+
+def test_delay_and_apply_async_send_calls_named_as_celery_names_them(reg, recorder):
+    assert reg.resize.delay("a.png", width=64) == "handle"
+    reg.resize.apply_async(["b.png"], {"width": 32}, countdown=60, job_id="b-png", max_attempts=5, timeout=10)
+    first, second = recorder.calls
+    assert (first.task, first.args, first.kwargs, first.delay) == (reg.resize, ["a.png"], {"width": 64}, 0)
+    assert (second.args, second.kwargs, second.delay, second.job_id) == (["b.png"], {"width": 32}, 60, "b-png")
+    assert (second.max_attempts, second.timeout) == (5, 10)
+
+
+def test_eager_mode_runs_jobs_inline_through_the_runner(reg, recorder):
+    with eager() as jobs:
+        handle = reg.resize.delay("a.png", width=64)
+        assert handle.result() == "thumbs/64/a.png" and handle.status() == "succeeded"
+        assert jobs.records[handle.id]["attempts"] == 1
+        assert reg.ahello.delay("ada").result() == "hello ada"
+        failed = reg.boom.delay()
+        with pytest.raises(JobFailed, match="no thumbnails today"):
+            failed.result()
+        assert failed.status() == "failed"
+        with pytest.raises(TypeError, match="not JSON-serializable"):
+            reg.resize.delay(object())
+    assert recorder.calls == []  # nothing was sent anywhere
+
+
+def test_eager_mode_rejects_what_the_worker_would(reg):
+    with eager():
+        handle = reg.resize.delay("a.png", colour="red")
+        assert handle.status() == "rejected"
+        with pytest.raises(JobFailed, match="unexpected keyword argument 'colour'"):
+            handle.result()
+
+
+def test_kindling_eager_turns_it_on_for_the_process(reg, recorder, monkeypatch):
+    monkeypatch.setenv("KINDLING_EAGER", "1")
+    assert reg.resize.delay("c.png").result() == "thumbs/256/c.png"
+    assert recorder.calls == []
+
+
+@pytest.mark.slow
+def test_a_type_checker_flags_wrong_arguments_at_the_call_site(tmp_path):
+    """registry.pyi types delay() with the function's ParamSpec (mypy, from the dev extras)."""
+    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
+    assert mypy, "mypy is in the dev extras"
+    (tmp_path / "app_tasks.py").write_text(textwrap.dedent('''
+        from kindling import task
+
+
+        @task
+        def resize(key: str, width: int = 256) -> str:
+            return key
+
+
+        @task(name="emails.send", timeout=30)
+        async def send_email(to: str, body: str) -> None:
+            return None
+
+
+        resize.delay("a.png", width=64)
+        resize.apply_async(["a.png"], {"width": 64}, countdown=60, job_id="a-png")
+        send_email.delay("ada@example.com", body="hi")
+        resize.delay(1)
+        resize.delay("a.png", height=3)
+        send_email.delay("ada@example.com")
+    '''))
+    done = subprocess.run([mypy, "--no-incremental", "--strict", "app_tasks.py"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in errors] == ["18", "19", "20"], done.stdout
+    assert 'incompatible type "int"; expected "str"' in errors[0]
+    assert 'Unexpected keyword argument "height"' in errors[1]
+    assert 'Missing positional argument "body"' in errors[2]
+
+
+def test_handles_cost_the_worker_nothing(layer_python):
+    probe = f"""
+import sys
+sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
+import app
+assert not {{"kindling.dispatch", "kindling.testing", "kindling.client", "typing"}} & set(sys.modules)
+"""
+    subprocess.run([sys.executable, "-S", "-c", probe], check=True)
