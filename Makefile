@@ -55,9 +55,15 @@ layer-size: build
 
 ## Benchmarks: kindling vs Celery vs a boto3 + Powertools handler, interleaved (QUICK=1: < 10 min).
 BENCH_VENV := .venv-bench
+# arq and dramatiq, the Valkey peers, in their own virtualenv: their redis-py pins stay
+# apart from Celery's.
+BENCH_PEERS_VENV := infra/bench/.venv
+BENCH_PEERS := 'arq==0.28.0' 'dramatiq[redis]==2.2.1' 'psutil>=6'
 bench: install
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON313) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	@test -x $(BENCH_PEERS_VENV)/bin/python || $(PYTHON313) -m venv $(BENCH_PEERS_VENV)
+	$(BENCH_PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(BENCH_PEERS)
 	$(BENCH_VENV)/bin/python infra/bench/run.py $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) --out bench-results
 
 clean:

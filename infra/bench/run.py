@@ -216,6 +216,46 @@ def cold_worker(pkg: str, env: dict, svc: Services, share=None) -> float:
         stop(proc)
 
 
+PEERS_BIN = HERE / ".venv" / "bin"  # arq and dramatiq, in their own virtualenv (make bench)
+
+
+def peer_cmd(kind: str, concurrency: int = 10, processes: int = 1) -> list[str]:
+    """The arq or dramatiq worker command (cwd: systems/)."""
+    if kind == "arq":
+        return [str(PEERS_BIN / "arq"), "arq_app.WorkerSettings"]
+    return [str(PEERS_BIN / "dramatiq"), "dramatiq_app", "--processes", str(processes), "--threads",
+            str(concurrency)]
+
+
+def peer_enqueue(kind: str, env: dict, task: str = "noop", n: int = 1, args=()) -> list[tuple[int, str]]:
+    """Queue ``n`` jobs for a peer (in its virtualenv); the (db, key) where each result will appear."""
+    out = subprocess.run([str(PEERS_BIN / "python"), "peer_enqueue.py", kind, task, str(n), json.dumps(list(args))],
+                         env=env, cwd=HERE / "systems", capture_output=True, text=True, check=True).stdout
+    return [(int(db), key) for db, key in (line.split(" ", 1) for line in out.splitlines())]
+
+
+def cold_peer(kind: str, env: dict, svc: Services) -> float:
+    """Spawn an arq or dramatiq worker with one noop already queued -> its result is in Valkey."""
+    svc.valkey(0).flushall()
+    [(db, key)] = peer_enqueue(kind, env)
+    rdb = svc.valkey(db)
+    penv = dict(env, ARQ_MAX_JOBS="10")
+    t0 = time.time()
+    proc = subprocess.Popen(peer_cmd(kind), env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not rdb.exists(key):
+            if proc.poll() is not None:
+                raise RuntimeError(f"{kind} worker exited: {proc.stderr.read().decode()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} cold start: no result after 120 s")
+            time.sleep(0.001)
+        return (time.time() - t0) * 1000
+    finally:
+        stop(proc)
+
+
 def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
     pkg = install_package(Path(layer).parents[1])
     systems = {
@@ -224,6 +264,11 @@ def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> No
         "Celery threads c=10": lambda: cold_celery("threads", 10, env, svc),
         "Celery prefork c=2": lambda: cold_celery("prefork", 2, env, svc),
     }
+    if (PEERS_BIN / "python").exists():
+        systems["arq (max_jobs=10)"] = lambda: cold_peer("arq", env, svc)
+        systems["dramatiq (1 process, 10 threads)"] = lambda: cold_peer("dramatiq", env, svc)
+    else:
+        log(f"cold: arq and dramatiq SKIPPED: no {PEERS_BIN / 'python'} (make bench installs them)")
     samples: dict[str, list[float]] = {k: [] for k in systems}
     # one untimed warm-up round (page cache, pyc files, moto/valkey first requests)
     for fn in systems.values():
@@ -882,6 +927,14 @@ def ratio_lines(results: dict) -> list[str]:
                                        stats.ratio(med(s[KINDLING_WORKER_COLD]), k), 1.5))
             lines.append(f"cold start kindling worker --valkey / Celery threads c=10 = "
                          f"{stats.fmt_ratio(stats.ratio(med(s[KINDLING_WORKER_COLD]), med(s['Celery threads c=10'])))}")
+            peers = {k: med(v) for k, v in s.items() if k.startswith(("arq", "dramatiq"))}
+            for name, m in peers.items():
+                lines.append(f"cold start kindling worker --valkey / {name} = "
+                             f"{stats.fmt_ratio(stats.ratio(med(s[KINDLING_WORKER_COLD]), m))}")
+            if peers:
+                best = min(peers, key=peers.get)
+                lines.append(stats.verdict(f"cold start kindling worker --valkey / best peer ({best})",
+                                           stats.ratio(med(s[KINDLING_WORKER_COLD]), peers[best]), 0.3))
     if "memory" in results and "sizes" in results["memory"]:
         for mb, s in results["memory"]["sizes"].items():
             k = med(s[KINDLING_COLD])
