@@ -53,3 +53,27 @@ def test_a_queue_that_does_not_exist_names_every_job_not_sent(moto_endpoint, mon
 def test_concurrency_must_be_positive(queue_url):
     with pytest.raises(ValueError, match="concurrency"):
         Client(queue_url=queue_url, table="unused").enqueue_many([("noop", [], {})], concurrency=0)
+
+
+def test_revoke_records_the_job_revoked_and_refuses_a_finished_one(table):
+    import pytest
+    from kindling.client import Client
+    from kindling.errors import KindlingError
+    from kindling.results import DynamoResultStore
+
+    client = Client(queue_url="unused", table=table)
+    client.revoke("job-r1", task="resize")
+    assert client.status("job-r1") == "revoked"
+    with pytest.raises(KindlingError, match="is revoked"):
+        client.result("job-r1", timeout=0)
+    DynamoResultStore(table).write([{"id": "job-r2", "status": "succeeded", "attempts": 1, "result": "1"}])
+    with pytest.raises(KindlingError, match="already succeeded"):
+        client.revoke("job-r2")
+
+
+def test_kindling_jobs_revoke(table, capsys):
+    from kindling.cli import main
+
+    assert main(["jobs", "revoke", "job-r3", "--table", table]) == 0
+    assert "job-r3 revoked" in capsys.readouterr().out
+    assert main(["jobs", "revoke", "job-r3", "--table", table]) == 0  # revoking twice is harmless

@@ -426,3 +426,20 @@ def test_a_newer_envelope_on_its_last_delivery_is_recorded_not_dropped(reg, stor
     assert statuses(outcomes) == ["rejected"]
     record = store.records["rejected#m-v2"]
     assert "needs a newer kindling" in record["error"]["message"] and record["job_id"] == "j2"
+
+
+def test_a_revoked_job_is_skipped_by_the_read_the_batch_already_makes(reg, store):
+    d = delivery("add", 1, 2)
+    job_id = new_job_id_of(d)
+    assert store.write([{"id": job_id, "status": "revoked", "attempts": 0}]) == {}
+    outcomes = Runner(reg, store, log=None).run([d, delivery("add", 3, 4)])
+    assert statuses(outcomes) == ["skipped", "succeeded"] and reg.calls == [("add", 3, 4)]
+    assert (store.reads, store.writes) == (1, 2)  # the revoke's write, then the batch's one write
+
+
+def test_a_finished_job_cannot_be_revoked_but_a_success_replaces_a_revoke(store):
+    store.write([{"id": "done", "status": "succeeded", "attempts": 1}])
+    assert store.write([{"id": "done", "status": "revoked", "attempts": 0}]) == {"done": "succeeded"}
+    store.write([{"id": "late", "status": "revoked", "attempts": 0}])
+    assert store.write([{"id": "late", "status": "failed", "attempts": 1}]) == {"late": "revoked"}
+    assert store.write([{"id": "late", "status": "succeeded", "attempts": 1}]) == {}

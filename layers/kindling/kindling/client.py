@@ -59,6 +59,9 @@ class JobHandle:
     def result(self, timeout: float = 30.0) -> Any:
         return self.client.result(self.id, timeout=timeout)
 
+    def revoke(self) -> None:
+        self.client.revoke(self.id, task=self.task)
+
     def __repr__(self) -> str:
         return f"JobHandle({self.id!r}, {self.task!r})"
 
@@ -224,6 +227,25 @@ class Client:
         while no worker has recorded an outcome (queued or running)."""
         record = self.record(job_id)
         return record["status"] if record else None
+
+    def revoke(self, job_id: str, *, task: str | None = None) -> None:
+        """Record the job ``revoked``, so no worker runs it: the duplicate check every batch
+        already makes skips it (a job of a task with ``skip_succeeded=False`` is not read,
+        so it is not stopped). Raises :class:`KindlingError` if the job has finished
+        already (or is dead); a worker that had already started it may still record
+        ``succeeded`` over the revoke."""
+        from kindling.envelope import now_ms
+        from kindling.errors import KindlingError
+        from kindling.records import build_record
+        from kindling.results import DynamoResultStore
+        from kindling.status import REVOKED
+
+        at = now_ms()
+        record = build_record(key=job_id, task=task, status=REVOKED, attempts=0, started_at=at, finished_at=at,
+                              error={"type": "Revoked", "message": "revoked by an operator before it ran"})
+        refused = DynamoResultStore(self.table).write([record])
+        if refused:
+            raise KindlingError(f"job {job_id} is already {self.status(job_id)}: not revoked")
 
     def result(self, job_id: str, timeout: float = 30.0) -> Any:
         """Wait for the job's final outcome and return its result.

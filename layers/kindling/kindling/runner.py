@@ -49,6 +49,7 @@ from kindling.status import (
     FINAL,
     HANDED_BACK,
     REJECTED,
+    REVOKED,
     SETTLED,
     SKIPPED,
     SUCCEEDED,
@@ -432,6 +433,9 @@ class Runner:
             elif previous == DEAD:
                 o.status = DEAD
                 o.reason = "already dead; not run again"
+            elif previous == REVOKED:
+                o.status = SKIPPED
+                o.reason = "revoked; not run"
             elif last_delivery and previous not in FINAL:
                 self._dead_undelivered(o)
             else:

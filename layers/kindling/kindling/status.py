@@ -15,10 +15,13 @@ Recorded statuses (what a result record says):
   ``dead`` record it read and nothing else, so a revive never undoes a ``succeeded``.
   The producer writes no ``queued`` record (its fast path is one SendMessage), nor the
   worker a ``running`` one (it would be a second write per job on the hot path).
+* ``revoked`` - an operator cancelled the job before it ran (``kindling jobs revoke``,
+  ``handle.revoke()``); final: the batch's duplicate check skips it at no extra cost.
 
 Outcome-only statuses (what became of one delivery; never written):
 
-* ``skipped`` - a duplicate of a job already finished; acknowledged without running.
+* ``skipped`` - a duplicate of a job already finished, or a revoked one; acknowledged
+  without running.
 * ``deferred`` - not started (time ran short, ``not_before`` ahead, the store down, an
   envelope from a newer kindling); handed back for redelivery without using an attempt.
 * ``duplicate`` - the same job id a second time in one batch; settled after the first.
@@ -43,8 +46,9 @@ class Status:
     DEFERRED = "deferred"
     DUPLICATE = "duplicate"
     QUEUED = "queued"
+    REVOKED = "revoked"
 
-    ALL = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, SKIPPED, DEFERRED, DUPLICATE, QUEUED})
+    ALL = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, SKIPPED, DEFERRED, DUPLICATE, QUEUED, REVOKED})
 
 
 SUCCEEDED = Status.SUCCEEDED
@@ -55,11 +59,12 @@ SKIPPED = Status.SKIPPED
 DEFERRED = Status.DEFERRED
 DUPLICATE = Status.DUPLICATE
 QUEUED = Status.QUEUED
+REVOKED = Status.REVOKED
 
-RECORDED = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED})
+RECORDED = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED, REVOKED})
 """Statuses a result record can hold."""
 
-FINAL = frozenset({SUCCEEDED, DEAD, REJECTED})
+FINAL = frozenset({SUCCEEDED, DEAD, REJECTED, REVOKED})
 """Recorded statuses a waiter stops at."""
 
 SETTLED = frozenset({SUCCEEDED, REJECTED, SKIPPED})
@@ -77,13 +82,16 @@ REVIVABLE = frozenset({DEAD})
 # is the truth even over a ``dead`` a concurrent delivery wrote; a ``failed`` never
 # replaces a final record; a ``rejected`` never replaces a real job's record. A revived
 # job's ``queued`` stands for no record, so every outcome replaces it; it replaces only
-# the ``dead`` it revives.
+# the ``dead`` it revives. A revoke lands only on a job not finished (no record, a
+# ``failed`` or ``queued`` one), and only a ``succeeded`` (it ran before the revoke
+# reached its worker: the truth) replaces it.
 REPLACES: dict[str, frozenset] = {
-    SUCCEEDED: frozenset({None, SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED}),
+    SUCCEEDED: frozenset({None, SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED, REVOKED}),
     FAILED: frozenset({None, FAILED, REJECTED, QUEUED}),
     DEAD: frozenset({None, FAILED, DEAD, REJECTED, QUEUED}),
     REJECTED: frozenset({None, REJECTED, QUEUED}),
     QUEUED: frozenset({DEAD}),
+    REVOKED: frozenset({None, FAILED, QUEUED, REVOKED}),
 }
 
 

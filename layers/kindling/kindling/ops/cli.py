@@ -1,4 +1,4 @@
-"""The operator's subcommands of ``kindling``: ``jobs list|show|retry``, ``dlq peek|redrive``
+"""The operator's subcommands of ``kindling``: ``jobs list|show|retry|revoke``, ``dlq peek|redrive``
 and ``dashboard``. :func:`add_parsers` wires them into the main parser (kindling.cli).
 
 Output fits a terminal: aligned columns, long text cut to the width (``--json`` prints
@@ -52,6 +52,13 @@ def add_parsers(sub, env) -> None:
     retry.add_argument("--json", action="store_true")
     common(retry, queue=True)
     retry.set_defaults(fn=cmd_jobs_retry)
+
+    revoke = jsub.add_parser("revoke", help="cancel a job that has not run: recorded revoked, skipped by workers",
+                             description="Record the job revoked: the duplicate check every batch makes skips it. "
+                                         "A job that has finished (or is dead) cannot be revoked.")
+    revoke.add_argument("job_id")
+    common(revoke)
+    revoke.set_defaults(fn=cmd_jobs_revoke)
 
     dlq = sub.add_parser("dlq", help="look at and redrive the dead-letter queue")
     dsub = dlq.add_subparsers(dest="dlq_command", required=True)
@@ -109,6 +116,22 @@ def cmd_jobs_show(ns) -> int:
 
 def cmd_jobs_retry(ns) -> int:
     return _run(_jobs_retry, ns)
+
+
+def cmd_jobs_revoke(ns) -> int:
+    from kindling.client import Client
+    from kindling.errors import KindlingError
+
+    if not ns.table:
+        print("kindling: --table / KINDLING_TABLE is required", file=sys.stderr)
+        return 2
+    try:
+        Client(queue_url="unused", table=ns.table).revoke(ns.job_id)
+    except KindlingError as exc:
+        print(f"kindling: {exc}", file=sys.stderr)
+        return 1
+    print(f"{ns.job_id} revoked")
+    return 0
 
 
 def cmd_dlq_peek(ns) -> int:
