@@ -11,11 +11,12 @@ Producers use :class:`kindling.client.Client` (boto3, outside Lambda). Importing
 package loads no AWS SDK and opens no connection.
 """
 
-from kindling.errors import JobFailed, KindlingError
+from kindling.errors import JobFailed, KindlingError, Retry
+from kindling.policy import Backoff
 from kindling.registry import Registry, Task, task
 from kindling.runner import current_job
 
-__all__ = ["Client", "JobFailed", "KindlingError", "Registry", "Task", "current_job", "task"]
+__all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry", "Task", "current_job", "task"]
 __version__ = "0.1.0"
 
 

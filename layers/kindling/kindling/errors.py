@@ -30,6 +30,17 @@ class NewerEnvelope(InvalidJob):
     so a worker that reads it picks it up during a rolling deploy."""
 
 
+class Retry(KindlingError):
+    """Raised by a task to ask for another attempt, ``after`` seconds from now (default:
+    the task's backoff). It counts as an attempt; on the last one the job is ``dead``."""
+
+    def __init__(self, after: float | None = None, reason: str = ""):
+        if after is not None and (isinstance(after, bool) or not isinstance(after, int | float) or after < 0):
+            raise ValueError(f"Retry(after=...) takes seconds >= 0, got {after!r}")
+        super().__init__(reason or (f"retry requested in {after:g}s" if after is not None else "retry requested"))
+        self.after = after
+
+
 class JobTimeout(KindlingError, TimeoutError):
     """A job ran past its time limit (its own timeout or the invocation's remaining time)."""
 

@@ -1,8 +1,15 @@
-"""Attempts, time limits and backoff: each rule written once, for every trigger.
+"""Attempts, time limits, retries and backoff: each rule written once, for every trigger.
 
 Precedence, everywhere: the job's own value, then its task's, then the worker's default,
 and for attempts the trigger's cap last (a queue cannot deliver more often than its
 redrive policy allows).
+
+Whether a failure is retried: a task's ``no_retry_on`` exceptions never are (the job is
+recorded ``dead`` at once), and with ``retry_on`` only those exceptions are; a task may
+raise :class:`kindling.errors.Retry` to ask for another attempt after a delay of its
+choosing. When: ``Retry(after=...)``, else the task's :class:`Backoff`, else the worker's
+``retry_delay`` doubling per attempt; triggers honour it (SQS through the message's
+visibility).
 """
 
 from __future__ import annotations
@@ -37,6 +44,59 @@ def attempts_allowed(job: Job, task: Task | None, default: int, cap: int | None 
 
 def timeout_for(job: Job, task: Task | None, default: float) -> float:
     return job.timeout or (task.timeout if task is not None else None) or default
+
+
+class Backoff:
+    """A task's retry delays: ``base`` seconds after the first failure, times ``factor``
+    after each further one, at most ``max``; with ``jitter`` each delay is drawn uniformly
+    between half and all of that (so retries of many jobs spread out)."""
+
+    __slots__ = ("base", "factor", "max", "jitter")
+
+    def __init__(self, base: float = 5.0, factor: float = 2.0, max: float = 3600.0, jitter: bool = True):
+        for name, value in (("base", base), ("factor", factor), ("max", max)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"Backoff {name} must be a number >= 0, got {value!r}")
+        if factor < 1:
+            raise ValueError(f"Backoff factor must be at least 1, got {factor!r}")
+        if max > MAX_DELAY_S:
+            raise ValueError(f"Backoff max is at most {MAX_DELAY_S} s (a queue hides a message at most that long)")
+        self.base, self.factor, self.max, self.jitter = base, factor, max, bool(jitter)
+
+    def delay_s(self, attempt: int) -> int:
+        ceiling = min(self.max, self.base * self.factor ** min(max(attempt - 1, 0), 64))
+        if self.jitter:
+            import os
+
+            ceiling *= 0.5 + 0.5 * int.from_bytes(os.urandom(4)) / 0x1_0000_0000
+        return int(ceiling)
+
+    def __repr__(self) -> str:
+        return f"Backoff(base={self.base}, factor={self.factor}, max={self.max}, jitter={self.jitter})"
+
+
+def should_retry(task: Task | None, error: BaseException) -> bool:
+    """Whether this failure may be tried again (attempts permitting)."""
+    from kindling.errors import Retry
+
+    if isinstance(error, Retry):
+        return True
+    if task is None:
+        return True
+    if task.no_retry_on and isinstance(error, task.no_retry_on):
+        return False
+    return task.retry_on is None or isinstance(error, task.retry_on)
+
+
+def retry_in_s(task: Task | None, error: BaseException, attempt: int, default_base: float) -> int | None:
+    """Seconds before the next attempt; ``None`` leaves it to the queue's visibility timeout."""
+    from kindling.errors import Retry
+
+    if isinstance(error, Retry) and error.after is not None:
+        return int(min(error.after, MAX_DELAY_S))
+    if task is not None and task.backoff is not None:
+        return task.backoff.delay_s(attempt)
+    return retry_delay_s(attempt, default_base) if default_base else None
 
 
 def retry_delay_s(attempt: int, base: float) -> int:

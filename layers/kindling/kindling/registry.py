@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-_OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded")
+_OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff")
 
 
 class Task:
@@ -46,9 +46,14 @@ class Task:
             queue's setting (SQS: the redrive policy's maxReceiveCount).
         skip_succeeded: when ``True`` (the default), a duplicate delivery of a job already
             recorded ``succeeded`` is acknowledged without running the task again.
+        retry_on: if given, only these exception types are retried; any other failure
+            records the job ``dead`` at once.
+        no_retry_on: exception types never retried (the job is ``dead`` at once).
+        backoff: a :class:`kindling.policy.Backoff` for this task's retry delays.
     """
 
-    __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry")
+    __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
+                 "no_retry_on", "backoff")
 
     def __init__(
         self,
@@ -58,6 +63,9 @@ class Task:
         timeout: float | None = None,
         max_attempts: int | None = None,
         skip_succeeded: bool = True,
+        retry_on: tuple | None = None,
+        no_retry_on: tuple = (),
+        backoff=None,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -74,6 +82,10 @@ class Task:
             raise TaskDefinitionError(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {max_attempts!r}")
         if not isinstance(skip_succeeded, bool):
             raise TaskDefinitionError(f"skip_succeeded must be True or False, got {skip_succeeded!r}")
+        retry_on = _exception_types("retry_on", retry_on) if retry_on is not None else None
+        no_retry_on = _exception_types("no_retry_on", no_retry_on)
+        if backoff is not None and type(backoff).__name__ != "Backoff":
+            raise TaskDefinitionError(f"backoff must be a kindling.policy.Backoff, got {backoff!r}")
         self.fn = fn
         self.name = name or f"{fn.__module__}.{fn.__qualname__}"
         if len(self.name) > MAX_TASK_LENGTH:
@@ -84,6 +96,9 @@ class Task:
         self.timeout = float(timeout) if timeout is not None else None
         self.max_attempts = max_attempts
         self.skip_succeeded = skip_succeeded
+        self.retry_on = retry_on
+        self.no_retry_on = no_retry_on
+        self.backoff = backoff
         self.registry: Registry | None = None  # set when registered
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -112,6 +127,13 @@ class Task:
         problem = _binding_problem(self.fn, args, kwargs)
         if problem:
             raise InvalidJob(f"bad arguments for task {self.name!r}: {problem}", task=self.name)
+
+
+def _exception_types(option: str, value) -> tuple:
+    types = value if isinstance(value, tuple) else (value,)
+    if not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
+        raise TaskDefinitionError(f"{option} takes exception classes, got {value!r}")
+    return types
 
 
 def _binding_problem(fn: Callable[..., Any], args: list, kwargs: dict) -> str | None:

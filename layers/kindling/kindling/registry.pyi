@@ -2,6 +2,8 @@
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
+from kindling.policy import Backoff
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -18,6 +20,9 @@ class Task(Generic[P, R]):
     timeout: float | None
     max_attempts: int | None
     skip_succeeded: bool
+    retry_on: tuple[type[BaseException], ...] | None
+    no_retry_on: tuple[type[BaseException], ...]
+    backoff: Backoff | None
     registry: Registry | None
     def __init__(
         self,
@@ -27,6 +32,9 @@ class Task(Generic[P, R]):
         timeout: float | None = ...,
         max_attempts: int | None = ...,
         skip_succeeded: bool = ...,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = ...,
+        no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = ...,
+        backoff: Backoff | None = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
@@ -54,6 +62,9 @@ class Registry:
         timeout: float | None = ...,
         max_attempts: int | None = ...,
         skip_succeeded: bool = ...,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = ...,
+        no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = ...,
+        backoff: Backoff | None = ...,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
     def get(self, name: str) -> Task[..., Any]: ...
     def __contains__(self, name: object) -> bool: ...

@@ -114,7 +114,7 @@ class Outcome:
     """
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
-                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "unread")
+                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "unread", "error")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -134,6 +134,7 @@ class Outcome:
         self.t0 = 0.0
         self.trace_id: str | None = None  # the producer's X-Ray trace id
         self.unread = False  # not read before running (its task opted out of duplicate skipping)
+        self.error: BaseException | None = None  # what a failed run raised
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -453,11 +454,9 @@ class Runner:
         for o in unread:
             previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
             o.attempts = attempts + 1 if previous == FAILED else 1
-            status = DEAD if o.attempts >= self._attempts_allowed(o) else FAILED
+            status = self._after_failure(o)
             o.record = renumbered(o.record, status, o.attempts)  # type: ignore[arg-type]
             o.status = status
-            o.retry_in = (policy.retry_delay_s(o.attempts, self.retry_delay) if self.retry_delay else None
-                          ) if status == FAILED else None
 
     def _dead_undelivered(self, o: Outcome) -> None:
         o.reason = (f"delivered {o.deliveries} times without a recorded outcome (its runs crashed or timed out "
@@ -468,6 +467,15 @@ class Runner:
                                 error={"type": "TooManyDeliveries", "message": o.reason},
                                 worker=self._batch_worker, ttl_s=self.ttl_s)
         o.status = DEAD
+
+    def _after_failure(self, o: Outcome) -> str:
+        """``dead`` or ``failed`` for a run that failed with ``o.error``, and when to retry."""
+        task = self._task(o)
+        if o.attempts >= self._attempts_allowed(o) or not policy.should_retry(task, o.error):  # type: ignore[arg-type]
+            o.retry_in = None
+            return DEAD
+        o.retry_in = policy.retry_in_s(task, o.error, o.attempts, self.retry_delay)  # type: ignore[arg-type]
+        return FAILED
 
     def _attempts_allowed(self, o: Outcome) -> int:
         return policy.attempts_allowed(o.job, self._task(o), self.max_attempts, self.attempts_cap)  # type: ignore[arg-type]
@@ -609,13 +617,11 @@ class Runner:
                 result, error = encode_result(value)
             if error is None:
                 status = SUCCEEDED
-            elif o.unread:  # its attempt number is known only after the run
-                status = FAILED
             else:
-                status = DEAD if o.attempts >= self._attempts_allowed(o) else FAILED
+                o.error = error
                 o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
-                if status == FAILED:
-                    o.retry_in = policy.retry_delay_s(o.attempts, self.retry_delay) if self.retry_delay else None
+                # An unread job's attempt number is known only after the run.
+                status = FAILED if o.unread else self._after_failure(o)
             o.record = build_record(key=o.job_id, task=o.task, status=status, attempts=o.attempts,  # type: ignore[arg-type]
                                     started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
                                     job=o.job, result=result, error=describe_error(error) if error else None,

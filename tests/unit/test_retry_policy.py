@@ -1,0 +1,103 @@
+"""Retry policies per task: which failures retry, when, and a task asking for a retry itself."""
+
+import pytest
+from kindling.envelope import encode_job, new_job
+from kindling.errors import Retry, TaskDefinitionError
+from kindling.policy import Backoff
+from kindling.registry import Registry
+from kindling.results import MemoryResultStore
+from kindling.runner import Delivery, Runner
+
+
+def run_once(reg, store, task, *args, ref=None, **runner):
+    job = new_job(task, args, job_id=ref)
+    return Runner(reg, store, log=None, metrics=False, **runner).run([Delivery(job.id, encode_job(job).decode(), 1)])[0]
+
+
+@pytest.fixture
+def store():
+    return MemoryResultStore()
+
+
+def test_no_retry_on_makes_the_first_failure_dead(store):
+    reg = Registry()
+    reg.task(name="charge", no_retry_on=(ValueError,))(lambda: int("card declined"))
+    outcome = run_once(reg, store, "charge")
+    assert outcome.status == "dead" and store.records[outcome.job_id]["attempts"] == 1
+
+
+def test_retry_on_retries_only_what_it_names(store):
+    reg = Registry()
+    reg.task(name="fetch2", retry_on=ConnectionError)(lambda: (_ for _ in ()).throw(TimeoutError("slow")))
+    assert run_once(reg, store, "fetch2").status == "dead"  # TimeoutError is not a ConnectionError
+    reg.task(name="fetch3", retry_on=ConnectionError)(lambda: (_ for _ in ()).throw(ConnectionResetError("reset")))
+    assert run_once(reg, store, "fetch3").status == "failed"  # a subclass retries
+
+
+def test_a_tasks_backoff_sets_when_the_retry_comes(store):
+    reg = Registry()
+    reg.task(name="flaky", backoff=Backoff(base=10, factor=3, max=60, jitter=False))(lambda: 1 / 0)
+    delays = []
+    for _ in range(4):
+        delays.append(run_once(reg, store, "flaky", ref="flaky-1", max_attempts=10).retry_in)
+    assert delays == [10, 30, 60, 60]
+
+
+def test_jittered_backoff_stays_between_half_and_all_of_the_step():
+    backoff = Backoff(base=8, factor=2, max=1000)
+    assert all(8 <= backoff.delay_s(2) <= 16 for _ in range(200))
+
+
+def test_a_task_can_ask_for_a_retry_after_a_delay_of_its_choosing(store):
+    reg = Registry()
+
+    @reg.task(name="poll", max_attempts=3)
+    def poll():
+        raise Retry(after=42, reason="not ready yet")
+
+    outcome = run_once(reg, store, "poll", ref="poll-1")
+    assert outcome.status == "failed" and outcome.retry_in == 42
+    record = store.records["poll-1"]
+    assert record["error"]["type"] == "Retry" and record["error"]["message"] == "not ready yet"
+    run_once(reg, store, "poll", ref="poll-1")
+    assert run_once(reg, store, "poll", ref="poll-1").status == "dead"  # it still counts as an attempt
+
+
+def test_retry_on_a_task_that_opted_out_of_the_read(store):
+    reg = Registry()
+    reg.task(name="count", skip_succeeded=False, no_retry_on=(KeyError,))(lambda: {}["missing"])
+    outcome = run_once(reg, store, "count")
+    assert outcome.status == "dead" and store.records[outcome.job_id]["status_shard"].startswith("dead#")
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"retry_on": "ValueError"}, "retry_on takes exception classes"),
+    ({"no_retry_on": (ValueError, 3)}, "no_retry_on takes exception classes"),
+    ({"backoff": {"base": 1}}, "backoff must be a kindling.policy.Backoff"),
+])
+def test_bad_retry_options_fail_at_definition(options, message):
+    with pytest.raises(TaskDefinitionError, match=message):
+        Registry().task(name="t", **options)(lambda: None)
+
+
+def test_bad_backoffs_and_retries_are_refused():
+    with pytest.raises(ValueError, match="factor"):
+        Backoff(factor=0.5)
+    with pytest.raises(ValueError, match="at most 43200"):
+        Backoff(max=10**6)
+    with pytest.raises(ValueError, match="seconds >= 0"):
+        Retry(after=-1)
+
+
+def test_the_sqs_handler_turns_retry_in_into_the_messages_visibility():
+    from kindling import sqs
+
+    reg = Registry()
+    reg.task(name="poll")(lambda: (_ for _ in ()).throw(Retry(after=90)))
+    job = new_job("poll")
+    event = {"Records": [{"messageId": "m1", "receiptHandle": "rh", "body": encode_job(job).decode(),
+                          "attributes": {"ApproximateReceiveCount": "1"}, "eventSource": "aws:sqs",
+                          "eventSourceARN": "arn:aws:sqs:us-east-1:1:jobs"}]}
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
+    changes = sqs.visibility_changes(event, outcomes)
+    assert changes["arn:aws:sqs:us-east-1:1:jobs"] == [{"Id": "m1", "ReceiptHandle": "rh", "VisibilityTimeout": 90}]
