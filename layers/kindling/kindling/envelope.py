@@ -10,6 +10,14 @@ fields, wrong types, values out of range, not JSON at all) is refused by
 :func:`decode_job` with an :class:`~kindling.errors.InvalidJob` whose ``reason`` says
 exactly what is wrong.
 
+Attempts are not in the envelope: they are counted in the result record (see
+:mod:`kindling.runner`), so a re-sent or redelivered message needs no new field for them.
+The fields planned next come as one change, version 2, all optional: ``group`` (a FIFO
+message group), ``chain`` (the calls to enqueue with this job's result), ``parent`` (the
+group or chord this job belongs to) and ``payload`` (an S3 pointer replacing ``args`` and
+``kwargs`` when they are too large for the queue). A producer writes version 2 only when
+a job uses one of them, so plain jobs stay readable by every worker during a rollout.
+
 Versions: an envelope whose ``version`` is above :data:`VERSION` raises
 :class:`~kindling.errors.NewerEnvelope` before any other check (its fields may be new to
 this worker). The runner hands such a message back, with backoff, instead of rejecting
