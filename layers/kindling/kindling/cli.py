@@ -284,6 +284,14 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     e.add_argument("--table", default=env("KINDLING_TABLE"))
     e.set_defaults(fn=cmd_enqueue)
 
+    sc = sub.add_parser("schedules", help="print the periodic tasks the code declares",
+                        description="The tasks declared with schedule=..., their expressions and next fire times "
+                                    "(UTC); the ticker rule (template PeriodicTasks=true) enqueues them.")
+    sc.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
+                    help="where the tasks are defined (repeatable)")
+    sc.add_argument("--next", type=int, default=3, help="fire times to show per task (default 3)")
+    sc.set_defaults(fn=cmd_schedules)
+
     s = sub.add_parser("status", help="print a job's recorded outcome", description="Print a job's record.")
     s.add_argument("job_id")
     s.add_argument("--table", default=env("KINDLING_TABLE"))
@@ -306,6 +314,33 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
     add_parsers(sub, env)
     return p
+
+
+def cmd_schedules(ns) -> int:
+    import time
+
+    from kindling.registry import default_registry
+
+    load_tasks(ns.tasks)
+    rows = []
+    now = int(time.time() * 1000)
+    for t in sorted(default_registry._tasks.values(), key=lambda t: t.name):
+        if t.schedule is None:
+            continue
+        fires, start = [], now
+        while len(fires) < ns.next and start < now + 400 * 86_400_000:  # look a year ahead at most
+            fires += t.schedule.fires(start, start + 7 * 86_400_000)[: ns.next - len(fires)]
+            start += 7 * 86_400_000
+        when = ", ".join(time.strftime("%Y-%m-%d %H:%M", time.gmtime(f / 1000)) for f in fires) or "never"
+        rows.append((t.name, t.schedule.expression, when))
+    if not rows:
+        print("no scheduled tasks")
+        return 0
+    widths = [max(len(r[i]) for r in [("TASK", "SCHEDULE", ""), *rows]) for i in range(2)]
+    print(f"{'TASK':<{widths[0]}}  {'SCHEDULE':<{widths[1]}}  NEXT (UTC)")
+    for name, expression, when in rows:
+        print(f"{name:<{widths[0]}}  {expression:<{widths[1]}}  {when}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

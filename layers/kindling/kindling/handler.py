@@ -13,6 +13,8 @@ Configuration comes from the function's environment (template.yaml sets it):
 
 ========================== ===========================================================
 ``KINDLING_TABLE``          results table name (required)
+``KINDLING_QUEUE_URL``      the jobs queue, where a ``{"kindling": "tick"}`` event (the
+                            ``PeriodicTasks`` ticker rule) enqueues due scheduled tasks
 ``KINDLING_MAX_ATTEMPTS``   attempts before a failing job is dead, when neither job nor
                             task says (default 3); counted in the result record
 ``KINDLING_MAX_RECEIVES``   the queue's maxReceiveCount: on that delivery a job with no
@@ -121,12 +123,42 @@ class LambdaWorker:
             if response["batchItemFailures"]:
                 self._change_visibility(event, outcomes, moved, until)
             return response
+        if isinstance(event, dict) and event.get("kindling") == "tick":
+            return self._tick()
         if isinstance(event, dict) and event.get("kindling") == "drain":
             from kindling import valkey  # the Valkey client is never on the SQS path
 
             return valkey.drain(self.runner, event, remaining)
         kind = type(event).__name__ if not isinstance(event, dict) else f"keys {sorted(event)[:5]}"
         raise KindlingError(f"kindling worker: not an SQS event or a drain event ({kind})")
+
+    def _tick(self) -> dict:
+        """The ticker rule's minute: enqueue the declared schedules' due fires (kindling.schedules)."""
+        from kindling import aws, schedules
+        from kindling.envelope import encode_job, new_job, now_ms
+
+        queue_url = os.environ.get("KINDLING_QUEUE_URL")
+        if not queue_url:
+            raise KindlingError("tick: KINDLING_QUEUE_URL is not set (the queue scheduled jobs go to)")
+        jobs = [new_job(t.name, job_id=schedules.tick_job_id(t.name, fire)) for t, fire in
+                schedules.due(self.registry, now_ms())]
+        sent, failed = [], []
+        client = aws.sqs()
+        for start in range(0, len(jobs), 10):
+            chunk = {job.id: job for job in jobs[start : start + 10]}
+            entries = [{"Id": str(n), "MessageBody": encode_job(job).decode()} for n, job in enumerate(chunk.values())]
+            try:
+                response = client.call("SendMessageBatch", {"QueueUrl": queue_url, "Entries": entries})
+            except aws.AwsError as exc:  # the next tick sends these fires again (their window overlaps)
+                failed += [job.id for job in chunk.values()]
+                if self.runner.log:
+                    self.runner.log({"level": "WARNING", "message": "tick not enqueued", "kindling": "tick_failed",
+                                     "error": str(exc)[:500]})
+                continue
+            ids = list(chunk)
+            sent += [ids[int(e["Id"])] for e in response.get("Successful", [])]
+            failed += [ids[int(e["Id"])] for e in response.get("Failed", [])]
+        return {"kindling": "ticked", "enqueued": sent, "failed": failed}
 
     def _move_dead(self, event: dict, outcomes, deadline: float | None) -> set[str]:
         """Send the messages of jobs recorded ``dead`` to the DLQ; return the refs sent.

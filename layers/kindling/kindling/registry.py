@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-_OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff")
+_OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule")
 
 
 class Task:
@@ -50,10 +50,12 @@ class Task:
             records the job ``dead`` at once.
         no_retry_on: exception types never retried (the job is ``dead`` at once).
         backoff: a :class:`kindling.policy.Backoff` for this task's retry delays.
+        schedule: ``rate(...)`` or ``cron(...)``: run it periodically, with no arguments
+            (:mod:`kindling.schedules`).
     """
 
     __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
-                 "no_retry_on", "backoff")
+                 "no_retry_on", "backoff", "schedule")
 
     def __init__(
         self,
@@ -66,6 +68,7 @@ class Task:
         retry_on: tuple | None = None,
         no_retry_on: tuple = (),
         backoff=None,
+        schedule: str | None = None,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -86,6 +89,14 @@ class Task:
         no_retry_on = _exception_types("no_retry_on", no_retry_on)
         if backoff is not None and type(backoff).__name__ != "Backoff":
             raise TaskDefinitionError(f"backoff must be a kindling.policy.Backoff, got {backoff!r}")
+        parsed = None
+        if schedule is not None:
+            from kindling.schedules import ScheduleError, parse  # only modules that declare one
+
+            try:
+                parsed = parse(schedule)
+            except ScheduleError as exc:
+                raise TaskDefinitionError(f"schedule {exc}") from None
         self.fn = fn
         self.name = name or f"{fn.__module__}.{fn.__qualname__}"
         if len(self.name) > MAX_TASK_LENGTH:
@@ -99,7 +110,11 @@ class Task:
         self.retry_on = retry_on
         self.no_retry_on = no_retry_on
         self.backoff = backoff
+        self.schedule = parsed
         self.registry: Registry | None = None  # set when registered
+        if parsed is not None and _binding_problem(fn, [], {}):
+            raise TaskDefinitionError(f"scheduled task {self.name!r} must run with no arguments: "
+                                      f"{_binding_problem(fn, [], {})}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
