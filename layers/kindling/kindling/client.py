@@ -36,13 +36,14 @@ SQS_MAX_DELAY = 900
 class Call:
     """One job to send with :meth:`Client.enqueue_many`, with its per-job options."""
 
-    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout")
+    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group")
 
     def __init__(self, task: str | Task, args: Sequence = (), kwargs: dict | None = None, *,
                  delay: int = 0, job_id: str | None = None, max_attempts: int | None = None,
-                 timeout: float | None = None):
+                 timeout: float | None = None, group: str | None = None):
         self.task, self.args, self.kwargs = task, args, kwargs or {}
         self.delay, self.job_id, self.max_attempts, self.timeout = delay, job_id, max_attempts, timeout
+        self.group = group  # a FIFO queue's message group: jobs of one group run in order
 
 
 class JobHandle:
@@ -114,11 +115,8 @@ class Client:
 
     def send(self, call: Call) -> JobHandle:
         """Send one job with options (delay in seconds up to 900, job id, attempts, timeout)."""
-        job, body = self._prepare(call)
-        params = {"QueueUrl": self.queue_url, "MessageBody": body, **_trace_attribute()}
-        if call.delay:
-            params["DelaySeconds"] = call.delay
-        self.sqs.send_message(**params)
+        job, body, options = self._prepare(call)
+        self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body, **options, **_trace_attribute())
         return JobHandle(job.id, job.task, self)
 
     def enqueue_many(self, calls: Iterable[Call | tuple], *, concurrency: int = 8) -> list[JobHandle]:
@@ -140,8 +138,7 @@ class Client:
         prepared = []
         for c in calls:
             call = c if isinstance(c, Call) else Call(*c)
-            job, body = self._prepare(call)
-            prepared.append((job, body, call.delay))
+            prepared.append(self._prepare(call))
         chunks = list(_chunks(prepared))
         if concurrency > 1 and len(chunks) > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -160,10 +157,18 @@ class Client:
             raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed, sent=sent)
         return sent
 
-    def _prepare(self, call: Call) -> tuple[Job, str]:
+    def _prepare(self, call: Call) -> tuple[Job, str, dict]:
+        """The job, its body, and the message's own SQS parameters (delay, FIFO group)."""
         name = call.task.name if isinstance(call.task, Task) else call.task
         if not 0 <= call.delay <= SQS_MAX_DELAY:
             raise ValueError(f"delay must be 0-{SQS_MAX_DELAY} seconds for SQS, got {call.delay}")
+        fifo = self.queue_url.endswith(".fifo")
+        if fifo and call.delay:
+            raise ValueError("a FIFO queue takes no per-message delay (set the queue's DelaySeconds instead)")
+        if fifo and not call.group:
+            raise ValueError(f"a FIFO queue needs group= on every job ({name!r} has none)")
+        if call.group and not fifo:
+            raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {self.queue_url!r}")
         job = new_job(name, call.args, call.kwargs, job_id=call.job_id,
                       max_attempts=call.max_attempts, timeout=call.timeout)
         body = encode_job(job).decode()
@@ -173,20 +178,25 @@ class Client:
                 f"job {job.id} for {name!r} is {size:,} bytes; SQS takes at most {SQS_MAX_BYTES:,} "
                 "(put large inputs in S3 and pass their key)"
             )
-        return job, body
+        options: dict = {}
+        if call.delay:
+            options["DelaySeconds"] = call.delay
+        if call.group:
+            # The send's own id: a retried SendMessageBatch entry is dropped as a copy, yet a
+            # job sent again later (a revive) is not lost to the 5-minute deduplication window.
+            options["MessageGroupId"] = call.group
+            options["MessageDeduplicationId"] = f"{job.id[:100]}.{job.enqueued_at}"
+        return job, body, options
 
-    def _send_batch(self, chunk: list[tuple[Job, str, int]]) -> tuple[list[Job], dict[str, str]]:
+    def _send_batch(self, chunk: list[tuple[Job, str, dict]]) -> tuple[list[Job], dict[str, str]]:
         pending = {str(i): item for i, item in enumerate(chunk)}
         ok: list[Job] = []
         failed: dict[str, str] = {}
         trace = _trace_attribute()
         for attempt in range(self.max_send_attempts):
             entries = []
-            for key, (_job, body, delay) in pending.items():
-                entry = {"Id": key, "MessageBody": body, **trace}
-                if delay:
-                    entry["DelaySeconds"] = delay
-                entries.append(entry)
+            for key, (_job, body, options) in pending.items():
+                entries.append({"Id": key, "MessageBody": body, **options, **trace})
             try:
                 response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
             except Exception as exc:  # noqa: BLE001 - transport/throttling: retry the whole chunk
@@ -274,7 +284,7 @@ class Client:
             delay = min(delay * 2, 1.0)
 
 
-def _chunks(prepared: list[tuple[Job, str, int]]):
+def _chunks(prepared: list[tuple[Job, str, dict]]):
     chunk, size = [], 0
     for item in prepared:
         n = len(item[1].encode())

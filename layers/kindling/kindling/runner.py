@@ -91,15 +91,19 @@ class Delivery:
         attempts: how many times it has been delivered, this time included (SQS's
             ApproximateReceiveCount, a stream entry's delivery count).
         trace: the producer's X-Ray trace header (SQS's ``AWSTraceHeader``), if any.
+        group: the FIFO message group; jobs of one group run in batch order, and after
+            one of them does not succeed the rest of its group is handed back unstarted.
     """
 
-    __slots__ = ("ref", "body", "attempts", "trace")
+    __slots__ = ("ref", "body", "attempts", "trace", "group")
 
-    def __init__(self, ref: str, body: str | bytes, attempts: int = 1, trace: str | None = None):
+    def __init__(self, ref: str, body: str | bytes, attempts: int = 1, trace: str | None = None,
+                 group: str | None = None):
         self.ref = ref
         self.body = body
         self.attempts = attempts
         self.trace = trace
+        self.group = group
 
     def __repr__(self) -> str:
         return f"Delivery(ref={self.ref!r}, attempts={self.attempts})"
@@ -270,13 +274,16 @@ class Runner:
         runnable = [o for o in runnable if o.status is None]
         sync_jobs = [o for o in runnable if not self._task(o).is_async]
         async_jobs = [o for o in runnable if self._task(o).is_async]
+        fifo = any(d.group is not None for d in deliveries)
         try:
-            if self.threads > 1 and len(sync_jobs) > 1:
+            if fifo:
+                self._run_in_group_order(outcomes, deliveries, deadline)
+            elif self.threads > 1 and len(sync_jobs) > 1:
                 self._run_threaded(sync_jobs, deadline)
             else:
                 for o in sync_jobs:
                     self._run_sync(o, deadline)
-            if async_jobs:
+            if async_jobs and not fifo:
                 self._run_async(async_jobs, deadline)
         except BaseException as exc:  # noqa: BLE001 - kindling's own machinery was interrupted
             self._settle_unfinished(runnable, exc)
@@ -534,6 +541,26 @@ class Runner:
             self._finish(o, value=value, error=alarm.fired)
         finally:
             _current.reset(token)
+
+    def _run_in_group_order(self, outcomes: list[Outcome], deliveries: Sequence[Delivery],
+                            deadline: float | None) -> None:
+        """FIFO: one job at a time in batch order; once a job of a group did not succeed
+        (failed, dead, or handed back), the rest of that group is handed back unstarted, as
+        Powertools' FIFO processor does. Other groups go on. A rejected message does not
+        stop its group: it will never run, so waiting on it would stop the group for good."""
+        stopped: set[str] = set()
+        for o, d in zip(outcomes, deliveries, strict=True):
+            if o.status is None:
+                if d.group in stopped:
+                    o.status = DEFERRED
+                    o.reason = f"an earlier job of FIFO group {d.group!r} did not succeed"
+                    o.retry_in = 0
+                elif self._task(o).is_async:
+                    self._run_async([o], deadline)
+                else:
+                    self._run_sync(o, deadline)
+            if d.group is not None and o.status in (FAILED, DEAD, DEFERRED):
+                stopped.add(d.group)
 
     def _run_threaded(self, outcomes: list[Outcome], deadline: float | None) -> None:
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait

@@ -39,7 +39,7 @@ def is_sqs_event(event: object) -> bool:
 
 def deliveries(event: dict) -> list[Delivery]:
     """One :class:`Delivery` per SQS record; attempts from ``ApproximateReceiveCount``, the
-    producer's trace from ``AWSTraceHeader``."""
+    producer's trace from ``AWSTraceHeader``, a FIFO queue's ``MessageGroupId``."""
     out = []
     for record in event["Records"]:
         attrs = record.get("attributes") or {}
@@ -47,7 +47,8 @@ def deliveries(event: dict) -> list[Delivery]:
             attempts = int(attrs.get("ApproximateReceiveCount", 1))
         except (TypeError, ValueError):
             attempts = 1
-        out.append(Delivery(record["messageId"], record.get("body") or "", attempts, attrs.get("AWSTraceHeader")))
+        out.append(Delivery(record["messageId"], record.get("body") or "", attempts, attrs.get("AWSTraceHeader"),
+                            attrs.get("MessageGroupId")))
     return out
 
 
@@ -70,8 +71,12 @@ def dead_letters(event: dict, outcomes: Iterable[Outcome]) -> list[dict]:
         attributes = {"kindling_reason": {"DataType": "String", "StringValue": (o.reason or "dead")[:1000]}}
         if o.job_id:
             attributes["kindling_job_id"] = {"DataType": "String", "StringValue": o.job_id}
-        entries.append({"Id": o.ref, "MessageBody": records[o.ref].get("body") or "",
-                        "MessageAttributes": attributes})
+        entry = {"Id": o.ref, "MessageBody": records[o.ref].get("body") or "", "MessageAttributes": attributes}
+        group = (records[o.ref].get("attributes") or {}).get("MessageGroupId")
+        if group:  # a FIFO queue's dead-letter queue is FIFO too
+            entry["MessageGroupId"] = group
+            entry["MessageDeduplicationId"] = o.ref
+        entries.append(entry)
     return entries
 
 

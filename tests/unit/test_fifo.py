@@ -1,0 +1,81 @@
+"""FIFO queues: message groups in order; after a failure, the rest of that group waits."""
+
+import boto3
+import pytest
+from kindling import sqs
+from kindling.client import Call, Client
+from kindling.envelope import encode_job, new_job
+from kindling.registry import Registry
+from kindling.results import MemoryResultStore
+from kindling.runner import Runner
+
+
+@pytest.fixture
+def reg():
+    r = Registry()
+    r.ran = []
+
+    @r.task(name="step")
+    def step(n):
+        r.ran.append(n)
+
+    @r.task(name="astep")
+    async def astep(n):
+        r.ran.append(n)
+
+    @r.task(name="fail")
+    def fail(n):
+        r.ran.append(n)
+        raise RuntimeError(f"step {n} broke")
+
+    return r
+
+
+def fifo_event(*items):
+    """A Lambda event from a FIFO queue: (group, task, arg) per message, in order."""
+    records = []
+    for i, (group, task, arg) in enumerate(items):
+        body = encode_job(new_job(task, [arg])).decode()
+        records.append({"messageId": f"m{i}", "receiptHandle": f"rh{i}", "body": body,
+                        "attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": group},
+                        "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:jobs.fifo"})
+    return {"Records": records}
+
+
+def test_after_a_failure_the_rest_of_its_group_is_handed_back_unstarted(reg):
+    event = fifo_event(("a", "step", 1), ("b", "step", 10), ("a", "fail", 2), ("b", "astep", 11),
+                       ("a", "step", 3), ("b", "step", 12))
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
+    assert [o.status for o in outcomes] == ["succeeded", "succeeded", "failed", "succeeded", "deferred", "succeeded"]
+    assert reg.ran == [1, 10, 2, 11, 12]  # in batch order, one at a time; 3 never started
+    assert "FIFO group 'a'" in outcomes[4].reason
+    assert {f["itemIdentifier"] for f in sqs.batch_response(outcomes)["batchItemFailures"]} == {"m2", "m4"}
+
+
+def test_a_rejected_message_does_not_stop_its_group(reg):
+    event = fifo_event(("a", "nope", 1), ("a", "step", 2))
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
+    assert [o.status for o in outcomes] == ["rejected", "succeeded"]
+
+
+def test_dead_letters_of_a_fifo_queue_carry_their_group(reg):
+    event = fifo_event(("a", "fail", 1))
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, max_attempts=1).run(sqs.deliveries(event))
+    (entry,) = sqs.dead_letters(event, outcomes)
+    assert entry["MessageGroupId"] == "a" and entry["MessageDeduplicationId"] == "m0"
+
+
+def test_the_client_sends_groups_to_a_fifo_queue_and_refuses_what_fifo_cannot_do(moto_endpoint):
+    client = boto3.client("sqs")
+    url = client.create_queue(QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    producer = Client(queue_url=url, table="unused")
+    producer.enqueue_many([Call("step", [n], group="g1") for n in range(3)])
+    producer.send(Call("step", [9], group="g2"))
+    messages = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    assert [m["Attributes"]["MessageGroupId"] for m in messages][:3] == ["g1"] * 3
+    with pytest.raises(ValueError, match="needs group="):
+        producer.send(Call("step", [1]))
+    with pytest.raises(ValueError, match="no per-message delay"):
+        producer.send(Call("step", [1], group="g1", delay=5))
+    with pytest.raises(ValueError, match="needs a FIFO queue"):
+        Client(queue_url="http://127.0.0.1:1/000000000000/jobs", table="t").send(Call("step", [1], group="g"))
