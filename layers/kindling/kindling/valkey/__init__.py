@@ -8,6 +8,9 @@ by its modules at first use and nowhere on the SQS path.
 :mod:`.connection`              ``connect``, ``default_consumer``, the stream's key names
 :mod:`.producer`                ``StreamProducer``, ``Sent``, ``StreamFull``
 :mod:`.worker`                  ``StreamWorker``: the consumer-group loop feeding the runner
+:mod:`.scheduled`               delayed jobs in ``<stream>:scheduled`` until they are due
+:mod:`.kick`                    waking the Lambda worker: flags, ``LambdaInvoker``, the
+                                drain's handshake (and why no job is stranded)
 :mod:`.results`                 ``ValkeyResultStore``: outcomes in Valkey, blocking waiters
 :mod:`.lambda_drain`            ``drain``: the stream read from a Lambda invocation
 =============================  ===========================================================
@@ -21,6 +24,10 @@ Producer::
 
 Every entry has one field, ``job``: the envelope JSON (:mod:`kindling.envelope`).
 
+Producer waking a Lambda worker (``lambda:InvokeFunction`` on it)::
+
+    p = StreamProducer(url, function_name="my-stack-worker")   # or KINDLING_WORKER_FUNCTION
+
 The names below are loaded from their module on first access, so ``from kindling import
 valkey`` costs nothing until one is used.
 """
@@ -30,6 +37,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, connect, default_consumer
+    from kindling.valkey.kick import Kicker, LambdaInvoker, flag_key
     from kindling.valkey.lambda_drain import drain
     from kindling.valkey.producer import CHUNK, Sent, StreamFull, StreamProducer
     from kindling.valkey.results import ValkeyResultStore
@@ -40,12 +48,13 @@ _WHERE = {
     "DEFAULT_GROUP": "connection", "FIELD": "connection",
     "CHUNK": "producer", "Sent": "producer", "StreamFull": "producer", "StreamProducer": "producer",
     "StreamWorker": "worker",
+    "Kicker": "kick", "LambdaInvoker": "kick", "flag_key": "kick",
     "ValkeyResultStore": "results",
     "drain": "lambda_drain",
 }
 
-__all__ = ["CHUNK", "DEFAULT_GROUP", "DEFAULT_STREAM", "FIELD", "Sent", "StreamFull", "StreamProducer", "StreamWorker",
-           "ValkeyResultStore", "connect", "default_consumer", "drain"]
+__all__ = ["CHUNK", "DEFAULT_GROUP", "DEFAULT_STREAM", "FIELD", "Kicker", "LambdaInvoker", "Sent", "StreamFull",
+           "StreamProducer", "StreamWorker", "ValkeyResultStore", "connect", "default_consumer", "drain", "flag_key"]
 
 
 def __getattr__(name: str):

@@ -1,6 +1,32 @@
-"""The stream read from Lambda, which cannot subscribe to one: a scheduled drain.
+"""The stream read from Lambda, which cannot subscribe to one: a drain, woken by producers.
 
 (The module is not called ``drain``: the package re-exports the function of that name.)
+
+A drain is an invocation of the worker with ``{"kindling": "drain", "stream": ..., "flag":
+...}``, sent by a producer that set the flag after adding jobs, by a drain handing on, or by
+the optional safety-net schedule (no flag: it takes the first drain's). The flag, the
+handshake and why no job is stranded are in :mod:`kindling.valkey.kick`.
+
+The drain holds its flag while it runs (expiring at its deadline plus a grace, so a drain
+that dies blocks no kick for long) and reads batches, reclaimed entries first, then new ones
+with a short blocking read; due delayed jobs enter the stream every round. When a read comes
+back empty it runs the handshake, which deletes the flag and looks again:
+
+- work now (entries not yet read, reclaimable ones, due delayed jobs): the flag is kept and
+  the drain reads on;
+- work due within ``horizon_ms`` (a delayed job; an entry handed back, by this consumer or
+  one no heartbeat has touched lately, that becomes reclaimable after the visibility time):
+  the flag is kept and the drain waits for it in a blocking read (new entries wake it);
+- nothing within the horizon: the flag stays deleted and the drain returns. Later work
+  belongs to the next kick or the schedule.
+
+A drain stops reading when less than twice the runner's safety margin plus its start cutoff
+is left (below that the runner would defer whatever it read). It then runs the handshake
+once more and, if there is work now or soon, hands on: it invokes its own function with the
+same flag and its consumer name, so the next invocation counts the entries it handed back as
+its own. A drain that finds the result store down hands its batch back, deletes its flag and
+returns (``"store_unavailable"`` in the summary): the next enqueue, or the schedule, tries
+again, rather than a chain of invocations retrying an outage.
 """
 
 from __future__ import annotations
@@ -8,75 +34,177 @@ from __future__ import annotations
 import os
 import time
 
+from kindling.envelope import now_ms
 from kindling.errors import KindlingError
 from kindling.runner import DEFERRED, FAILED, Runner
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, connect, default_consumer
+from kindling.valkey import errors
+from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, connect, default_consumer
+from kindling.valkey.kick import FLAG_GRACE_MS, HANDSHAKE, KICK_TTL_MS, LambdaInvoker, flag_key, run_handshake
+from kindling.valkey.scheduled import MOVE_LIMIT
 from kindling.valkey.worker import StreamWorker, store_down
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+HORIZON_MS = 60_000
+"""How far ahead a drain looks for work to wait for (``KINDLING_DRAIN_HORIZON_MS``, or the
+event's ``horizon_ms``). Work due later waits for the next kick or the safety-net schedule."""
 
-def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None) -> dict:
-    """Handle ``{"kindling": "drain", "url": ..., "stream": ..., "batch": ...}`` in Lambda.
+MAX_BLOCK_MS = 5_000
+"""The longest single blocking read (well inside the connection's 10 s socket timeout)."""
 
-    Reads batches (reclaimed entries first, then new ones with a 100 ms block) and runs
-    them with the invocation's runner until the stream has nothing for this consumer or
-    less than twice the runner's safety margin (plus its start cutoff, below which the
-    runner would defer every job it read) is left, or the result store cannot be reached
-    (``"store_unavailable"`` in the summary says why: the next invocation tries again).
-    Unfinished entries stay pending.
+STUCK_ROUNDS = 50
+"""Handshakes in a row that report work a read then does not find before the drain gives up
+its flag (a guard against an endless chain of invocations; the next kick starts afresh)."""
+
+
+def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *, invoker=None) -> dict:
+    """Handle ``{"kindling": "drain", "stream": ..., "flag": ..., "url": ..., "batch": ...,
+    "consumer": ..., "visibility_ms": ..., "horizon_ms": ..., "block_ms": ...}`` in Lambda
+    (every key but ``kindling`` optional; the URL defaults to ``KINDLING_VALKEY_URL``).
+
+    Returns a summary: batches, counts, ``ended`` (``empty``, ``time``, ``store_unavailable``
+    or ``stuck``), ``kicked`` (whether it handed on), ``next_due_in_ms`` (the earliest work
+    it left waiting, if any). ``invoker`` replaces the Lambda invocation of this function
+    when handing on (tests); by default it is ``AWS_LAMBDA_FUNCTION_NAME`` through
+    :class:`~kindling.valkey.kick.LambdaInvoker`.
     """
     url = event.get("url") or os.environ.get("KINDLING_VALKEY_URL")
     if not url:
         raise KindlingError("drain: no Valkey URL (event 'url' or KINDLING_VALKEY_URL)")
-    worker = _drain_worker(runner, url, event)
+    worker, handshake_script = _drain_worker(runner, url, event)
+    client = worker.client
+    flag = event.get("flag") or flag_key(worker.stream)
+    horizon_ms = int(event.get("horizon_ms") or os.environ.get("KINDLING_DRAIN_HORIZON_MS") or HORIZON_MS)
+    block_ms = int(event.get("block_ms", 100))
     stop_below = 2 * runner.safety_ms + runner.cutoff_ms
+
+    def rest() -> int | None:
+        return None if remaining_ms is None else remaining_ms()
+
+    def flag_ttl() -> int:
+        left = rest()
+        return KICK_TTL_MS if left is None else max(1, left) + FLAG_GRACE_MS
+
+    def handshake() -> tuple[bool, bool, int | None]:
+        return run_handshake(handshake_script, scheduled=worker.scheduled, stream=worker.stream, flag=flag,
+                             group=worker.group, consumer=worker.consumer, now=now_ms(),
+                             visibility_ms=worker.visibility_ms, horizon_ms=horizon_ms, ttl_ms=flag_ttl(),
+                             move_limit=MOVE_LIMIT, field=FIELD)
+
     started = time.monotonic()
+    client.set(flag, b"1", px=flag_ttl())  # held from now on, until the drain's deadline at most
     processed = batches = 0
     counts: dict[str, int] = {}
-    left = 0
+    left_pending = 0
     down = None
-    while down is None:
-        if remaining_ms is not None and remaining_ms() < stop_below:
+    ended = "empty"
+    soonest = None
+    wait_ms = block_ms
+    fruitless = 0
+    while True:
+        left = rest()
+        if left is not None and left < stop_below:
+            ended = "time"
             break
-        deliveries = worker.fetch(int(event.get("block_ms", 100)))
-        if not deliveries:
+        block = min(wait_ms, MAX_BLOCK_MS) if left is None else max(1, min(wait_ms, MAX_BLOCK_MS, left - stop_below))
+        wait_ms = block_ms
+        deliveries = worker.fetch(block)
+        if deliveries:
+            fruitless = 0
+            outcomes = worker.process(deliveries, remaining_ms)
+            batches += 1
+            for o in outcomes:
+                counts[o.status] = counts.get(o.status, 0) + 1
+                if o.status in (FAILED, DEFERRED):
+                    left_pending += 1
+                else:
+                    processed += 1
+            down = store_down(outcomes)
+            if down:
+                ended = "store_unavailable"
+                break
+            continue
+        kept, work, soonest = handshake()
+        if not kept:
             break
-        outcomes = worker.process(deliveries, remaining_ms)
-        batches += 1
-        for o in outcomes:
-            counts[o.status] = counts.get(o.status, 0) + 1
-            if o.status in (FAILED, DEFERRED):
-                left += 1
-            else:
-                processed += 1
-        down = store_down(outcomes)
-    summary = {"kindling": "drained", "stream": worker.stream, "consumer": worker.consumer, "batches": batches,
-               "processed": processed, "left_pending": left, "counts": counts,
-               "elapsed_ms": round((time.monotonic() - started) * 1000, 1)}
+        if work:
+            fruitless += 1
+            if fruitless >= STUCK_ROUNDS:
+                ended = "stuck"
+                break
+        elif soonest is not None:
+            fruitless = 0
+            wait_ms = max(1, soonest - now_ms())  # a blocking read: new entries wake it sooner
+
+    kicked = False
+    if ended == "time":
+        kept, work, soonest = handshake()
+        if kept:
+            kicked = _hand_on(runner, client, flag, dict(event, flag=flag, consumer=worker.consumer), invoker)
+    elif ended in ("store_unavailable", "stuck"):
+        client.delete(flag)
+    summary = {"kindling": "drained", "stream": worker.stream, "consumer": worker.consumer, "flag": flag,
+               "batches": batches, "processed": processed, "left_pending": left_pending, "counts": counts,
+               "ended": ended, "kicked": kicked, "elapsed_ms": round((time.monotonic() - started) * 1000, 1)}
+    if soonest is not None:
+        summary["next_due_in_ms"] = max(0, soonest - now_ms())
     if down:
         summary["store_unavailable"] = down
     return summary
 
 
-_drain_workers: dict[tuple, StreamWorker] = {}
+_self_invoker = None
 
 
-def _drain_worker(runner: Runner, url: str, event: dict) -> StreamWorker:
-    """One worker (and connection) per URL/stream/group, reused across warm invocations."""
+def _hand_on(runner: Runner, client, flag: str, event: dict, invoker) -> bool:
+    """Invoke this function again with the flag still held; if that is impossible, delete the
+    flag, so the next enqueue kicks a drain instead of waiting for it to expire."""
+    global _self_invoker
+    error = None
+    try:
+        if invoker is None:
+            name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+            if not name:
+                raise KindlingError("not in Lambda (no AWS_LAMBDA_FUNCTION_NAME)")
+            if _self_invoker is None or _self_invoker.function_name != name:
+                _self_invoker = LambdaInvoker(name)
+            invoker = _self_invoker
+        invoker(event)
+        return True
+    except Exception as exc:  # noqa: BLE001 - the work stays on the stream for the next kick
+        error = f"{type(exc).__name__}: {exc}"[:300]
+    try:
+        client.delete(flag)
+    except errors.valkey_errors():  # it expires at the drain's deadline plus a grace
+        pass
+    if runner.log:
+        runner.log({"kindling": "drain_not_handed_on", "flag": flag, "error": error})
+    return False
+
+
+_drain_workers: dict[tuple, tuple] = {}
+
+
+def _drain_worker(runner: Runner, url: str, event: dict) -> tuple[StreamWorker, object]:
+    """One worker (and connection) per URL/stream/group, reused across warm invocations, with
+    the consumer name of this invocation: the event's (a drain handing on passes its own),
+    else the log stream's (one per execution environment)."""
     stream = event.get("stream") or DEFAULT_STREAM
     group = event.get("group") or DEFAULT_GROUP
     key = (url, stream, group, id(runner))
-    worker = _drain_workers.get(key)
-    if worker is None:
+    cached = _drain_workers.get(key)
+    consumer = event.get("consumer") or os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or default_consumer()
+    visibility_ms = int(event.get("visibility_ms", 30_000))
+    if cached is None:
         worker = StreamWorker(
-            url, runner=runner, stream=stream, group=group,
-            consumer=event.get("consumer") or os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or default_consumer(),
-            block_ms=100, visibility_ms=int(event.get("visibility_ms", 30_000)),
-            client=connect(url, socket_timeout=10),
+            url, runner=runner, stream=stream, group=group, consumer=consumer,
+            block_ms=100, visibility_ms=visibility_ms, client=connect(url, socket_timeout=10),
         )
-        _drain_workers[key] = worker
+        cached = _drain_workers[key] = (worker, worker.client.register_script(HANDSHAKE))
+    worker = cached[0]
+    worker.consumer = consumer
+    worker.visibility_ms = visibility_ms
     worker.batch = int(event.get("batch", 100))
-    return worker
+    return cached

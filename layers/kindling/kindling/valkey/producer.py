@@ -1,10 +1,19 @@
-"""Putting jobs on a stream.
+"""Putting jobs on a stream, and waking the Lambda worker to drain it.
 
 Acknowledged entries are deleted, so ``XLEN`` is the number of jobs not finished yet (unread
 plus pending). With ``maxlen`` the producer refuses to add jobs past that many unfinished
 jobs (:class:`StreamFull`); it never trims: ``XADD MAXLEN`` would drop unread jobs silently.
 The check is a soft cap (concurrent producers can overshoot it by one chunk each), never a
 loss.
+
+A job with a delay waits in the scheduled set (:mod:`kindling.valkey.scheduled`) until it
+is due, instead of on the stream.
+
+Given the worker function (``function_name=``, or ``KINDLING_WORKER_FUNCTION``), the
+producer wakes it after adding jobs: in the same pipelined round trip as the ``XADD`` s, after
+them, ``SET <stream>:kick 1 NX PX <ttl>``, and only if that set the flag an asynchronous
+Lambda ``Invoke`` of a drain (:mod:`kindling.valkey.kick`, which argues why no job is left
+behind). With a backlog, up to ``max_drains`` drains.
 """
 
 from __future__ import annotations
@@ -12,7 +21,9 @@ from __future__ import annotations
 from kindling import codec
 from kindling.envelope import encode_job, new_job, now_ms
 from kindling.errors import EnqueueError
-from kindling.valkey.connection import DEFAULT_STREAM, FIELD, _s, connect
+from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect
+from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaInvoker
+from kindling.valkey.scheduled import schedule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,11 +38,12 @@ class StreamFull(EnqueueError):
 
 
 class Sent:
-    """A job put on the stream: its job id, task and stream entry id."""
+    """A job put on the stream: its job id, task and stream entry id (``None`` for a delayed
+    job, which waits in the scheduled set and gets its entry when it is due)."""
 
     __slots__ = ("id", "task", "entry")
 
-    def __init__(self, id: str, task: str, entry: str):
+    def __init__(self, id: str, task: str, entry: str | None):
         self.id, self.task, self.entry = id, task, entry
 
     def __repr__(self) -> str:
@@ -46,14 +58,38 @@ class StreamProducer:
         stream: the stream's key.
         maxlen: refuse (raise :class:`StreamFull`) rather than exceed this many unfinished
             jobs on the stream; ``None`` for no limit. Nothing is ever trimmed.
+        function_name: the Lambda worker to wake after adding jobs (name or ARN; default
+            ``KINDLING_WORKER_FUNCTION``; neither: no kicks, for long-lived workers). Needs
+            ``lambda:InvokeFunction`` on it (the template's ``ProducerPolicyArn``).
+        invoker: called with the drain event instead of invoking ``function_name`` (tests,
+            or another way to start a drain).
+        max_drains: most drains woken at once, one per ``backlog_per_drain`` jobs on the stream.
+        kick_ttl_ms: the flag's expiry, longer than the worker's function timeout (a drain
+            that dies blocks new kicks until then).
+        group: the drains' consumer group.
     """
 
-    def __init__(self, url: str, stream: str = DEFAULT_STREAM, maxlen: int | None = None, *, client=None):
+    def __init__(self, url: str, stream: str = DEFAULT_STREAM, maxlen: int | None = None, *, client=None,
+                 function_name: str | None = None, invoker=None, max_drains: int = 1,
+                 backlog_per_drain: int = BACKLOG_PER_DRAIN, kick_ttl_ms: int = KICK_TTL_MS,
+                 group: str = DEFAULT_GROUP):
+        import os
+
         codec.use_orjson()
         self.url = url
         self.stream = stream
         self.maxlen = maxlen
         self.client = client or connect(url)
+        function_name = function_name or os.environ.get("KINDLING_WORKER_FUNCTION") or None
+        if invoker is None and function_name:
+            invoker = LambdaInvoker(function_name)
+        self.kicker: Kicker | None = None
+        if invoker is not None:
+            import logging
+
+            self.kicker = Kicker(self.client, stream, invoker, group=group, max_drains=max_drains,
+                                 backlog_per_drain=backlog_per_drain, ttl_ms=kick_ttl_ms,
+                                 log=logging.getLogger("kindling.valkey").warning)
 
     def enqueue(self, task, /, *args, **kwargs) -> Sent:
         """Put one job running ``task(*args, **kwargs)`` on the stream."""
@@ -73,7 +109,7 @@ class StreamProducer:
             call = c if isinstance(c, Call) else Call(*c)
             name = call.task.name if isinstance(call.task, Task) else call.task
             job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
-                          timeout=call.timeout, not_before=now_ms() + call.delay * 1000 if call.delay else None)
+                          timeout=call.timeout, not_before=now_ms() + int(call.delay * 1000) if call.delay else None)
             prepared.append((job, encode_job(job)))
         sent: list[Sent] = []
         for start in range(0, len(prepared), CHUNK):
@@ -81,15 +117,24 @@ class StreamProducer:
             if self.maxlen is not None:
                 self._check_room(len(chunk), sent, prepared[start:])
             pipe = self.client.pipeline(transaction=False)
-            for _job, body in chunk:
-                pipe.xadd(self.stream, {FIELD: body})
+            for job, body in chunk:
+                if job.not_before is not None:
+                    schedule(pipe, self.stream, body, job.not_before)
+                else:
+                    pipe.xadd(self.stream, {FIELD: body})
+            if self.kicker is not None:
+                self.kicker.queue(pipe)  # after the XADDs: see kindling.valkey.kick
             try:
-                ids = pipe.execute()
+                replies = pipe.execute()
             except Exception as exc:  # noqa: BLE001 - report what was sent and what was not
                 failed = {job.id: f"{type(exc).__name__}: {exc}" for job, _ in prepared[start:]}
                 raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed,
                                    sent=sent) from exc
-            sent.extend(Sent(job.id, job.task, _s(i)) for (job, _), i in zip(chunk, ids, strict=True))
+            sent.extend(Sent(job.id, job.task, None if job.not_before is not None else _s(i))
+                        for (job, _), i in zip(chunk, replies, strict=False))
+            if self.kicker is not None:
+                took, backlog = replies[len(chunk):]
+                self.kicker.after(took, int(backlog))
         return sent
 
     def _check_room(self, n: int, sent: list[Sent], rest: list) -> None:

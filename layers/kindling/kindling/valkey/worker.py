@@ -2,16 +2,21 @@
 
 Per round:
 
-1. ``XAUTOCLAIM`` entries idle for more than ``visibility_ms`` (whatever consumer holds
-   them, a dead one included); their delivery counts come from ``XPENDING`` (XAUTOCLAIM has
-   already counted this delivery);
-2. otherwise ``XREADGROUP ... BLOCK block_ms >`` (a blocking read, never a sleep-poll);
+1. one pipelined round trip: :data:`kindling.valkey.scheduled.MOVE_DUE` moves delayed jobs
+   that are due from ``<stream>:scheduled`` onto the stream, and ``XAUTOCLAIM`` takes entries
+   idle for more than ``visibility_ms`` (whatever consumer holds them, a dead one included);
+   their delivery counts come from ``XPENDING`` (XAUTOCLAIM has already counted this
+   delivery);
+2. otherwise ``XREADGROUP ... BLOCK block_ms >`` (a blocking read, never a sleep-poll; it
+   blocks no longer than until the next delayed job is due);
 3. :meth:`kindling.runner.Runner.run` on the batch;
 4. one pipelined round trip: ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
-   skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first.
-   ``failed`` and ``deferred`` entries stay pending and are reclaimed after ``visibility_ms``;
-   a ``deferred`` one (not started) is claimed back with its delivery count as it was
-   before this delivery, so hand-backs never use up its deliveries (:meth:`StreamWorker._settle`).
+   skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first;
+   a job read before its ``not_before`` goes to the scheduled set and is acknowledged. ``failed``
+   entries stay pending and are reclaimed after ``visibility_ms``; other ``deferred`` ones
+   (not started) are claimed back with their delivery count as it was before this delivery,
+   so hand-backs never use up deliveries, and reclaimed after the runner's ``retry_in``
+   (:meth:`StreamWorker._settle`).
 
 An entry delivered more than its allowed attempts (its worker crashed every time) is not run
 again: it is recorded ``dead`` ("delivered too many times") and moved to the dead stream,
@@ -42,6 +47,7 @@ from kindling.runner import (
 )
 from kindling.valkey import errors
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
+from kindling.valkey.scheduled import MOVE_DUE, move_args, scheduled_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,6 +90,8 @@ class StreamWorker:
         self.url = url
         self.stream = stream
         self.dead_stream = f"{stream}:dead"
+        self.scheduled = scheduled_key(stream)
+        self.next_due_ms: int | None = None  # the earliest delayed job still waiting, as of the last round
         self.group = group
         self.consumer = consumer
         self.batch = batch
@@ -95,6 +103,7 @@ class StreamWorker:
         self.counts: dict[str, int] = {}
         self._stopping = False
         self._group_ready = False
+        self._move = self.client.register_script(MOVE_DUE)
 
     # -- group -------------------------------------------------------------------------
 
@@ -126,8 +135,11 @@ class StreamWorker:
         return deliveries
 
     def _reclaim(self) -> list[Delivery]:
-        reply = self.client.xautoclaim(self.stream, self.group, self.consumer, self.visibility_ms,
-                                       start_id="0-0", count=self.batch)
+        pipe = self.client.pipeline(transaction=False)
+        self._move(keys=[self.scheduled, self.stream], args=move_args(now_ms()), client=pipe)
+        pipe.xautoclaim(self.stream, self.group, self.consumer, self.visibility_ms, start_id="0-0", count=self.batch)
+        moved, reply = pipe.execute()
+        self.next_due_ms = int(moved[1]) if int(moved[1]) >= 0 else None
         entries = reply[1] if len(reply) > 1 else []
         entries = [(i, f) for i, f in entries if f is not None]  # deleted meanwhile
         if not entries:
@@ -143,6 +155,8 @@ class StreamWorker:
         return deliveries
 
     def _read(self, block_ms: int | None) -> list[Delivery]:
+        if block_ms and self.next_due_ms is not None:  # wake up for the next delayed job
+            block_ms = max(1, min(block_ms, self.next_due_ms - now_ms()))
         reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=self.batch,
                                        block=block_ms)
         if not reply:
@@ -226,37 +240,53 @@ class StreamWorker:
 
     def _settle(self, outcomes, deliveries: list[Delivery]) -> None:
         """One pipelined round trip: ``dead`` entries copied to the dead stream, settled and
-        dead ones acknowledged and deleted, ``deferred`` ones given their delivery back.
+        dead ones acknowledged and deleted, jobs read before they were due moved to the
+        scheduled set, other ``deferred`` ones given their delivery back.
 
-        A deferred entry was not started (the store was down, its ``not_before`` is ahead,
-        the invocation's time ran short): that delivery must not count. The runner counts
-        attempts in the result record, so the stream's delivery counter only bounds runs
-        that crash the worker before anything is recorded (:meth:`_split_exhausted`); left
-        as it is, an outage with entries reclaimed every ``visibility_ms`` would push it
-        past the limit and record jobs dead that never ran. So the entry is claimed again
-        with ``XCLAIM ... RETRYCOUNT <count before this delivery> JUSTID``: in the same round
-        trip as the acknowledgements, it stays pending in its place (reclaimed after
-        ``visibility_ms`` like any entry handed back) with its counter as if this delivery
-        had not happened. Re-adding a copy would move it to the end of the stream and wipe
-        the count of real deliveries too; a side hash of hand-backs would cost a command
-        on every acknowledgement. If another consumer reclaimed the entry while this batch
-        ran late, the claim takes it back; that consumer's acknowledgement still settles it.
+        A deferred entry was not started (the store was down, the invocation's time ran
+        short): that delivery must not count. The runner counts attempts in the result
+        record, so the stream's delivery counter only bounds runs that crash the worker
+        before anything is recorded (:meth:`_split_exhausted`); left as it is, an outage
+        with entries reclaimed every ``visibility_ms`` would push it past the limit and
+        record jobs dead that never ran. So the entry is claimed again with ``XCLAIM ...
+        RETRYCOUNT <count before this delivery> JUSTID``: in the same round trip as the
+        acknowledgements, it stays pending in its place with its counter as if this delivery
+        had not happened, and ``IDLE`` set so that it is reclaimed after the runner's
+        ``retry_in`` (at once for a job cut off by the invocation's end, after a growing
+        backoff when the store is down, never later than ``visibility_ms``).
+        Re-adding a copy would move it to the end of the stream and wipe the count of real
+        deliveries too; a side hash of hand-backs would cost a command on every
+        acknowledgement. If another consumer reclaimed the entry while this batch ran late,
+        the claim takes it back; that consumer's acknowledgement still settles it.
+
+        A job deferred because its ``not_before`` is ahead goes to the scheduled set
+        (``ZADD`` before its ``XACK``/``XDEL``: a crash in between leaves a copy in both,
+        run once and skipped once, never none).
         """
         delivered = {d.ref: d for d in deliveries}
         pipe = self.client.pipeline(transaction=False)
         done, unspent = [], 0
+        now = now_ms()
         for o in outcomes:
             if o.status == DEAD:
                 pipe.xadd(self.dead_stream, {
                     FIELD: delivered[o.ref].body, b"error": o.reason or "", b"entry": o.ref,
-                    b"job_id": o.job_id or "", b"attempts": str(o.attempts), b"dead_at": str(now_ms()),
+                    b"job_id": o.job_id or "", b"attempts": str(o.attempts), b"dead_at": str(now),
                 })
                 done.append(o.ref)
             elif o.status in SETTLED:
                 done.append(o.ref)
             elif o.status == DEFERRED:
+                not_before = o.job.not_before if o.job is not None else None
+                if not_before is not None and not_before > now:
+                    pipe.zadd(self.scheduled, {delivered[o.ref].body: not_before})
+                    done.append(o.ref)
+                    continue
                 before = max(0, delivered[o.ref].attempts - 1)
-                pipe.xclaim(self.stream, self.group, self.consumer, 0, [o.ref], retrycount=before, justid=True)
+                # back in sight after the runner's retry_in (0: cut off by the invocation's end)
+                idle = None if o.retry_in is None else max(0, self.visibility_ms - int(o.retry_in * 1000))
+                pipe.xclaim(self.stream, self.group, self.consumer, 0, [o.ref], idle=idle, retrycount=before,
+                            justid=True)
                 unspent += 1
         if done:
             pipe.xack(self.stream, self.group, *done)
@@ -313,13 +343,15 @@ class StreamWorker:
         return outcomes, [d for d in deliveries if d.ref not in refs]
 
     def idle(self) -> bool:
-        """Nothing left: no entry in the stream (acked ones are deleted) and none pending."""
+        """Nothing left: no entry in the stream (acked ones are deleted), none pending, and
+        no delayed job waiting."""
         pipe = self.client.pipeline(transaction=False)
         pipe.xlen(self.stream)
         pipe.xpending(self.stream, self.group)
-        length, pending = pipe.execute()
+        pipe.zcard(self.scheduled)
+        length, pending, waiting = pipe.execute()
         count = pending.get("pending", 0) if isinstance(pending, dict) else pending[0]
-        return length == 0 and not count
+        return length == 0 and not count and not waiting
 
     # -- the loop ------------------------------------------------------------------------
 
