@@ -1,0 +1,140 @@
+"""The Valkey-triggered Lambda, deployed: template.yaml in LocalStack with ``ValkeyUrl`` set
+to this test's valkey-server and no schedule; the producer wakes the deployed worker
+through LocalStack's Lambda API, and the local executor runs it on this host.
+
+Run: .venv/bin/python -m pytest tests/integration/test_valkey_lambda_localstack.py -q
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_valkey import valkey_server, valkey_url  # noqa: F401  (session fixtures)
+
+pytestmark = [pytest.mark.localstack, pytest.mark.valkey, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = "kindling-valkey-it"
+
+
+def _sam(args: list[str], env: dict) -> None:
+    done = subprocess.run(["sam", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"sam {args[0]} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def valkey_stack(localstack, valkey_url, tmp_path_factory):  # noqa: F811
+    """template.yaml deployed with ValkeyUrl set and DrainSchedule off: the stack outputs.
+
+    Built into a directory of its own (not the repository's .aws-sam), so it does not race
+    another build of the same template."""
+    import boto3
+
+    sys.path.insert(0, str(ROOT / "infra/localstack"))
+    from deploy import BUCKET, LOCAL_PARAMETERS
+
+    saved = {k: os.environ.get(k) for k in localstack}
+    os.environ.update(localstack)
+    try:
+        build = tmp_path_factory.mktemp("sam")
+        env = dict(os.environ, SAM_CLI_TELEMETRY="0", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+        _sam(["build", "--build-dir", str(build / "build"), "--cache-dir", str(build / "cache"), "--cached"], env)
+        cfn = boto3.client("cloudformation")
+        _drop_a_stack_with_a_schedule(cfn)
+        s3 = boto3.client("s3")
+        if BUCKET not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
+            s3.create_bucket(Bucket=BUCKET)
+        params = {**LOCAL_PARAMETERS, "ValkeyUrl": valkey_url, "DrainSchedule": "off"}
+        _sam(["deploy", "--template-file", str(build / "build/template.yaml"), "--stack-name", STACK,
+              "--s3-bucket", BUCKET, "--region", os.environ["AWS_DEFAULT_REGION"],
+              "--capabilities", "CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND", "--no-confirm-changeset",
+              "--no-fail-on-empty-changeset", "--no-progressbar",
+              "--parameter-overrides", *(f"{k}={v}" for k, v in params.items())], env)
+        info = cfn.describe_stacks(StackName=STACK)["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in info.get("Outputs", [])}
+        outputs["Resources"] = {r["LogicalResourceId"]
+                                for r in cfn.describe_stack_resources(StackName=STACK)["StackResources"]}
+        yield outputs
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _drop_a_stack_with_a_schedule(cfn) -> None:
+    """An earlier deploy of this stack with the schedule on: LocalStack does not remove a
+    resource whose condition turned false on update, so start from scratch."""
+    try:
+        resources = cfn.describe_stack_resources(StackName=STACK)["StackResources"]
+    except cfn.exceptions.ClientError:
+        return  # no such stack
+    if any(r["LogicalResourceId"] == "DrainRule" for r in resources):
+        cfn.delete_stack(StackName=STACK)
+        cfn.get_waiter("stack_delete_complete").wait(StackName=STACK)
+
+
+def _records(table: str) -> list[dict]:
+    import boto3
+    from kindling.results import from_item
+
+    pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+    return [from_item(item) for page in pages for item in page["Items"]]
+
+
+def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, valkey_url):  # noqa: F811
+    from kindling.valkey import StreamProducer
+
+    function = valkey_stack["WorkerFunctionName"]
+    table = valkey_stack["ResultsTableName"]
+    assert "DrainRule" not in valkey_stack["Resources"]  # no schedule: only the producer's kicks
+    import boto3
+
+    arn = boto3.client("lambda").get_function(FunctionName=function)["Configuration"]["FunctionArn"]
+    assert boto3.client("events").list_rule_names_by_target(TargetArn=arn)["RuleNames"] == []
+    assert "ProducerPolicy" in valkey_stack["Resources"] and valkey_stack["ProducerPolicyArn"].startswith("arn:")
+
+    stream = f"it:{uuid.uuid4().hex[:8]}"
+    producer = StreamProducer(valkey_url, stream=stream, function_name=function, max_drains=3,
+                              backlog_per_drain=300)
+    t0 = time.monotonic()
+    sent = []
+    for i in range(100):  # 100 enqueues of 10 jobs: a burst, not 100 invocations
+        sent += producer.enqueue_many([("echo", [i, k], {}) for k in range(10)])
+    enqueued_s = time.monotonic() - t0
+    ids = {s.id for s in sent}
+    assert len(ids) == 1000
+    kicks = producer.kicker.invocations
+    assert producer.kicker.failures == 0, producer.kicker.last_error
+    assert 1 <= kicks <= 3, kicks
+
+    mine: list[dict] = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        mine = [r for r in _records(table) if r["id"] in ids]
+        if len(mine) >= 1000:
+            break
+        time.sleep(1)
+    done_s = time.monotonic() - t0
+    print(f"\n[valkey lambda] 1000 jobs enqueued in {enqueued_s:.2f}s with {kicks} invocation(s); "
+          f"all recorded after {done_s:.1f}s")
+    assert len(mine) == 1000, f"{1000 - len(mine)} of 1000 jobs not recorded after 120 s"
+    assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in mine)
+    assert {r["worker"]["function"] for r in mine} == {function}  # run by the deployed function
+    assert {r["result"] for r in mine if r["id"] == sent[17].id} == {'{"args":[1,7],"kwargs":{}}'}
+
+    r = producer.client
+    deadline = time.monotonic() + 30  # the drains finish: flags released
+    while time.monotonic() < deadline and r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2"):
+        time.sleep(0.5)
+    assert r.xlen(stream) == 0 and r.xpending(stream, "kindling")["pending"] == 0
+    assert r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2") == 0
