@@ -1,4 +1,4 @@
-"""The stream worker's delayed jobs, on a real valkey-server.
+"""The stream worker's long jobs and delayed jobs, on a real valkey-server.
 
 Run: .venv/bin/python -m pytest tests/integration/test_valkey_trigger_worker.py -q
 """
@@ -68,6 +68,65 @@ def _wait(predicate, timeout: float, what: str):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+# -- a batch that outlasts the visibility time ------------------------------------------------------
+
+
+def _long_batch(url, stream, heartbeat: bool):
+    """Worker A reads 40 jobs of 1.5 s (run at once, 40 threads) with a visibility time of
+    1 s; worker B, idle beside it, reclaims whatever A's claim lets go of."""
+    from kindling.valkey import StreamProducer
+
+    ledger = Ledger()
+    producer = StreamProducer(url, stream=stream)
+    sent = producer.enqueue_many([("slow", [str(i), 1500], {}) for i in range(40)])
+    a = ledger.worker(url, stream, consumer="a", batch=40, visibility_ms=1000, block_ms=100, threads=40,
+                      heartbeat=heartbeat)
+    b = ledger.worker(url, stream, consumer="b", batch=40, visibility_ms=1000, block_ms=100, threads=40,
+                      heartbeat=heartbeat)
+    a.ensure_group()
+    ta, _ = _in_thread(a.run, burst=True)
+    _wait(lambda: producer.client.xpending(stream, "kindling")["pending"] == 40, 10, "A holding all 40")
+    tb, _ = _in_thread(b.run, burst=True)
+    ta.join(30)
+    tb.join(30)
+    assert not ta.is_alive() and not tb.is_alive()
+    assert {s.id for s in sent} == set(ledger.store.records)
+    return ledger, a
+
+
+def test_a_live_worker_keeps_its_claim_on_a_long_batch(valkey_url, stream):  # noqa: F811
+    ledger, a = _long_batch(valkey_url, stream, heartbeat=True)
+    assert sorted(ledger.runs.values()) == [1] * 40  # each ran once: B never took A's entries
+    assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in ledger.store.records.values())
+    assert a.heartbeat.beats >= 3  # every third of the visibility time, for 1.5 s
+
+
+def test_without_the_heartbeat_the_same_batch_runs_twice(valkey_url, stream):  # noqa: F811
+    """What the heartbeat prevents: the batch outlives the visibility time and is run again."""
+    ledger, _ = _long_batch(valkey_url, stream, heartbeat=False)
+    assert sum(n > 1 for n in ledger.runs.values()) > 0, ledger.runs
+
+
+def test_the_heartbeat_leaves_entries_another_consumer_took_over(valkey_url, stream):  # noqa: F811
+    from kindling.valkey import StreamProducer
+    from kindling.valkey.connection import connect
+    from kindling.valkey.heartbeat import Heartbeat
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    r = producer.client
+    first, second = producer.enqueue_many([("slow", ["x", 1], {})] * 2)
+    r.xgroup_create(stream, "kindling", id="0")
+    r.xreadgroup("kindling", "a", {stream: ">"}, count=2)
+    r.xclaim(stream, "kindling", "b", 0, [second.entry], justid=True)  # taken over: a stalled
+    time.sleep(0.05)
+    beat = Heartbeat(lambda: connect(valkey_url), stream, "kindling", 1.0)
+    assert beat.beat("a", [first.entry, second.entry]) == 1
+    held = {p["message_id"].decode(): (p["consumer"].decode(), p["time_since_delivered"], p["times_delivered"])
+            for p in r.xpending_range(stream, "kindling", "-", "+", 10)}
+    assert held[first.entry][0] == "a" and held[first.entry][1] < 40 and held[first.entry][2] == 1
+    assert held[second.entry][0] == "b"  # not taken back
 
 
 # -- delayed jobs ---------------------------------------------------------------------------------------

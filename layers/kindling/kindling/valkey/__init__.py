@@ -8,6 +8,7 @@ by its modules at first use and nowhere on the SQS path.
 :mod:`.connection`              ``connect``, ``default_consumer``, the stream's key names
 :mod:`.producer`                ``StreamProducer``, ``Sent``, ``StreamFull``
 :mod:`.worker`                  ``StreamWorker``: the consumer-group loop feeding the runner
+:mod:`.heartbeat`               ``Heartbeat``: a running batch's entries kept claimed
 :mod:`.scheduled`               delayed jobs in ``<stream>:scheduled`` until they are due
 :mod:`.kick`                    waking the Lambda worker: flags, ``LambdaInvoker``, the
                                 drain's handshake (and why no job is stranded)

@@ -206,5 +206,7 @@ def _drain_worker(runner: Runner, url: str, event: dict) -> tuple[StreamWorker, 
     worker = cached[0]
     worker.consumer = consumer
     worker.visibility_ms = visibility_ms
+    if worker.heartbeat is not None:
+        worker.heartbeat.interval_s = visibility_ms / 3000
     worker.batch = int(event.get("batch", 100))
     return cached

@@ -9,7 +9,9 @@ Per round:
    delivery);
 2. otherwise ``XREADGROUP ... BLOCK block_ms >`` (a blocking read, never a sleep-poll; it
    blocks no longer than until the next delayed job is due);
-3. :meth:`kindling.runner.Runner.run` on the batch;
+3. :meth:`kindling.runner.Runner.run` on the batch, with a heartbeat claiming its entries
+   again every third of ``visibility_ms`` (:mod:`kindling.valkey.heartbeat`), so a batch that
+   outlasts the visibility time is not taken over and run twice;
 4. one pipelined round trip: ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
    skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first;
    a job read before its ``not_before`` goes to the scheduled set and is acknowledged. ``failed``
@@ -47,6 +49,7 @@ from kindling.runner import (
 )
 from kindling.valkey import errors
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
+from kindling.valkey.heartbeat import Heartbeat
 from kindling.valkey.scheduled import MOVE_DUE, move_args, scheduled_key
 
 TYPE_CHECKING = False
@@ -71,6 +74,8 @@ class StreamWorker:
         visibility_ms: how long an entry may stay pending before another consumer reclaims it.
         max_attempts: deliveries before a failing job is dead (a job or task may say less or
             more); default 3.
+        heartbeat: claim the entries of a running batch again every third of
+            ``visibility_ms`` (default on).
         client: a ``valkey.Valkey`` client (default: :func:`connect` to ``url``).
         log: ``False`` for no per-batch log lines.
         **runner_options: passed to the runner (``concurrency``, ``default_timeout``, ...).
@@ -79,7 +84,7 @@ class StreamWorker:
     def __init__(self, url: str, table: str | None = None, registry=None, *, store=None, runner: Runner | None = None,
                  stream: str = DEFAULT_STREAM, group: str = DEFAULT_GROUP, consumer: str | None = None,
                  batch: int = 100, block_ms: int = 1000, visibility_ms: int = 30_000, max_attempts: int | None = None,
-                 client=None, log=True, **runner_options):
+                 heartbeat: bool = True, client=None, log=True, **runner_options):
         consumer = consumer or default_consumer()
         if runner is None:
             codec.use_orjson()
@@ -104,6 +109,11 @@ class StreamWorker:
         self._stopping = False
         self._group_ready = False
         self._move = self.client.register_script(MOVE_DUE)
+        self.heartbeat = None
+        if heartbeat and visibility_ms > 0:
+            self.heartbeat = Heartbeat(
+                lambda: connect(url, socket_timeout=min(5.0, max(1.0, visibility_ms / 1000))), stream, group,
+                visibility_ms / 3000, log=runner.log or None)
 
     # -- group -------------------------------------------------------------------------
 
@@ -189,7 +199,11 @@ class StreamWorker:
         except StoreUnavailable as exc:
             outcomes = [_deferred(d, f"{STORE_DOWN}: {exc}") for d in deliveries]
         else:
-            outcomes = exhausted + self._run(runnable, remaining_ms)
+            if self.heartbeat is None:
+                outcomes = exhausted + self._run(runnable, remaining_ms)
+            else:
+                with self.heartbeat.hold(self.consumer, [d.ref for d in runnable]):
+                    outcomes = exhausted + self._run(runnable, remaining_ms)
         self._settle(outcomes, deliveries)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
