@@ -49,7 +49,14 @@ def test_after_a_failure_the_rest_of_its_group_is_handed_back_unstarted(reg):
     assert [o.status for o in outcomes] == ["succeeded", "succeeded", "failed", "succeeded", "deferred", "succeeded"]
     assert reg.ran == [1, 10, 2, 11, 12]  # in batch order, one at a time; 3 never started
     assert "FIFO group 'a'" in outcomes[4].reason
+    assert outcomes[4].retry_in == outcomes[2].retry_in  # back no sooner than the job it waits for
     assert {f["itemIdentifier"] for f in sqs.batch_response(outcomes)["batchItemFailures"]} == {"m2", "m4"}
+
+
+def test_a_dead_job_does_not_stop_its_group(reg):
+    event = fifo_event(("a", "fail", 1), ("a", "step", 2))
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, max_attempts=1).run(sqs.deliveries(event))
+    assert [o.status for o in outcomes] == ["dead", "succeeded"]
 
 
 def test_a_rejected_message_does_not_stop_its_group(reg):

@@ -544,23 +544,24 @@ class Runner:
 
     def _run_in_group_order(self, outcomes: list[Outcome], deliveries: Sequence[Delivery],
                             deadline: float | None) -> None:
-        """FIFO: one job at a time in batch order; once a job of a group did not succeed
-        (failed, dead, or handed back), the rest of that group is handed back unstarted, as
-        Powertools' FIFO processor does. Other groups go on. A rejected message does not
-        stop its group: it will never run, so waiting on it would stop the group for good."""
-        stopped: set[str] = set()
+        """FIFO: one job at a time in batch order; once a job of a group failed or was
+        handed back, the rest of that group is handed back unstarted, as Powertools' FIFO
+        processor does, and comes back no sooner than that job. Other groups go on. A job
+        that ends ``dead`` (moved to the dead letters) or a rejected message does not stop
+        its group, as SQS's own redrive does not: they will never run again."""
+        stopped: dict[str, Outcome] = {}
         for o, d in zip(outcomes, deliveries, strict=True):
             if o.status is None:
                 if d.group in stopped:
                     o.status = DEFERRED
                     o.reason = f"an earlier job of FIFO group {d.group!r} did not succeed"
-                    o.retry_in = 0
+                    o.retry_in = stopped[d.group].retry_in  # type: ignore[index]
                 elif self._task(o).is_async:
                     self._run_async([o], deadline)
                 else:
                     self._run_sync(o, deadline)
-            if d.group is not None and o.status in (FAILED, DEAD, DEFERRED):
-                stopped.add(d.group)
+            if d.group is not None and d.group not in stopped and o.status in (FAILED, DEFERRED):
+                stopped[d.group] = o
 
     def _run_threaded(self, outcomes: list[Outcome], deadline: float | None) -> None:
         from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait

@@ -1,0 +1,63 @@
+"""template.yaml with FifoQueue=true and PeriodicTasks=true, deployed into LocalStack: the
+jobs of a message group run in order under failure, and the worker answers the ticker."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.localstack, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def fifo_stack(localstack):
+    sys.path.insert(0, str(ROOT / "infra/localstack"))
+    from deploy import deploy
+
+    saved = {k: os.environ.get(k) for k in localstack}
+    os.environ.update(localstack)
+    try:
+        yield deploy("kindling-fifo", {"FifoQueue": "true", "PeriodicTasks": "true", "MaxAttempts": "2"})
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_a_group_waits_for_its_failed_job_and_other_groups_go_on(fifo_stack, localstack, monkeypatch):
+    from kindling.client import Call, Client
+
+    for key, value in localstack.items():
+        monkeypatch.setenv(key, value)
+    assert fifo_stack["QueueUrl"].endswith(".fifo")
+    client = Client(queue_url=fifo_stack["QueueUrl"], table=fifo_stack["ResultsTableName"])
+    first, broken, after = client.enqueue_many([
+        Call("echo", ["first"], group="g1"), Call("always_fails", ["broken"], group="g1"),
+        Call("echo", ["after"], group="g1")])
+    other = client.send(Call("echo", ["other"], group="g2"))
+    assert after.result(timeout=120) == {"args": ["after"], "kwargs": {}}
+    assert first.status() == "succeeded" and other.status() == "succeeded"
+    dead, late = client.record(broken.id), client.record(after.id)
+    assert dead["status"] == "dead" and dead["attempts"] == 2
+    # In order: the job after the broken one started only once the broken one was dead.
+    assert late["started_at"] >= dead["finished_at"]
+
+
+def test_the_deployed_worker_answers_the_ticker(fifo_stack, localstack, monkeypatch):
+    for key, value in localstack.items():
+        monkeypatch.setenv(key, value)
+    reply = boto3.client("lambda").invoke(FunctionName=fifo_stack["WorkerFunctionName"],
+                                          Payload=json.dumps({"kindling": "tick"}).encode())
+    body = json.loads(reply["Payload"].read())
+    assert body == {"kindling": "ticked", "enqueued": [], "failed": []}  # the example tasks declare no schedule
+    rules = boto3.client("events").list_rules()["Rules"]
+    assert any(r.get("ScheduleExpression") == "rate(1 minute)" and "kindling-fifo" in r["Name"] for r in rules)
+
