@@ -133,8 +133,10 @@ def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, val
     assert {r["result"] for r in mine if r["id"] == sent[17].id} == {'{"args":[1,7],"kwargs":{}}'}
 
     r = producer.client
-    deadline = time.monotonic() + 30  # the drains finish: flags released
-    while time.monotonic() < deadline and r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2"):
+    deadline = time.monotonic() + 30  # the drains finish: flags released, consumers removed
+    while time.monotonic() < deadline and (r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2")
+                                           or r.xinfo_consumers(stream, "kindling")):
         time.sleep(0.5)
     assert r.xlen(stream) == 0 and r.xpending(stream, "kindling")["pending"] == 0
     assert r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2") == 0
+    assert r.xinfo_consumers(stream, "kindling") == []

@@ -1,4 +1,4 @@
-"""The stream worker's long jobs and delayed jobs, on a real valkey-server.
+"""The stream worker's long jobs, delayed jobs and housekeeping, on a real valkey-server.
 
 Run: .venv/bin/python -m pytest tests/integration/test_valkey_trigger_worker.py -q
 """
@@ -156,3 +156,49 @@ def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_
     assert ledger.runs == {"later": 1, "legacy": 1}
     assert r.zcard(f"{stream}:scheduled") == 0 and r.xlen(stream) == 0
     assert not [e for e in ledger.log if e.get("kindling") == "deferred"]
+
+
+# -- housekeeping ----------------------------------------------------------------------------------------
+
+
+def test_the_dead_stream_is_capped_and_the_trimmed_count_logged(valkey_url, stream):  # noqa: F811
+    from kindling.valkey import StreamProducer
+
+    ledger = Ledger()
+    producer = StreamProducer(valkey_url, stream=stream)
+    producer.enqueue_many([("fails", [str(i)], {}) for i in range(600)])
+    worker = ledger.worker(valkey_url, stream, batch=100, block_ms=50, dead_maxlen=100)
+    counts = worker.run(burst=True)
+    assert counts == {"dead": 600}
+    length = producer.client.xlen(f"{stream}:dead")
+    assert 100 <= length <= 200, length  # MAXLEN ~: whole nodes (100 entries) are trimmed
+    trimmed = [e for e in ledger.log if e.get("kindling") == "dead_trimmed"]
+    assert trimmed and all(e["maxlen"] == 100 and e["stream"] == f"{stream}:dead" for e in trimmed)
+    assert sum(e["trimmed"] for e in trimmed) == 600 - length
+    assert len(ledger.store.records) == 600  # the records are all kept
+
+
+def test_consumers_holding_nothing_are_removed(valkey_url, stream):  # noqa: F811
+    from kindling.valkey import StreamProducer
+
+    ledger = Ledger()
+    producer = StreamProducer(valkey_url, stream=stream)
+    r = producer.client
+    producer.enqueue_many([("slow", [str(i), 1], {}) for i in range(3)])
+    r.xgroup_create(stream, "kindling", id="0")
+    r.execute_command("XGROUP CREATECONSUMER", stream, "kindling", "gone-empty")
+    r.xreadgroup("kindling", "gone-holding", {stream: ">"}, count=1)  # a dead consumer's entry
+    worker = ledger.worker(valkey_url, stream, consumer="me", visibility_ms=60_000, block_ms=50)
+    worker.ensure_group()
+    r.xreadgroup("kindling", "me", {stream: ">"}, count=1)  # "me" holds one too
+    time.sleep(0.1)
+    assert worker.forget_consumers(stale_ms=50) == 1  # gone-empty only
+    names = {c["name"].decode() for c in r.xinfo_consumers(stream, "kindling")}
+    assert names == {"gone-holding", "me"}
+
+    # a worker that stops with nothing pending leaves no consumer behind (its entries reclaimable now)
+    held = [p["message_id"] for p in r.xpending_range(stream, "kindling", "-", "+", 10)]
+    r.xclaim(stream, "kindling", "me", 0, held, idle=10 ** 7, justid=True)
+    assert worker.run(burst=True) == {"succeeded": 3}
+    names = {c["name"].decode() for c in r.xinfo_consumers(stream, "kindling")}
+    assert names == {"gone-holding"}  # holds nothing now, but idle for less than STALE_CONSUMER_MS

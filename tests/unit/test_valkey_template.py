@@ -35,9 +35,9 @@ def test_producers_get_a_managed_policy_to_wake_the_worker():
 
 def test_a_drain_may_invoke_its_own_function_to_hand_on():
     statements = RES["WorkerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
-    (hand_on,) = [s for s in statements if isinstance(s, dict) and "Fn::If" in s]
-    condition, allowed, otherwise = hand_on["Fn::If"]
-    assert condition == "UseValkey" and otherwise == {"Ref": "AWS::NoValue"}
+    (hand_on,) = [s["Fn::If"] for s in statements if isinstance(s, dict) and s.get("Fn::If", [""])[0] == "UseValkey"]
+    _, allowed, otherwise = hand_on
+    assert otherwise == {"Ref": "AWS::NoValue"}
     assert allowed["Action"] == "lambda:InvokeFunction"
     name = RES["WorkerFunction"]["Properties"]["FunctionName"]["Fn::Sub"]
     assert allowed["Resource"]["Fn::Sub"].endswith(f":function:{name}")

@@ -202,6 +202,7 @@ def test_a_drain_runs_the_jobs_and_gives_up_its_flag(url, stream):
     assert {s.id for s in sent} == set(ledger.store.records)
     r = producer.client
     assert r.exists(f"{stream}:kick") == 0 and r.xlen(stream) == 0
+    assert summary["consumer"] not in {c["name"].decode() for c in r.xinfo_consumers(stream, "kindling")}
     producer.enqueue("job", "again")
     assert len(events) == 2  # the flag is free: the next job kicks a new drain
 

@@ -26,7 +26,9 @@ once more and, if there is work now or soon, hands on: it invokes its own functi
 same flag and its consumer name, so the next invocation counts the entries it handed back as
 its own. A drain that finds the result store down hands its batch back, deletes its flag and
 returns (``"store_unavailable"`` in the summary): the next enqueue, or the schedule, tries
-again, rather than a chain of invocations retrying an outage.
+again, rather than a chain of invocations retrying an outage. Before returning, a drain
+removes its consumer from the group if it holds nothing pending (and consumers idle for ten
+minutes holding nothing).
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
             kicked = _hand_on(runner, client, flag, dict(event, flag=flag, consumer=worker.consumer), invoker)
     elif ended in ("store_unavailable", "stuck"):
         client.delete(flag)
+    try:
+        worker.forget_consumers()
+    except errors.valkey_errors():  # the next drain's turn
+        pass
     summary = {"kindling": "drained", "stream": worker.stream, "consumer": worker.consumer, "flag": flag,
                "batches": batches, "processed": processed, "left_pending": left_pending, "counts": counts,
                "ended": ended, "kicked": kicked, "elapsed_ms": round((time.monotonic() - started) * 1000, 1)}

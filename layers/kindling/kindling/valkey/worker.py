@@ -13,8 +13,9 @@ Per round:
    again every third of ``visibility_ms`` (:mod:`kindling.valkey.heartbeat`), so a batch that
    outlasts the visibility time is not taken over and run twice;
 4. one pipelined round trip: ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
-   skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first;
-   a job read before its ``not_before`` goes to the scheduled set and is acknowledged. ``failed``
+   skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first
+   (capped at ``dead_maxlen`` entries, ``MAXLEN ~``, the trimmed count logged); a job read
+   before its ``not_before`` goes to the scheduled set and is acknowledged. ``failed``
    entries stay pending and are reclaimed after ``visibility_ms``; other ``deferred`` ones
    (not started) are claimed back with their delivery count as it was before this delivery,
    so hand-backs never use up deliveries, and reclaimed after the runner's ``retry_in``
@@ -23,6 +24,10 @@ Per round:
 An entry delivered more than its allowed attempts (its worker crashed every time) is not run
 again: it is recorded ``dead`` ("delivered too many times") and moved to the dead stream,
 unless the store already has a final outcome for it.
+
+A consumer that stops with nothing pending is removed from the group
+(:meth:`StreamWorker.forget_consumers`, with those idle for ``STALE_CONSUMER_MS`` and holding
+nothing), so drains that come and go leave no consumers behind.
 """
 
 from __future__ import annotations
@@ -56,6 +61,34 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+DEAD_MAXLEN = 10_000
+"""Entries kept in ``<stream>:dead`` by default (``XADD MAXLEN ~``); the records stay in the store."""
+
+STALE_CONSUMER_MS = 600_000
+"""A consumer idle this long and holding nothing is removed by whoever forgets consumers."""
+
+# KEYS: the stream. ARGV: group, this consumer, stale ms. Removes this consumer and those idle
+# past stale ms, if they hold nothing: checked and removed in one step, so a consumer that
+# reads meanwhile cannot lose its entries (DELCONSUMER drops a consumer's pending entries).
+FORGET = """
+local info = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+if type(info) ~= 'table' or info.err then return 0 end
+local removed = 0
+for _, c in ipairs(info) do
+  local name, pending, idle
+  for i = 1, #c, 2 do
+    if c[i] == 'name' then name = c[i + 1]
+    elseif c[i] == 'pending' then pending = tonumber(c[i + 1])
+    elseif c[i] == 'idle' then idle = tonumber(c[i + 1]) end
+  end
+  if pending == 0 and (name == ARGV[2] or idle >= tonumber(ARGV[3])) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], name)
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
 
 class StreamWorker:
     """A consumer-group worker feeding :class:`kindling.runner.Runner`.
@@ -74,6 +107,8 @@ class StreamWorker:
         visibility_ms: how long an entry may stay pending before another consumer reclaims it.
         max_attempts: deliveries before a failing job is dead (a job or task may say less or
             more); default 3.
+        dead_maxlen: entries kept in the dead stream (approximately: ``XADD MAXLEN ~``); the
+            count trimmed is logged. Default ``KINDLING_VALKEY_DEAD_MAXLEN`` or 10,000.
         heartbeat: claim the entries of a running batch again every third of
             ``visibility_ms`` (default on).
         client: a ``valkey.Valkey`` client (default: :func:`connect` to ``url``).
@@ -84,7 +119,7 @@ class StreamWorker:
     def __init__(self, url: str, table: str | None = None, registry=None, *, store=None, runner: Runner | None = None,
                  stream: str = DEFAULT_STREAM, group: str = DEFAULT_GROUP, consumer: str | None = None,
                  batch: int = 100, block_ms: int = 1000, visibility_ms: int = 30_000, max_attempts: int | None = None,
-                 heartbeat: bool = True, client=None, log=True, **runner_options):
+                 dead_maxlen: int | None = None, heartbeat: bool = True, client=None, log=True, **runner_options):
         consumer = consumer or default_consumer()
         if runner is None:
             codec.use_orjson()
@@ -96,6 +131,11 @@ class StreamWorker:
         self.stream = stream
         self.dead_stream = f"{stream}:dead"
         self.scheduled = scheduled_key(stream)
+        if dead_maxlen is None:
+            import os
+
+            dead_maxlen = int(os.environ.get("KINDLING_VALKEY_DEAD_MAXLEN", DEAD_MAXLEN))
+        self.dead_maxlen = dead_maxlen
         self.next_due_ms: int | None = None  # the earliest delayed job still waiting, as of the last round
         self.group = group
         self.consumer = consumer
@@ -275,18 +315,23 @@ class StreamWorker:
 
         A job deferred because its ``not_before`` is ahead goes to the scheduled set
         (``ZADD`` before its ``XACK``/``XDEL``: a crash in between leaves a copy in both,
-        run once and skipped once, never none).
+        run once and skipped once, never none). The dead stream is capped at
+        ``dead_maxlen``; what the cap trimmed (its length before, plus what was added,
+        minus its length after) is logged.
         """
         delivered = {d.ref: d for d in deliveries}
         pipe = self.client.pipeline(transaction=False)
-        done, unspent = [], 0
+        done, unspent, dead = [], 0, 0
         now = now_ms()
+        if any(o.status == DEAD for o in outcomes):
+            pipe.xlen(self.dead_stream)  # reply 0: the dead stream's length before
         for o in outcomes:
             if o.status == DEAD:
                 pipe.xadd(self.dead_stream, {
                     FIELD: delivered[o.ref].body, b"error": o.reason or "", b"entry": o.ref,
                     b"job_id": o.job_id or "", b"attempts": str(o.attempts), b"dead_at": str(now),
-                })
+                }, maxlen=self.dead_maxlen, approximate=True)
+                dead += 1
                 done.append(o.ref)
             elif o.status in SETTLED:
                 done.append(o.ref)
@@ -302,11 +347,19 @@ class StreamWorker:
                 pipe.xclaim(self.stream, self.group, self.consumer, 0, [o.ref], idle=idle, retrycount=before,
                             justid=True)
                 unspent += 1
+        after = len(pipe)
+        if dead:
+            pipe.xlen(self.dead_stream)
         if done:
             pipe.xack(self.stream, self.group, *done)
             pipe.xdel(self.stream, *done)
         if done or unspent:
-            pipe.execute()
+            replies = pipe.execute()
+            if dead:
+                trimmed = int(replies[0]) + dead - int(replies[after])
+                if trimmed > 0 and self.runner.log:
+                    self.runner.log({"kindling": "dead_trimmed", "stream": self.dead_stream, "trimmed": trimmed,
+                                     "maxlen": self.dead_maxlen})
 
     def _allowed(self, job) -> int:
         try:
@@ -367,6 +420,13 @@ class StreamWorker:
         count = pending.get("pending", 0) if isinstance(pending, dict) else pending[0]
         return length == 0 and not count and not waiting
 
+    def forget_consumers(self, stale_ms: int = STALE_CONSUMER_MS) -> int:
+        """Remove this consumer from the group if it holds nothing pending, and any other
+        consumer idle for ``stale_ms`` that holds nothing; returns how many were removed.
+        A removed consumer that reads again is simply created again."""
+        script = self.client.register_script(FORGET)
+        return int(script(keys=[self.stream], args=[self.group, self.consumer, stale_ms]))
+
     # -- the loop ------------------------------------------------------------------------
 
     def stop(self, *_args) -> None:
@@ -409,6 +469,10 @@ class StreamWorker:
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
                     signal.signal(s, handler)
+            try:
+                self.forget_consumers()
+            except errors.valkey_errors():  # Valkey is gone: the consumer is removed by a later one
+                pass
         return self.counts
 
     def _pause(self, backoff: _Backoff, event: str, error: str) -> None:
