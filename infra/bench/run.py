@@ -217,21 +217,29 @@ def cold_worker(pkg: str, env: dict, svc: Services, share=None) -> float:
 
 
 PEERS_BIN = HERE / ".venv" / "bin"  # arq and dramatiq, in their own virtualenv (make bench)
+ARQ_TP = "arq (max_jobs=100 / 2 processes for CPU)"
+DRAMATIQ_TP = "dramatiq (100 threads / 2 processes for CPU)"
 
 
-def peer_cmd(kind: str, concurrency: int = 10, processes: int = 1) -> list[str]:
-    """The arq or dramatiq worker command (cwd: systems/)."""
+def peer_cmd(kind: str, concurrency: int = 10, processes: int = 1, *, quiet: bool = False) -> list[str]:
+    """The arq or dramatiq worker command (cwd: systems/); ``quiet``: arq without its CLI's per-job logs."""
+    if kind == "arq" and quiet:
+        return [str(PEERS_BIN / "python"), "-c", "import arq_app; from arq.worker import run_worker; "
+                "run_worker(arq_app.WorkerSettings)"]
     if kind == "arq":
         return [str(PEERS_BIN / "arq"), "arq_app.WorkerSettings"]
     return [str(PEERS_BIN / "dramatiq"), "dramatiq_app", "--processes", str(processes), "--threads",
             str(concurrency)]
 
 
-def peer_enqueue(kind: str, env: dict, task: str = "noop", n: int = 1, args=()) -> list[tuple[int, str]]:
-    """Queue ``n`` jobs for a peer (in its virtualenv); the (db, key) where each result will appear."""
+def peer_enqueue(kind: str, env: dict, task: str = "noop", n: int = 1, args=(), *, timed: bool = False):
+    """Queue ``n`` jobs for a peer (in its virtualenv, one call each); the (db, key) where each
+    result will appear, and with ``timed`` also the seconds the enqueue calls took."""
     out = subprocess.run([str(PEERS_BIN / "python"), "peer_enqueue.py", kind, task, str(n), json.dumps(list(args))],
                          env=env, cwd=HERE / "systems", capture_output=True, text=True, check=True).stdout
-    return [(int(db), key) for db, key in (line.split(" ", 1) for line in out.splitlines())]
+    first, *lines = out.splitlines()
+    keys = [(int(db), key) for db, key in (line.split(" ", 1) for line in lines)]
+    return (keys, float(first.split()[1])) if timed else keys
 
 
 def cold_peer(kind: str, env: dict, svc: Services) -> float:
@@ -413,9 +421,14 @@ WORKLOADS = {
 }
 
 
-def drain(svc: Services, spawn, n: int, prefix: str) -> dict:
-    """Start workers (``spawn()`` -> list of Popen), poll db 1 until ``n`` results exist."""
+def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1) -> dict:
+    """Start workers (``spawn()`` -> list of Popen), poll until ``n`` results exist.
+
+    ``count()`` says how many are done (default: the keys in db 1, where results go);
+    at the end the keys starting with ``prefix`` in ``db`` must number ``n``.
+    """
     r1, r0 = svc.valkey(1), svc.valkey(0)
+    count_done = count or r1.dbsize
     t0 = time.monotonic()
     procs = spawn()
     first = t10 = t90 = None
@@ -424,7 +437,7 @@ def drain(svc: Services, spawn, n: int, prefix: str) -> dict:
     try:
         deadline = t0 + 600
         while True:
-            count = r1.dbsize()
+            count = count_done()
             now = time.monotonic()
             if count and first is None:
                 first = now
@@ -450,7 +463,7 @@ def drain(svc: Services, spawn, n: int, prefix: str) -> dict:
     finally:
         for p in procs:
             stop(p)
-    keys = r1.keys(prefix + "*")
+    keys = svc.valkey(db).keys(prefix + "*")
     if len(keys) < n:
         raise RuntimeError(f"{prefix}: {len(keys)} result keys, expected {n}")
     # 10% -> 90% of results: the steady rate without startup; None when both came in one write
@@ -508,10 +521,36 @@ def tp_bare(svc: Services, env: dict, workload: str, n: int) -> dict:
     return drain(svc, spawn, n, "bare-result:")
 
 
+def tp_peer(kind: str, svc: Services, env: dict, workload: str, n: int) -> dict:
+    """arq or dramatiq as Celery runs: 100 at a time, or 2 processes for CPU work."""
+    task, args, _, _, cpu = WORKLOADS[workload]
+    r0 = svc.valkey(0)
+    r0.flushall()
+    peer_enqueue(kind, env, task, n, args)
+    if kind == "arq":
+        # arq drops a job from its queue (a sorted set) as it stores the result, keys in db 0
+        cmds = [peer_cmd("arq", quiet=True)] * (2 if cpu else 1)
+        penv = dict(env, ARQ_MAX_JOBS="10" if cpu else "100")  # CPU: the loop runs one at a time anyway
+        count, prefix, db = (lambda: n - r0.zcard("arq:queue")), "arq:result:", 0
+    else:
+        cmds = [peer_cmd("dramatiq", 1, 2) if cpu else peer_cmd("dramatiq", 100, 1)]
+        penv, count, prefix, db = env, None, "", 1  # db 1 holds only its results (MD5 keys)
+
+    def spawn():
+        return [subprocess.Popen(c, env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE) for c in cmds]
+    return drain(svc, spawn, n, prefix, count=count, db=db)
+
+
 def scenario_throughput(ns, svc: Services, env: dict, results: dict) -> None:
     systems = {"Celery (threads c=100 / prefork c=2 for CPU)": tp_celery,
                "kindling StreamWorker (results in Valkey)": tp_kindling,
                "bare batched consumer (BLMPOP 500)": tp_bare}
+    if (PEERS_BIN / "python").exists():
+        systems[ARQ_TP] = lambda *a: tp_peer("arq", *a)
+        systems[DRAMATIQ_TP] = lambda *a: tp_peer("dramatiq", *a)
+    else:
+        log(f"throughput: arq and dramatiq SKIPPED: no {PEERS_BIN / 'python'} (make bench installs them)")
     out = {}
     for workload in WORKLOADS:
         n = ns.n_cpu if WORKLOADS[workload][4] else ns.n
@@ -721,6 +760,13 @@ def scenario_enqueue(ns, svc: Services, env: dict, results: dict) -> None:
             lambda: t(sqs_batch, ns.n_sqs),
         f"SendMessageBatch alone (boto3, 8 threads, {where})": lambda: t(sqs_alone, ns.n_sqs // 10 * 10),
     }
+    if (PEERS_BIN / "python").exists():
+        def peer(kind: str) -> float:
+            svc.valkey(0).flushall()
+            return n / peer_enqueue(kind, env, "noop", n, timed=True)[1]
+
+        systems["arq enqueue_job() one at a time"] = lambda: peer("arq")
+        systems["dramatiq send() one at a time"] = lambda: peer("dramatiq")
     samples: dict[str, list[float]] = {k: [] for k in systems}
     for i in range(ns.enq_reps):
         for name, fn in systems.items():
@@ -975,6 +1021,16 @@ def ratio_lines(results: dict) -> list[str]:
             lines.append(stats.verdict("throughput CPU, 2 processes: kindling / Celery prefork c=2",
                                        stats.ratio(rate("cpu_hash 1000x1KiB", ours),
                                                    rate("cpu_hash 1000x1KiB", celery)), 1, at_most=False))
+        peers = [k for k in (celery, ARQ_TP, DRAMATIQ_TP) if k in next(iter(w.values()))["runs"]]
+        for workload in w:
+            rates = {k: rate(workload, k) for k in peers}
+            best = max(rates, key=rates.get)
+            lines.append(f"throughput {workload}: kindling / best peer ({best.split(' (')[0]}) = "
+                         f"{stats.fmt_ratio(stats.ratio(rate(workload, ours), rates[best]))}")
+            rss = {k: med([r["peak_rss_mib"] for r in runs]) for k, runs in w[workload]["runs"].items()}
+            least = min(peers, key=rss.get)
+            lines.append(f"peak RSS {workload}: kindling / leanest peer ({least.split(' (')[0]}) = "
+                         f"{stats.fmt_ratio(stats.ratio(rss[ours], rss[least]))}")
         for workload, v in w.items():
             rss = {k: med([r["peak_rss_mib"] for r in runs]) for k, runs in v["runs"].items()}
             lines.append(stats.verdict(f"peak RSS {workload}: kindling / Celery", stats.ratio(rss[ours], rss[celery]),
@@ -999,6 +1055,12 @@ def ratio_lines(results: dict) -> list[str]:
         sqs_key = next(k for k in s if k.startswith("kindling Client.enqueue_many (SQS"))
         lines.append(stats.verdict(f"{sqs_key} / Celery group().apply_async() on Valkey",
                                    stats.ratio(med(s[sqs_key]), group), 5, at_most=False))
+        one = [k for k in ("Celery delay() one at a time", "arq enqueue_job() one at a time",
+                           "dramatiq send() one at a time") if k in s]
+        best = max(one, key=lambda k: med(s[k]))
+        ours_one = med(s["kindling StreamProducer.enqueue one at a time"])
+        lines.append(f"single-call enqueue: kindling StreamProducer.enqueue / best peer ({best}) = "
+                     f"{stats.fmt_ratio(stats.ratio(ours_one, med(s[best])))}")
         base = med(s[results["enqueue"]["baseline"]])
         for k, v in s.items():
             if k != results["enqueue"]["baseline"]:
@@ -1146,6 +1208,9 @@ def main() -> int:
     layer = ns.layer or build_layer(out)
     log(f"layer: {layer}")
     svc = Services(log=log)
+    # SIGTERM (timeout, kill) ends the run through SystemExit, so the finally below stops
+    # what it started
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results: dict = {"meta": {"quick": q, "stamp": stamp, "layer": layer, "python": PY,
                               "loadavg_start": os.getloadavg(), "cpus": os.cpu_count()}}
     try:

@@ -3,7 +3,9 @@
 Runs in the peers' own virtualenv (infra/bench/.venv, made by ``make bench``). Queue and
 results: KINDLING_BENCH_VALKEY (db 0; arq keeps both behind one connection), results kept
 an hour (arq's default). ``max_jobs`` (ARQ_MAX_JOBS, default 10) is arq's concurrency, as
-Celery's threads pool ``-c``. Worker: ``arq arq_app.WorkerSettings``.
+Celery's threads pool ``-c``. Worker: ``arq arq_app.WorkerSettings`` for the cold start (as
+users start it); for throughput ``arq.worker.run_worker`` without the CLI, whose logging
+config writes two INFO lines per job and has no quieter level (Celery runs at ``-l warning``).
 """
 
 import asyncio
