@@ -32,7 +32,6 @@ nothing), so drains that come and go leave no consumers behind.
 
 from __future__ import annotations
 
-import signal
 import time
 
 from kindling import codec, policy
@@ -439,6 +438,7 @@ class StreamWorker:
         When Valkey goes away it reconnects, and when the result store is down (a batch
         handed back, or a store error) it keeps its entries pending; either way it backs
         off, from 0.05 s doubling to 5 s (jittered), until a round goes through."""
+        import signal  # here, not at the top: it imports enum, a few ms of the drain's cold start
         import threading
 
         previous = None
