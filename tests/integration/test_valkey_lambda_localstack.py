@@ -140,3 +140,38 @@ def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, val
     assert r.xlen(stream) == 0 and r.xpending(stream, "kindling")["pending"] == 0
     assert r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2") == 0
     assert r.xinfo_consumers(stream, "kindling") == []
+
+
+def test_a_drain_out_of_time_hands_on_to_a_new_invocation(valkey_stack, valkey_url):  # noqa: F811
+    """40 jobs of 0.5 s for a function with a 10 s timeout and one drain: no invocation can
+    run them all, so each hands on to the next (the worker role invokes its own function)."""
+    import boto3
+    from kindling.valkey import StreamProducer
+
+    table = valkey_stack["ResultsTableName"]
+    function = valkey_stack["WorkerFunctionName"]
+    stream = f"it:{uuid.uuid4().hex[:8]}"
+    producer = StreamProducer(valkey_url, stream=stream, function_name=function)
+    since_ms = int(time.time() * 1000) - 1000
+    ids = {s.id for s in producer.enqueue_many([("sleep", [500], {}) for _ in range(40)])}
+    assert producer.kicker.invocations == 1
+    mine: list[dict] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        mine = [r for r in _records(table) if r["id"] in ids and r["status"] == "succeeded"]
+        if len(mine) == 40:
+            break
+        time.sleep(1)
+    assert len(mine) == 40, f"{40 - len(mine)} of 40 jobs not recorded succeeded after 90 s"
+    # 20 s of jobs with a 10 s timeout, one kick: later invocations were the drains' own
+    span_ms = max(r["finished_at"] for r in mine) - min(r["started_at"] for r in mine)
+    assert span_ms > 12_000, span_ms
+    assert all(r["attempts"] == 1 for r in mine)
+    # ... and they ended well: no timeout or error that Lambda's own retry of the event would explain
+    pages = boto3.client("logs").get_paginator("filter_log_events").paginate(
+        logGroupName=f"/aws/lambda/{function}", startTime=since_ms)
+    lines = [e["message"] for page in pages for e in page["events"]]
+    starts = [line for line in lines if line.startswith("START RequestId:")]
+    assert len(starts) >= 3, starts
+    assert not [line for line in lines if "Task timed out" in line or "Runtime." in line or '"ERROR"' in line]
+    assert producer.client.xlen(stream) == 0
