@@ -97,6 +97,17 @@ def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
             proc.wait()
 
 
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a worker started with ``start_new_session=True`` and its children, once measured.
+
+    arq's and dramatiq's graceful shutdowns take 1-4 s each; nothing is measured after the
+    last result, so the peers are not waited for.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def tree_rss(proc) -> int:
     import psutil
 
@@ -217,7 +228,7 @@ def cold_worker(pkg: str, env: dict, svc: Services, share=None) -> float:
 
 
 PEERS_BIN = HERE / ".venv" / "bin"  # arq and dramatiq, in their own virtualenv (make bench)
-ARQ_TP = "arq (max_jobs=100 / 2 processes for CPU)"
+ARQ_TP = "arq (max_jobs=100 / 2 processes of 10 for CPU)"
 DRAMATIQ_TP = "dramatiq (100 threads / 2 processes for CPU)"
 
 
@@ -250,7 +261,7 @@ def cold_peer(kind: str, env: dict, svc: Services) -> float:
     penv = dict(env, ARQ_MAX_JOBS="10")
     t0 = time.time()
     proc = subprocess.Popen(peer_cmd(kind), env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not rdb.exists(key):
@@ -261,7 +272,7 @@ def cold_peer(kind: str, env: dict, svc: Services) -> float:
             time.sleep(0.001)
         return (time.time() - t0) * 1000
     finally:
-        stop(proc)
+        kill_group(proc)
 
 
 def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
@@ -421,7 +432,7 @@ WORKLOADS = {
 }
 
 
-def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1) -> dict:
+def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1, stop_proc=stop) -> dict:
     """Start workers (``spawn()`` -> list of Popen), poll until ``n`` results exist.
 
     ``count()`` says how many are done (default: the keys in db 1, where results go);
@@ -462,7 +473,7 @@ def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1)
         end = time.monotonic()
     finally:
         for p in procs:
-            stop(p)
+            stop_proc(p)
     keys = svc.valkey(db).keys(prefix + "*")
     if len(keys) < n:
         raise RuntimeError(f"{prefix}: {len(keys)} result keys, expected {n}")
@@ -538,8 +549,8 @@ def tp_peer(kind: str, svc: Services, env: dict, workload: str, n: int) -> dict:
 
     def spawn():
         return [subprocess.Popen(c, env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE) for c in cmds]
-    return drain(svc, spawn, n, prefix, count=count, db=db)
+                                 stderr=subprocess.PIPE, start_new_session=True) for c in cmds]
+    return drain(svc, spawn, n, prefix, count=count, db=db, stop_proc=kill_group)
 
 
 def scenario_throughput(ns, svc: Services, env: dict, results: dict) -> None:
