@@ -123,6 +123,19 @@ def _shard(key: str) -> int:
     return sum(key.encode("utf-8", "backslashreplace")) % SHARDS
 
 
+def _digest(into: dict, name: str, value: str | bytes | None) -> None:
+    """Record what ``value`` was (a digest and a size), never the value."""
+    if value is None:
+        return None
+    try:
+        from _sha2 import sha256
+    except ImportError:  # pragma: no cover - a build without it
+        from hashlib import sha256
+
+    data = value if isinstance(value, bytes | bytearray) else value.encode("utf-8", "backslashreplace")
+    into[name] = {"sha256": sha256(bytes(data)).hexdigest(), "bytes": len(data)}
+
+
 def renumbered(record: dict, status: str, attempts: int) -> dict:
     """``record`` with another status and attempt count (and the index key that follows)."""
     out = dict(record, status=status, attempts=attempts)
@@ -151,6 +164,7 @@ def build_record(
     ttl_s: int = 0,
     trace_id: str | None = None,
     generation: int | None = None,
+    redact: bool = False,
 ) -> dict:
     """Every result record, whatever produced it (run, rejection, crash loop).
 
@@ -162,7 +176,18 @@ def build_record(
         raw: a rejected message's body, kept so the sender can see what arrived.
         job_id: the id a rejected message claimed, when it is not the key.
         generation: a revived job's generation (``queued`` records written by a revive).
+        redact: the task handles data that must not be stored (``@task(redact=True)``):
+            its result, error message, traceback and raw body are kept only as a SHA-256
+            and a size (``redacted``), so equal values can still be matched.
     """
+    redacted: dict[str, dict] = {}
+    if redact:
+        _digest(redacted, "result", result)
+        _digest(redacted, "raw", raw)
+        result = raw = None
+        if error is not None:
+            _digest(redacted, "error", str(error.get("message", "")))
+            error = {"type": error.get("type", ""), "message": "[redacted]", "traceback": ""}
     truncated: dict[str, int] = {}
 
     def fit(name: str, text: str, limit: int) -> str:
@@ -202,6 +227,8 @@ def build_record(
         record["job_id"] = fit("job_id", job_id, MAX_REF_BYTES)
     if truncated:
         record["truncated"] = truncated
+    if redacted:
+        record["redacted"] = redacted
     if trace_id:
         record["trace_id"] = fit("trace_id", trace_id, MAX_REF_BYTES)
     if worker:

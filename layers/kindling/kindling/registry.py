@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-_OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule")
+_OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule",
+            "redact")
 
 
 class Task:
@@ -52,10 +53,12 @@ class Task:
         backoff: a :class:`kindling.policy.Backoff` for this task's retry delays.
         schedule: ``rate(...)`` or ``cron(...)``: run it periodically, with no arguments
             (:mod:`kindling.schedules`).
+        redact: for tasks that handle personal data: its result, error messages and
+            message bodies never reach a record or a log line (a SHA-256 and a size only).
     """
 
     __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
-                 "no_retry_on", "backoff", "schedule")
+                 "no_retry_on", "backoff", "schedule", "redact")
 
     def __init__(
         self,
@@ -69,6 +72,7 @@ class Task:
         no_retry_on: tuple = (),
         backoff=None,
         schedule: str | None = None,
+        redact: bool = False,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -85,6 +89,8 @@ class Task:
             raise TaskDefinitionError(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {max_attempts!r}")
         if not isinstance(skip_succeeded, bool):
             raise TaskDefinitionError(f"skip_succeeded must be True or False, got {skip_succeeded!r}")
+        if not isinstance(redact, bool):
+            raise TaskDefinitionError(f"redact must be True or False, got {redact!r}")
         retry_on = _exception_types("retry_on", retry_on) if retry_on is not None else None
         no_retry_on = _exception_types("no_retry_on", no_retry_on)
         if backoff is not None and type(backoff).__name__ != "Backoff":
@@ -111,6 +117,7 @@ class Task:
         self.no_retry_on = no_retry_on
         self.backoff = backoff
         self.schedule = parsed
+        self.redact = redact
         self.registry: Registry | None = None  # set when registered
         if parsed is not None and _binding_problem(fn, [], {}):
             raise TaskDefinitionError(f"scheduled task {self.name!r} must run with no arguments: "

@@ -23,6 +23,7 @@ class Task(Generic[P, R]):
     retry_on: tuple[type[BaseException], ...] | None
     no_retry_on: tuple[type[BaseException], ...]
     backoff: Backoff | None
+    redact: bool
     registry: Registry | None
     def __init__(
         self,
@@ -35,6 +36,8 @@ class Task(Generic[P, R]):
         retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = ...,
         no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = ...,
         backoff: Backoff | None = ...,
+        schedule: str | None = ...,
+        redact: bool = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
@@ -65,6 +68,8 @@ class Registry:
         retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = ...,
         no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = ...,
         backoff: Backoff | None = ...,
+        schedule: str | None = ...,
+        redact: bool = ...,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
     def get(self, name: str) -> Task[..., Any]: ...
     def __contains__(self, name: object) -> bool: ...
@@ -80,4 +85,9 @@ def task(
     timeout: float | None = ...,
     max_attempts: int | None = ...,
     skip_succeeded: bool = ...,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = ...,
+    no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = ...,
+    backoff: Backoff | None = ...,
+    schedule: str | None = ...,
+    redact: bool = ...,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...

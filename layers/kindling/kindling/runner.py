@@ -374,11 +374,15 @@ class Runner:
         its own message (:func:`kindling.records.rejected_key`).
         """
         key = job.id if job is not None else rejected_key(d.ref)
-        o.job_id, o.task, o.status, o.attempts, o.reason = key, task, REJECTED, d.attempts, reason
+        known = self.registry._tasks.get(task) if task else None  # type: ignore[arg-type]
+        redact = known is not None and known.redact  # its arguments may be in the reason and the body
+        o.job_id, o.task, o.status, o.attempts = key, task, REJECTED, d.attempts
+        o.reason = "InvalidJob: [redacted]" if redact else reason
         at = now_ms()
         o.record = build_record(key=key, task=task, status=REJECTED, attempts=d.attempts, started_at=at,
                                 finished_at=at, job=job, error={"type": "InvalidJob", "message": reason},
-                                raw=d.body, job_id=claimed_id, worker=self._batch_worker, ttl_s=self.ttl_s)
+                                raw=d.body, job_id=claimed_id, worker=self._batch_worker, ttl_s=self.ttl_s,
+                                redact=redact)
         return o
 
     def _drop_duplicates(self, outcomes: list[Outcome]) -> list[Outcome]:
@@ -650,10 +654,13 @@ class Runner:
                 o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
                 # An unread job's attempt number is known only after the run.
                 status = FAILED if o.unread else self._after_failure(o)
+            redact = self._task(o).redact
+            if redact and error is not None:  # what the worker logs and the DLQ carries, too
+                o.reason = f"{type(error).__name__}: [redacted]"
             o.record = build_record(key=o.job_id, task=o.task, status=status, attempts=o.attempts,  # type: ignore[arg-type]
                                     started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
                                     job=o.job, result=result, error=describe_error(error) if error else None,
-                                    worker=self._batch_worker, ttl_s=self.ttl_s, trace_id=o.trace_id)
+                                    worker=self._batch_worker, ttl_s=self.ttl_s, trace_id=o.trace_id, redact=redact)
             o.status = status
 
     def _settle_unfinished(self, outcomes: list[Outcome], exc: BaseException) -> None:
