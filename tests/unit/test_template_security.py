@@ -1,0 +1,108 @@
+"""template.yaml's security settings: managed policies that hold exactly what the client and
+the operators' tools call, TLS-only queues, data protection on by default, and an optional
+customer-managed key applied everywhere data rests."""
+
+import re
+from pathlib import Path
+
+from cfnlint.decode import cfn_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "layers/kindling/kindling"
+TEMPLATE = cfn_yaml.load(str(ROOT / "template.yaml"))
+RES = TEMPLATE["Resources"]
+NO_VALUE = {"Ref": "AWS::NoValue"}
+# boto3 operations whose IAM action has another name.
+ACTION_OF = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
+             "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
+
+
+def _statements(policy: str) -> dict[str, dict]:
+    """Sid -> statement, with statements behind a condition unwrapped."""
+    found = {}
+    for statement in RES[policy]["Properties"]["PolicyDocument"]["Statement"]:
+        if "Fn::If" in statement:
+            statement = statement["Fn::If"][1]
+        found[statement["Sid"]] = statement
+    return found
+
+
+def _allowed(policy: str) -> set[str]:
+    actions = set()
+    for statement in _statements(policy).values():
+        got = statement["Action"]
+        actions.update([got] if isinstance(got, str) else got)
+    return actions
+
+
+def _calls(path: Path, client: str) -> set[str]:
+    """IAM actions of the boto3 calls a module makes on its sqs / dynamodb client."""
+    names = re.findall(rf"\.{client}\.([a-z_]+)\(", path.read_text())
+    prefix = {"sqs": "sqs", "dynamodb": "dynamodb"}[client]
+    camel = {"".join(part.title() for part in name.split("_")) for name in names}
+    return {f"{prefix}:{ACTION_OF.get(name, name)}" for name in camel}
+
+
+def test_producers_policy_holds_what_the_client_calls_and_no_more():
+    needed = _calls(PACKAGE / "client.py", "sqs") | _calls(PACKAGE / "client.py", "dynamodb")
+    assert needed == {"sqs:SendMessage", "dynamodb:GetItem"}
+    allowed = _allowed("ProducersPolicy")
+    assert needed <= allowed
+    assert allowed == {"sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "lambda:InvokeFunction",
+                       "dynamodb:GetItem", "dynamodb:BatchGetItem", "kms:Decrypt", "kms:GenerateDataKey"}
+    statements = _statements("ProducersPolicy")
+    assert statements["SendJobs"]["Resource"] == {"Fn::GetAtt": ["JobsQueue", "Arn"]}
+    assert statements["KickDrains"]["Resource"] == {"Fn::GetAtt": ["WorkerFunction", "Arn"]}
+    assert statements["ReadResults"]["Resource"] == {"Fn::GetAtt": ["ResultsTable", "Arn"]}
+    assert not any(a.startswith(("dynamodb:Put", "dynamodb:Update", "dynamodb:Delete", "sqs:Receive", "sqs:Delete"))
+                   for a in allowed)
+
+
+def test_operators_policy_holds_every_call_of_the_cli_and_the_dashboard():
+    needed = set()
+    for module in [*(PACKAGE / "ops").glob("*.py"), *(PACKAGE / "dashboard").glob("*.py")]:
+        needed |= _calls(module, "sqs") | _calls(module, "dynamodb")
+    assert {"dynamodb:Query", "dynamodb:TransactWriteItems", "sqs:StartMessageMoveTask"} <= needed
+    assert needed <= _allowed("OperatorsPolicy")
+    statements = _statements("OperatorsPolicy")
+    assert statements["ListJobs"]["Resource"] == {"Fn::Sub": "${ResultsTable.Arn}/index/*"}
+    assert statements["RetryAndRedrive"]["Resource"] == [{"Fn::GetAtt": ["JobsQueue", "Arn"]},
+                                                         {"Fn::GetAtt": ["JobsDeadLetterQueue", "Arn"]}]
+    assert not any(a in _allowed("OperatorsPolicy") for a in ("dynamodb:Scan", "dynamodb:DeleteItem", "sqs:PurgeQueue"))
+    outputs = TEMPLATE["Outputs"]
+    assert outputs["ProducersPolicyArn"]["Value"] == {"Ref": "ProducersPolicy"}
+    assert outputs["OperatorsPolicyArn"]["Value"] == {"Ref": "OperatorsPolicy"}
+
+
+def test_both_queues_refuse_requests_without_tls():
+    policy = RES["QueuesTlsOnlyPolicy"]["Properties"]
+    assert policy["Queues"] == [{"Ref": "JobsQueue"}, {"Ref": "JobsDeadLetterQueue"}]
+    (deny,) = policy["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "sqs:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_results_table_keeps_point_in_time_recovery_and_deletion_protection_by_default():
+    params = TEMPLATE["Parameters"]
+    assert params["PointInTimeRecovery"]["Default"] == params["DeletionProtection"]["Default"] == "true"
+    table = RES["ResultsTable"]["Properties"]
+    assert table["PointInTimeRecoverySpecification"] == {
+        "PointInTimeRecoveryEnabled": {"Fn::If": ["UsePointInTimeRecovery", True, False]}}
+    assert table["DeletionProtectionEnabled"] == {"Fn::If": ["UseDeletionProtection", True, False]}
+
+
+def test_a_customer_managed_key_encrypts_queues_table_logs_and_environment_when_given():
+    assert TEMPLATE["Parameters"]["KmsKeyArn"]["Default"] == ""
+    key = {"Ref": "KmsKeyArn"}
+    for queue in ("JobsQueue", "JobsDeadLetterQueue"):
+        props = RES[queue]["Properties"]
+        assert props["KmsMasterKeyId"] == {"Fn::If": ["UseKms", key, NO_VALUE]}
+        assert props["SqsManagedSseEnabled"] == {"Fn::If": ["UseKms", NO_VALUE, True]}
+    sse = RES["ResultsTable"]["Properties"]["SSESpecification"]
+    assert sse["KMSMasterKeyId"] == {"Fn::If": ["UseKms", key, NO_VALUE]}
+    assert sse["SSEType"] == {"Fn::If": ["UseKms", "KMS", NO_VALUE]}
+    assert RES["WorkerLogGroup"]["Properties"]["KmsKeyId"] == {"Fn::If": ["UseKms", key, NO_VALUE]}
+    assert RES["WorkerFunction"]["Properties"]["KmsKeyArn"] == {"Fn::If": ["UseKms", key, NO_VALUE]}
+    worker = RES["WorkerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    (use_key,) = [s["Fn::If"] for s in worker if "Fn::If" in s and s["Fn::If"][0] == "UseKms"]
+    assert use_key[1]["Resource"] == key and use_key[2] == NO_VALUE
