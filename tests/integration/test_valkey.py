@@ -283,6 +283,7 @@ def test_drain_stops_in_time_and_leaves_the_rest_pending(valkey_url, stream, tas
     assert 5 <= done < 40, summary
     assert summary["counts"].get("succeeded") == done
     assert len(store.records) == done and all(x["status"] == "succeeded" for x in store.records.values())
+    assert {x["worker"].get("request_id") for x in store.records.values()} == {"req-1"}  # as the SQS path's
     r = producer.client
     assert r.xlen(stream) == 40 - done  # the rest is still there: unread or pending
     assert r.xpending(stream, "kindling")["pending"] == summary["left_pending"]

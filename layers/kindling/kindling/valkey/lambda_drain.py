@@ -61,7 +61,8 @@ STUCK_ROUNDS = 50
 its flag (a guard against an endless chain of invocations; the next kick starts afresh)."""
 
 
-def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *, invoker=None) -> dict:
+def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *, invoker=None,
+          request_id: str | None = None) -> dict:
     """Handle ``{"kindling": "drain", "stream": ..., "flag": ..., "url": ..., "batch": ...,
     "consumer": ..., "visibility_ms": ..., "horizon_ms": ..., "block_ms": ...}`` in Lambda
     (every key but ``kindling`` optional; the URL defaults to ``KINDLING_VALKEY_URL``).
@@ -70,7 +71,8 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
     or ``stuck``), ``kicked`` (whether it handed on), ``next_due_in_ms`` (the earliest work
     it left waiting, if any). ``invoker`` replaces the Lambda invocation of this function
     when handing on (tests); by default it is ``AWS_LAMBDA_FUNCTION_NAME`` through
-    :class:`~kindling.valkey.kick.LambdaInvoker`.
+    :class:`~kindling.valkey.kick.LambdaInvoker`. ``request_id`` (the invocation's) goes
+    into every record, as the SQS handler's does.
     """
     url = event.get("url") or os.environ.get("KINDLING_VALKEY_URL")
     if not url:
@@ -115,7 +117,7 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
         deliveries = worker.fetch(block)
         if deliveries:
             fruitless = 0
-            outcomes = worker.process(deliveries, remaining_ms)
+            outcomes = worker.process(deliveries, remaining_ms, request_id)
             batches += 1
             for o in outcomes:
                 counts[o.status] = counts.get(o.status, 0) + 1

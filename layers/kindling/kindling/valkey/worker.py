@@ -227,7 +227,8 @@ class StreamWorker:
             body = b""
         return Delivery(_s(entry_id), body, attempts)
 
-    def process(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None):
+    def process(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None,
+                request_id: str | None = None):
         """Run one batch and settle it in one pipelined round trip; return the outcomes.
 
         Never raises because the result store is down: the batch then comes back
@@ -239,16 +240,17 @@ class StreamWorker:
             outcomes = [_deferred(d, f"{STORE_DOWN}: {exc}") for d in deliveries]
         else:
             if self.heartbeat is None:
-                outcomes = exhausted + self._run(runnable, remaining_ms)
+                outcomes = exhausted + self._run(runnable, remaining_ms, request_id)
             else:
                 with self.heartbeat.hold(self.consumer, [d.ref for d in runnable]):
-                    outcomes = exhausted + self._run(runnable, remaining_ms)
+                    outcomes = exhausted + self._run(runnable, remaining_ms, request_id)
         self._settle(outcomes, deliveries)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
         return outcomes
 
-    def _run(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None) -> list[Outcome]:
+    def _run(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None,
+             request_id: str | None = None) -> list[Outcome]:
         """The runner on the batch. The runner contains whatever one job or body does, so
         if it raises anyway (a bug in kindling), each entry is run again on its own: an
         entry that still breaks it is recorded ``rejected`` with its body and acknowledged
@@ -257,7 +259,7 @@ class StreamWorker:
         if not deliveries:
             return []
         try:
-            return self.runner.run(deliveries, remaining_ms)
+            return self.runner.run(deliveries, remaining_ms, request_id)
         except Exception as exc:  # noqa: BLE001 - one entry must not wedge the stream
             if len(deliveries) == 1:
                 return [self._poisoned(deliveries[0], exc)]
@@ -268,7 +270,7 @@ class StreamWorker:
         outcomes = []
         for d in deliveries:
             try:
-                outcomes.extend(self.runner.run([d], remaining_ms))
+                outcomes.extend(self.runner.run([d], remaining_ms, request_id))
             except Exception as exc:  # noqa: BLE001
                 outcomes.append(self._poisoned(d, exc))
         return outcomes
