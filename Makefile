@@ -39,8 +39,10 @@ test: install
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
+## ruff, and checkov on template.yaml (infra/checkov/run: its own virtualenv, made on first use).
 lint: install
 	$(VENV)/bin/ruff check layers functions tests infra
+	infra/checkov/run
 
 validate: install
 	sam validate --lint
