@@ -93,15 +93,24 @@ dumps = _dumps
 
 
 def use_orjson() -> bool:
-    """Switch this process to orjson; return ``False`` if orjson is not installed."""
-    global loads, dumps
+    """Switch this process to orjson; return ``False`` if orjson is not installed.
+
+    Cheap to call again once switched (the stream worker calls it after every batch)."""
+    global loads, dumps, _orjson
+    if _orjson is not None:
+        return _orjson
     try:
         import orjson
     except ImportError:
+        _orjson = False
         return False
     loads = orjson.loads
 
     def dumps(obj, _dumps=orjson.dumps) -> str:
         return _dumps(obj).decode()
 
+    _orjson = True
     return True
+
+
+_orjson: bool | None = None

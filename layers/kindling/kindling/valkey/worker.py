@@ -121,7 +121,6 @@ class StreamWorker:
                  dead_maxlen: int | None = None, heartbeat: bool = True, client=None, log=True, **runner_options):
         consumer = consumer or default_consumer()
         if runner is None:
-            codec.use_orjson()
             runner = _build_runner(table, registry, store, 3 if max_attempts is None else max_attempts, consumer, log,
                                    runner_options)
         elif table or registry is not None or store is not None or max_attempts is not None or runner_options:
@@ -460,6 +459,9 @@ class StreamWorker:
                             self._pause(store_backoff, "store_unavailable", down)
                             continue
                         store_backoff.reset()
+                        # orjson (~27 ms to import) pays for itself over many batches, not before
+                        # the first: a long-lived worker switches after its first batch is settled.
+                        codec.use_orjson()
                     elif burst and self.idle():
                         break
                 except errors.connection_errors() as exc:
