@@ -443,3 +443,60 @@ def test_a_finished_job_cannot_be_revoked_but_a_success_replaces_a_revoke(store)
     store.write([{"id": "late", "status": "revoked", "attempts": 0}])
     assert store.write([{"id": "late", "status": "failed", "attempts": 1}]) == {"late": "revoked"}
     assert store.write([{"id": "late", "status": "succeeded", "attempts": 1}]) == {}
+
+
+class FakeClient:
+    """kindling.aws.JsonClient's two entry points over a ``call`` of the test's own."""
+
+    def start(self, operation, payload, deadline=None):
+        client = self
+
+        class Pending:
+            def result(self):
+                return client.call(operation, payload, deadline=deadline)
+
+        return Pending()
+
+
+def test_a_write_is_retried_through_an_outage_until_its_deadline_so_jobs_do_not_run_twice(reg, monkeypatch):
+    """The store fails the write 6 times (more than the client's own retries), then recovers:
+    the batch is recorded, not handed back to run again."""
+    from kindling.aws import AwsError
+    from kindling.results import DynamoResultStore
+
+    monkeypatch.setattr("kindling.results.time.sleep", lambda s: None)
+
+    class Flaky(FakeClient):
+        def __init__(self):
+            self.failures = 6
+            self.calls = []
+
+        def call(self, operation, payload, deadline=None):
+            self.calls.append(operation)
+            if operation == "BatchGetItem":
+                return {"Responses": {"t": []}}
+            if self.failures:
+                self.failures -= 1
+                raise AwsError("ConnectionError", "reset by peer", 0, True)
+            return {}
+
+    client = Flaky()
+    store = DynamoResultStore("t", client=client)
+    outcomes = Runner(reg, store, log=None).run([delivery("add", 1, 2)])
+    assert statuses(outcomes) == ["succeeded"] and reg.calls == [("add", 1, 2)]
+    assert client.calls.count("BatchWriteItem") == 7
+
+
+def test_a_read_in_an_outage_gives_up_at_once_nothing_has_run(reg):
+    from kindling.aws import AwsError
+    from kindling.results import DynamoResultStore
+
+    class Down(FakeClient):
+        calls = 0
+
+        def call(self, operation, payload, deadline=None):
+            Down.calls += 1
+            raise AwsError("ConnectionError", "refused", 0, True)
+
+    outcomes = Runner(reg, DynamoResultStore("t", client=Down()), log=None).run([delivery("add", 1, 2)])
+    assert statuses(outcomes) == ["deferred"] and Down.calls == 1 and reg.calls == []

@@ -300,9 +300,28 @@ class DynamoResultStore:
                                         timeout=base.timeout, max_attempts=base.max_attempts)
 
     def _call(self, operation: str, payload: dict, deadline: float) -> dict:
+        """One operation. A write is tried again through transient failures until the
+        deadline: the client's own few retries are soon spent in an outage or a run of
+        connection resets, and giving up early would hand back jobs that already ran (to
+        run again) while there was still time to record them. A read gives up after the
+        client's retries: nothing has run yet, and the queue's backoff is the better wait.
+        """
         local = self._local
         client = getattr(local, "client", None) if local is not None else None
-        return self._guard(operation, lambda: (client or self.client).call(operation, payload, deadline=deadline))
+        rounds = 0
+        while True:
+            try:
+                return self._guard(operation,
+                                   lambda: (client or self.client).call(operation, payload, deadline=deadline))
+            except StoreUnavailable as exc:
+                if operation not in _WRITES or not getattr(exc.__cause__, "retryable",
+                                                           isinstance(exc.__cause__, OSError)):
+                    raise
+                rounds += 1
+                delay = compute_backoff(rounds, base=0.1, cap=2.0)
+                if time.monotonic() + delay >= deadline:
+                    raise
+                time.sleep(delay)
 
     def _guard(self, operation: str, fn):
         """Run ``fn``, turning AWS and transport failures into the store's own errors."""
@@ -318,6 +337,9 @@ class DynamoResultStore:
             raise StoreUnavailable(f"DynamoDB {operation} on {self.table}: {exc}") from exc
         except OSError as exc:  # connection refused, DNS, ... after the client's own retries
             raise StoreUnavailable(f"DynamoDB {operation} on {self.table}: {exc}") from exc
+
+
+_WRITES = frozenset({"BatchWriteItem", "PutItem"})
 
 
 class _ConditionFailed(Exception):
