@@ -13,7 +13,7 @@ class Handle(Protocol):
     def status(self) -> str | None: ...
     def result(self, timeout: float = ...) -> Any: ...
 
-class Task(Generic[P, R]):
+class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorator overloads below
     name: str
     fn: Callable[P, R]
     is_async: bool
@@ -77,7 +77,7 @@ class Registry:
 default_registry: Registry
 
 @overload
-def task(fn: Callable[P, R], /) -> Task[P, R]: ...
+def task(fn: Callable[P, R], /) -> Task[P, R]: ...  # noqa: UP047 - as Registry.task, whose factory form needs module-level P
 @overload
 def task(
     *,
