@@ -11,6 +11,7 @@ Skip the suite with ``-m "not chaos"``.
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -50,6 +51,31 @@ def test_valkey_latency_spikes(net, tmp_path):
     run.finish()
 
 
+def test_dynamodb_connection_resets_mid_request(net, tmp_path):
+    """Windows of 0.6 s in which every DynamoDB request is cut after a few hundred to a few
+    thousand bytes (limit_data upstream: the body never arrives whole), alternating with
+    windows in which every reply is reset once it starts (reset_peer downstream: the write
+    was done, the answer is lost), over about 6 s."""
+    rng = random.Random(9)
+    run = StreamRun("dynamodb_resets", net, tmp_path)
+    run.start_worker()
+    run.enqueue(JOBS, over_s=6)
+    time.sleep(0.3)
+    for _ in range(4):
+        cut = rng.randint(200, 6000)
+        with net.dynamodb.toxic("limit_data", bytes=cut, stream="upstream"):
+            run.fault(f"DynamoDB requests cut after {cut} bytes for 0.6 s")
+            time.sleep(0.6)
+        time.sleep(0.3)
+        after = rng.randint(0, 20)
+        with net.dynamodb.toxic("reset_peer", timeout=after):
+            run.fault(f"DynamoDB replies reset after {after} ms for 0.6 s")
+            time.sleep(0.6)
+        time.sleep(0.3)
+    run.fault_cleared()
+    run.finish()
+
+
 def test_dynamodb_black_hole(net, tmp_path):
     """For 6 s every byte to and from DynamoDB vanishes (connections stay open), starting
     while a batch is part-way through its jobs."""
@@ -61,6 +87,22 @@ def test_dynamodb_black_hole(net, tmp_path):
     with net.dynamodb.toxic("timeout", timeout=0), net.dynamodb.toxic("timeout", timeout=0, stream="upstream"):
         run.fault(f"DynamoDB black hole for 6 s, from {n} executions")
         time.sleep(6.0)
+    run.fault_cleared()
+    run.finish()
+
+
+def test_dynamodb_outage_longer_than_visibility(net, tmp_path):
+    """DynamoDB refuses connections for 7 s, over three times the 2 s visibility time, so
+    entries handed back during the outage are reclaimed several times before it ends. It
+    starts while a batch is part-way through its jobs."""
+    run = StreamRun("dynamodb_outage", net, tmp_path, job_ms=10)
+    run.start_worker()
+    run.enqueue(JOBS, over_s=4)
+    time.sleep(0.5)
+    n = run.wait_mid_batch()
+    with net.dynamodb.disabled():
+        run.fault(f"DynamoDB down (connections refused) for 7 s, from {n} executions")
+        time.sleep(7.0)
     run.fault_cleared()
     run.finish()
 
