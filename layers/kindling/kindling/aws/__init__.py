@@ -26,6 +26,9 @@ The parts, as urllib3 splits them:
 - :mod:`~kindling.aws.client`: :class:`JsonClient` (``call``, or ``start`` and a
   :class:`PendingCall`'s ``result()``, each under an optional deadline) and the process's
   cached clients
+- :mod:`~kindling.aws.s3`: :class:`~kindling.aws.s3.S3Client`, PUT and GET of one object
+  (S3's REST signing, path-style on a configured endpoint). Not imported here: only jobs
+  with a payload in S3 load it.
 """
 
 from kindling.aws.client import JsonClient, PendingCall, dynamodb, sqs

@@ -21,8 +21,8 @@ def _resolve_region(region: str | None) -> str:
     return region
 
 
-def _resolve_endpoint(service: str, region: str, endpoint: str | None) -> str:
-    """Explicit endpoint, else AWS_ENDPOINT_URL_<SERVICE>, else AWS_ENDPOINT_URL, else AWS.
+def _configured_endpoint(service: str, endpoint: str | None) -> str | None:
+    """Explicit endpoint, else AWS_ENDPOINT_URL_<SERVICE>, else AWS_ENDPOINT_URL, else None.
 
     The environment variables are skipped when AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true,
     as in the AWS SDKs.
@@ -32,11 +32,17 @@ def _resolve_endpoint(service: str, region: str, endpoint: str | None) -> str:
     env = os.environ
     if env.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() != "true":
         service_id = service.upper().replace("-", "_").replace(" ", "_")
-        endpoint = env.get(f"AWS_ENDPOINT_URL_{service_id}") or env.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            return endpoint
-    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-    return f"https://{service}.{region}.{suffix}"
+        return env.get(f"AWS_ENDPOINT_URL_{service_id}") or env.get("AWS_ENDPOINT_URL") or None
+    return None
+
+
+def _aws_suffix(region: str) -> str:
+    return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+
+
+def _resolve_endpoint(service: str, region: str, endpoint: str | None) -> str:
+    """The configured endpoint (see ``_configured_endpoint``), else AWS's own for the region."""
+    return _configured_endpoint(service, endpoint) or f"https://{service}.{region}.{_aws_suffix(region)}"
 
 
 class JsonClient:

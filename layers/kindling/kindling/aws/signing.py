@@ -1,4 +1,4 @@
-"""SigV4 request signing, as botocore's ``SigV4Auth`` signs for non-S3 services."""
+"""SigV4 request signing, as botocore's ``SigV4Auth`` signs (and ``S3SigV4Auth`` for S3)."""
 
 import time
 
@@ -68,9 +68,14 @@ def sign(
     non-S3 services: path normalized and encoded again, query parameters sorted but not
     re-encoded, header values trimmed with inner whitespace runs collapsed, headers
     differing only in case joined with ",", hop-by-hop/tracing headers (and User-Agent)
-    left unsigned, ``X-Amz-Content-SHA256`` used as the payload hash when present. Not
-    for S3 (single path encoding, different payload rules). A caller-supplied ``Date``
-    header is signed as given (botocore would rewrite it); prefer not to send one.
+    left unsigned, ``X-Amz-Content-SHA256`` used as the payload hash when present. A
+    caller-supplied ``Date`` header is signed as given (botocore would rewrite it); prefer
+    not to send one.
+
+    For ``service="s3"`` the rules are S3's (botocore's ``S3SigV4Auth``): the path is
+    signed as sent, neither normalized nor encoded again (an object key may hold ``//``
+    or ``..``), and ``X-Amz-Content-SHA256`` (which S3 requires) is added with the body's
+    hash when the caller did not set it.
     """
     if amz_date is None:
         amz_date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -81,6 +86,9 @@ def sign(
     out["X-Amz-Date"] = amz_date
     if session_token:
         out["X-Amz-Security-Token"] = session_token
+    s3 = service == "s3"
+    if s3 and not any(name.lower() == "x-amz-content-sha256" for name in out):
+        out["X-Amz-Content-SHA256"] = sha256(body).hexdigest()
 
     parts = Url(url)
     signed: dict[str, list[str]] = {}
@@ -103,7 +111,7 @@ def sign(
     canonical_request = "\n".join(
         (
             method.upper(),
-            canonical_path(parts.path),
+            (parts.path or "/") if s3 else canonical_path(parts.path),
             canonical_query(parts.query),
             "".join(f"{name}:{','.join(signed[name])}\n" for name in names),
             signed_names,

@@ -1,0 +1,261 @@
+"""S3 objects over kindling's own HTTP/1.1 connection: PUT and GET of one object, SigV4-signed.
+
+Imported only when a job carries a payload pointer or a result is too large for its record
+(:mod:`kindling.payloads`), so a batch of plain jobs never loads it.
+
+Addressing: path-style (``{endpoint}/{bucket}/{key}``) whenever an endpoint URL is
+configured (an explicit ``endpoint``, ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``):
+LocalStack and other local clouds serve every bucket from one host, and the bucket's own
+host name would not resolve there. On AWS, virtual-hosted style
+(``https://{bucket}.s3.{region}.amazonaws.com/{key}``) for a bucket whose name can be a
+host name under the wildcard certificate (no dots), path-style otherwise, as botocore
+chooses.
+
+Retries as :class:`kindling.aws.client.JsonClient`'s: transport failures, HTTP 5xx/429 and
+throttling codes (``SlowDown``) up to ``max_attempts`` with kindling's backoff, all within
+an optional deadline; a kept-alive connection found dead is reopened without costing an
+attempt. PUT of the same key and body is idempotent, so retrying it is safe.
+"""
+
+from __future__ import annotations
+
+from _thread import allocate_lock
+from time import monotonic
+
+try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
+    from _sha2 import sha256
+except ImportError:  # pragma: no cover - a build without it
+    from hashlib import sha256
+
+from kindling.aws import retry
+from kindling.aws.client import _aws_suffix, _configured_endpoint, _resolve_region
+from kindling.aws.connection import Connection
+from kindling.aws.credentials import get_credentials
+from kindling.aws.errors import AwsError
+from kindling.aws.signing import sign
+from kindling.aws.url import DEFAULT_PORTS, Url, host_header, quote
+from kindling.backoff import compute_backoff
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_HOST_LABEL = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def is_virtual_hostable(bucket: str) -> bool:
+    """Whether ``bucket`` can be the first label of an https host name (botocore's rule,
+    without dots: the wildcard certificate covers one label)."""
+    return (
+        3 <= len(bucket) <= 63
+        and _HOST_LABEL.issuperset(bucket)
+        and bucket[0] != "-"
+        and bucket[-1] != "-"
+    )
+
+
+def check_location(bucket: str, key: str) -> None:
+    """Raise ValueError for a bucket or key S3 cannot address (before anything is sent)."""
+    if not isinstance(bucket, str) or not bucket or "/" in bucket or not bucket.isascii() or len(bucket) > 255:
+        raise ValueError(f"not an S3 bucket name: {bucket!r:.80}")
+    if not isinstance(key, str) or not key or len(key.encode("utf-8", "surrogatepass")) > 1024:
+        raise ValueError(f"an S3 object key is 1-1024 bytes of UTF-8, got {key!r:.80}")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"an S3 object key is UTF-8 text, got {key!r:.80}") from None
+
+
+class S3Client:
+    """PUT and GET of whole objects, one kept-alive connection per host.
+
+    Args:
+        region: default ``AWS_REGION`` / ``AWS_DEFAULT_REGION``.
+        endpoint: an endpoint URL (default: the environment's, see the module's docstring;
+            none: AWS). With one, requests are path-style.
+        credentials: returns (access key, secret key, session token or None), given the
+            call's deadline; default :func:`kindling.aws.credentials.get_credentials`
+            (Lambda's environment). Producers pass their boto3 session's.
+        timeout: seconds any one socket operation may wait.
+        max_attempts: requests per call, retries included.
+
+    Calls on one client are serialized by a lock (a connection carries one request at a
+    time); threads that need parallel transfers use a client each.
+    """
+
+    backoff_base = 0.05
+    backoff_cap = 2.0
+
+    def __init__(
+        self,
+        *,
+        region: str | None = None,
+        endpoint: str | None = None,
+        credentials: Callable[[float | None], tuple[str, str, str | None]] | None = None,
+        timeout: float = 10.0,
+        max_attempts: int = 5,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.region = _resolve_region(region)
+        self.endpoint = _configured_endpoint("s3", endpoint)
+        self.path_style = self.endpoint is not None
+        if self.endpoint is not None:
+            parts = Url(self.endpoint)
+            if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+                raise ValueError(f"endpoint must be an http:// or https:// URL: {self.endpoint!r}")
+            self._base = (parts.scheme, parts.hostname, parts.port, parts.path.rstrip("/"))
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self._credentials = credentials or get_credentials
+        self._conns: dict[tuple[str, str, int], Connection] = {}
+        self._lock = allocate_lock()
+
+    def __repr__(self) -> str:
+        return f"S3Client(region={self.region!r}, endpoint={self.endpoint!r})"
+
+    def __enter__(self) -> S3Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = self._conns, {}
+            for conn in conns.values():
+                conn.close()
+
+    def url(self, bucket: str, key: str) -> str:
+        """The object's URL, as it is sent (the key percent-encoded)."""
+        return self._address(bucket, key)[3]
+
+    def put_object(self, bucket: str, key: str, body: bytes, *, content_type: str = "application/octet-stream",
+                   deadline: float | None = None) -> dict[str, str]:
+        """Store ``body`` under ``key``; returns the response headers (lowercased names).
+
+        ``Content-MD5`` is not sent: ``x-amz-content-sha256``, which is signed, already lets
+        S3 refuse a body altered on the way."""
+        check_location(bucket, key)
+        headers = {"Content-Type": content_type, "X-Amz-Content-SHA256": sha256(body).hexdigest()}
+        return self._request("PUT", bucket, key, bytes(body), headers, deadline)[0]
+
+    def get_object(self, bucket: str, key: str, *, deadline: float | None = None) -> bytes:
+        """The object's bytes. Raises AwsError ("NoSuchKey", "NoSuchBucket", "AccessDenied", ...)."""
+        check_location(bucket, key)
+        return self._request("GET", bucket, key, b"", {}, deadline)[1]
+
+    # -- internals
+
+    def _address(self, bucket: str, key: str) -> tuple[tuple[str, str, int], str, str, str]:
+        """((scheme, host, port), Host header, request target, URL) for one object."""
+        path_key = "/" + quote(key, safe="/~")
+        if self.path_style:
+            scheme, hostname, port, prefix = self._base
+            target = f"{prefix}/{quote(bucket, safe='')}{path_key}"
+        else:
+            suffix = _aws_suffix(self.region)
+            scheme, port = "https", None
+            if is_virtual_hostable(bucket):
+                hostname, target = f"{bucket}.s3.{self.region}.{suffix}", path_key
+            else:
+                hostname, target = f"s3.{self.region}.{suffix}", f"/{quote(bucket, safe='')}{path_key}"
+        host = host_header(scheme, hostname, port)
+        return (scheme, hostname, port or DEFAULT_PORTS[scheme]), host, target, f"{scheme}://{host}{target}"
+
+    def _request(self, method: str, bucket: str, key: str, body: bytes, headers: dict[str, str],
+                 deadline: float | None) -> tuple[dict[str, str], bytes]:
+        where, host, target, url = self._address(bucket, key)
+        headers = {"Host": host, "User-Agent": "kindling-aws/1", **headers}
+        if not retry.acquire(self._lock, deadline):
+            raise AwsError("DeadlineExceeded", f"{self!r} was busy until the deadline", 0, True, attempts=0)
+        try:
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    status, reply_headers, data = self._attempt(method, where, target, url, body, headers, deadline)
+                except retry.TRANSPORT_ERRORS as exc:
+                    error = retry.transport_error(exc, attempt)
+                except AwsError as exc:  # credentials
+                    exc.attempts = attempt
+                    raise
+                else:
+                    if status < 300:
+                        return reply_headers, data
+                    error = error_from_response(status, reply_headers, data, attempt)
+                if not error.retryable or error.code == "DeadlineExceeded" or attempt >= self.max_attempts:
+                    raise error
+                delay = compute_backoff(attempt, base=self.backoff_base, cap=self.backoff_cap)
+                if deadline is not None and monotonic() + delay >= deadline:
+                    raise AwsError("DeadlineExceeded", f"no time left for another attempt; the last failed with "
+                                   f"{error}", error.status, True, request_id=error.request_id, attempts=attempt)
+                retry.sleep(delay)
+        finally:
+            self._lock.release()
+
+    def _attempt(self, method: str, where: tuple[str, str, int], target: str, url: str, body: bytes,
+                 headers: dict[str, str], deadline: float | None) -> tuple[int, dict[str, str], bytes]:
+        access_key, secret_key, token = self._credentials(deadline)
+        signed = sign(method, url, headers, body, service="s3", region=self.region, access_key=access_key,
+                      secret_key=secret_key, session_token=token)
+        conn = self._conns.get(where)
+        if conn is None:
+            conn = self._conns[where] = Connection(where[0], where[1], where[2], self.timeout)
+        reused = conn.sock is not None
+        try:
+            return conn.request(method, target, body, signed, deadline)
+        except BaseException as exc:
+            conn.close()
+            if not (reused and retry.is_stale(exc)):
+                raise
+        # The kept-alive connection had died while idle: once more on a new one, not an attempt.
+        return conn.request(method, target, body, signed, deadline)
+
+
+def _xml_text(data: bytes, tag: str) -> str:
+    """The text of the first ``<tag>`` in an S3 error document (no XML parser: its import is
+    dear, and S3's error documents are flat)."""
+    start = data.find(f"<{tag}>".encode())
+    if start < 0:
+        return ""
+    start += len(tag) + 2
+    end = data.find(f"</{tag}>".encode(), start)
+    if end < 0:
+        return ""
+    text = data[start:end].decode("utf-8", "replace")
+    for entity, char in (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&")):
+        text = text.replace(entity, char)
+    return text
+
+
+_STATUS_CODES = {403: "AccessDenied", 404: "NotFound", 301: "PermanentRedirect", 400: "BadRequest"}
+
+
+def error_from_response(status: int, headers: dict[str, str], data: bytes, attempts: int) -> AwsError:
+    """The AwsError for an S3 error response (an XML ``<Error>`` document, or none)."""
+    code = _xml_text(data, "Code") or _STATUS_CODES.get(status) or str(status)
+    message = _xml_text(data, "Message")
+    if not message and data and b"<Error>" not in data:
+        message = data[:300].decode("utf-8", "replace")
+    retryable = status >= 500 or status == 429 or code in retry.RETRYABLE_CODES or code == "InternalError"
+    return AwsError(code, message, status, retryable,
+                    request_id=headers.get("x-amz-request-id") or _xml_text(data, "RequestId") or None,
+                    attempts=attempts)
+
+
+_clients: dict[int, S3Client] = {}
+_clients_lock = allocate_lock()
+
+
+def client() -> S3Client:
+    """The process's S3 client from its environment (region, endpoint, credentials)."""
+    import os
+
+    with _clients_lock:
+        pid = os.getpid()
+        found = _clients.get(pid)
+        if found is None:
+            _clients.clear()  # forked: never share the parent's sockets
+            found = _clients[pid] = S3Client()
+        return found
