@@ -19,7 +19,8 @@ RESP3, this one reads them as RESP2 does: ``$-1`` and ``*-1`` are nulls (valkey-
 ``$-1`` as an empty string and swallows one byte of the next reply; ``*-1`` as ``[]``).
 A negative length other than -1 is an :class:`~kindling.valkey.errors.InvalidResponse`, as
 is a bulk length above 4 GiB (valkey-py raises OverflowError on those).
-Attributes (``|``) are refused with InvalidResponse, as valkey-py refuses them.
+Attributes (``|``) are refused with InvalidResponse, as valkey-py refuses them. An empty
+push frame (``>0``) is skipped like any other (valkey-py's push handler fails on it).
 
 Import cost: ``PYTHONPATH=layers/kindling python -X importtime -S -c "import
 kindling.valkey.resp"`` loads this module and :mod:`kindling.valkey.errors` (1.2 ms) beyond
