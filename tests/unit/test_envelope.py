@@ -33,7 +33,7 @@ def envelope(**changes):
         ('{"id": "x", "version": 1, "a": NaN}', "message body is not JSON"),
         (envelope(task=...), "missing field(s): task"),
         (envelope(extra=1), "unknown field(s): extra"),
-        (envelope(version=2), "envelope version 2 needs a newer kindling"),
+        (envelope(version=3), "envelope version 3 needs a newer kindling"),
         (envelope(version=0), "unsupported envelope version 0"),
         (envelope(id=""), "id must be"),
         (envelope(id="has space"), "id must be"),
@@ -62,3 +62,72 @@ def test_a_rejection_names_the_job_when_it_can():
 def test_arguments_that_json_cannot_hold_fail_at_enqueue():
     with pytest.raises(TypeError, match="not JSON-serializable"):
         encode_job(new_job("t", [object()]))
+
+
+# -- version 2: chain, parent (a group member) and payload (an S3 pointer) ---------------
+
+CALL = {"task": "add", "args": [1], "kwargs": {}}
+PARENT = {"id": "chord-1", "index": 0, "size": 3, "then": {"task": "total", "args": [], "kwargs": {}}}
+PAYLOAD = {"bucket": "kindling-payloads", "key": "jobs/j1", "size": 2_097_152, "sha256": "ab" * 32}
+
+
+def test_a_plain_job_stays_version_1_so_older_workers_read_it():
+    assert codec.loads(encode_job(new_job("t", [1])))["version"] == 1
+
+
+@pytest.mark.parametrize("fields", [
+    {"chain": [CALL, {**CALL, "max_attempts": 2, "timeout": 5}]},
+    {"parent": PARENT},
+    {"parent": {**PARENT, "then": None}},
+    {"payload": PAYLOAD},
+    {"chain": [CALL], "parent": PARENT},
+])
+def test_a_job_using_a_version_2_field_is_written_as_version_2_and_round_trips(fields):
+    job = new_job("t", **fields)
+    body = encode_job(job)
+    assert codec.loads(body)["version"] == 2
+    assert decode_job(body) == job
+
+
+@pytest.mark.parametrize(
+    "changes, reason",
+    [
+        ({"chain": [CALL]}, "field(s) chain need envelope version 2"),
+        ({"payload": PAYLOAD, "args": []}, "field(s) payload need envelope version 2"),
+        ({"version": 2, "chain": []}, "chain must be a list of 1-100 call objects"),
+        ({"version": 2, "chain": [CALL] * 101}, "chain must be a list of 1-100 call objects"),
+        ({"version": 2, "chain": "add"}, "chain must be a list"),
+        ({"version": 2, "chain": [5]}, "chain[0] must be a call object, got int"),
+        ({"version": 2, "chain": [CALL, {"task": "x"}]}, "chain[1] is missing field(s): args, kwargs"),
+        ({"version": 2, "chain": [{**CALL, "queue": "q"}]}, "chain[0] has unknown field(s): queue"),
+        ({"version": 2, "chain": [{**CALL, "task": ""}]}, "chain[0]: task must be a string"),
+        ({"version": 2, "chain": [{**CALL, "args": {}}]}, "chain[0]: args must be a JSON array"),
+        ({"version": 2, "chain": [{**CALL, "max_attempts": 0}]}, "chain[0]: max_attempts must be"),
+        ({"version": 2, "chain": [{**CALL, "timeout": 1e9}]}, "chain[0]: timeout must be"),
+        ({"version": 2, "parent": {"id": "c"}}, "parent must be an object with exactly id, index, size, then"),
+        ({"version": 2, "parent": {**PARENT, "id": "no spaces"}}, "parent.id must be a job id"),
+        ({"version": 2, "parent": {**PARENT, "size": 0}}, "parent.size must be an integer from 1 to 10000"),
+        ({"version": 2, "parent": {**PARENT, "size": True}}, "parent.size must be an integer"),
+        ({"version": 2, "parent": {**PARENT, "index": 3}}, "parent.index must be an integer from 0 to size - 1"),
+        ({"version": 2, "parent": {**PARENT, "index": -1}}, "parent.index must be"),
+        ({"version": 2, "parent": {**PARENT, "then": []}}, "parent.then must be a call object"),
+        ({"version": 2, "payload": {**PAYLOAD, "extra": 1}}, "payload must be an object with exactly"),
+        ({"version": 2, "payload": {**PAYLOAD, "bucket": "UPPER"}}, "payload.bucket must be an S3 bucket name"),
+        ({"version": 2, "payload": {**PAYLOAD, "key": ""}}, "payload.key must be 1-1024 bytes"),
+        ({"version": 2, "payload": {**PAYLOAD, "key": "é" * 513}}, "payload.key must be 1-1024 bytes"),
+        ({"version": 2, "payload": {**PAYLOAD, "key": "a\nb"}}, "payload.key must be 1-1024 bytes"),
+        ({"version": 2, "payload": {**PAYLOAD, "size": -1}}, "payload.size must be a byte count"),
+        ({"version": 2, "payload": {**PAYLOAD, "sha256": "AB" * 32}}, "payload.sha256 must be 64 lowercase hex"),
+        ({"version": 2, "payload": PAYLOAD, "args": [1]}, "args must be [] and kwargs {}"),
+        ({"version": 2, "payload": PAYLOAD, "kwargs": {"a": 1}}, "args must be [] and kwargs {}"),
+    ],
+)
+def test_every_invalid_version_2_field_gets_a_clear_reason(changes, reason):
+    with pytest.raises(InvalidJob) as err:
+        decode_job(envelope(**changes))
+    assert reason in err.value.reason
+
+
+def test_new_job_refuses_a_bad_chain_before_it_is_sent():
+    with pytest.raises(InvalidJob, match=r"chain\[0\] is missing"):
+        new_job("t", chain=[{"task": "x"}])

@@ -315,9 +315,9 @@ def test_on_its_last_delivery_an_unfinished_job_is_recorded_dead_not_run(reg, st
 
 
 def test_a_newer_envelope_is_handed_back_not_rejected(reg, store):
-    body = codec.dumps({"version": 2, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1,
+    body = codec.dumps({"version": 3, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1,
                         "group": "g"})
-    outcomes = Runner(reg, store, log=None).run([Delivery("m-v2", body, 1)])
+    outcomes = Runner(reg, store, log=None).run([Delivery("m-v3", body, 1)])
     assert statuses(outcomes) == ["deferred"] and outcomes[0].retry_in > 0
     assert store.records == {}
 
@@ -421,10 +421,10 @@ def test_index_keys_are_never_empty_and_spread_over_shards(reg, store):
 
 
 def test_a_newer_envelope_on_its_last_delivery_is_recorded_not_dropped(reg, store):
-    body = codec.dumps({"version": 2, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1})
-    outcomes = Runner(reg, store, max_deliveries=5, log=None).run([Delivery("m-v2", body, 5)])
+    body = codec.dumps({"version": 3, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1})
+    outcomes = Runner(reg, store, max_deliveries=5, log=None).run([Delivery("m-v3", body, 5)])
     assert statuses(outcomes) == ["rejected"]
-    record = store.records["rejected#m-v2"]
+    record = store.records["rejected#m-v3"]
     assert "needs a newer kindling" in record["error"]["message"] and record["job_id"] == "j2"
 
 

@@ -12,11 +12,30 @@ exactly what is wrong.
 
 Attempts are not in the envelope: they are counted in the result record (see
 :mod:`kindling.runner`), so a re-sent or redelivered message needs no new field for them.
-The fields planned next come as one change, version 2, all optional: ``group`` (a FIFO
-message group), ``chain`` (the calls to enqueue with this job's result), ``parent`` (the
-group or chord this job belongs to) and ``payload`` (an S3 pointer replacing ``args`` and
-``kwargs`` when they are too large for the queue). A producer writes version 2 only when
-a job uses one of them, so plain jobs stay readable by every worker during a rollout.
+
+Version 2 adds three optional fields, all validated here and nowhere else:
+
+``chain``
+    The calls to make with this job's result, in order: a list of 1-100 call objects
+    ``{"task", "args", "kwargs"}`` with optional ``max_attempts`` and ``timeout``. When the
+    job succeeds, ``chain[0]`` is enqueued with the result prepended to its arguments and
+    ``chain[1:]`` as its own chain.
+``parent``
+    The group (chord) this job is a member of: ``{"id", "index", "size", "then"}``, where
+    ``then`` is the call to make once all ``size`` members have finished (or ``null``).
+``payload``
+    An S3 pointer ``{"bucket", "key", "size", "sha256"}`` to the job's arguments, for
+    arguments too large for the queue. With a payload, ``args`` must be ``[]`` and
+    ``kwargs`` ``{}``: the real ones are the object's JSON ``{"args": [...], "kwargs": {...}}``.
+
+A producer writes version 2 only when a job uses one of them (:func:`to_dict`), so plain
+jobs stay version 1 and readable by every worker during a rollout. A version 1 envelope
+carrying a version 2 field is refused.
+
+A FIFO message group is not an envelope field: ordering needs the transport's help (an
+SQS FIFO queue holds a group back while one of its messages is in flight), so the group
+travels as the message's ``MessageGroupId``, and a field on a stream entry could promise
+no order.
 
 Versions: an envelope whose ``version`` is above :data:`VERSION` raises
 :class:`~kindling.errors.NewerEnvelope` before any other check (its fields may be new to
@@ -34,12 +53,23 @@ from kindling import codec
 from kindling.errors import InvalidJob, NewerEnvelope
 from kindling.policy import MAX_ATTEMPTS, MAX_TASK_LENGTH, MAX_TIMEOUT_S
 
-VERSION = 1
+VERSION = 2
 MAX_ID_LENGTH = 128
+MAX_CHAIN_LENGTH = 100
+MAX_GROUP_SIZE = 10_000  # members of one group (chord)
+MAX_S3_KEY_BYTES = 1024
 MAX_EPOCH_MS = 253_402_300_800_000  # the year 10000: later times are not times
 _REQUIRED = ("version", "id", "task", "args", "kwargs", "enqueued_at")
-_OPTIONAL = ("max_attempts", "timeout", "not_before")
+_OPTIONAL_V1 = ("max_attempts", "timeout", "not_before")
+_OPTIONAL_V2 = ("chain", "parent", "payload")
+_OPTIONAL = _OPTIONAL_V1 + _OPTIONAL_V2
 _FIELDS = frozenset(_REQUIRED + _OPTIONAL)
+_CALL_REQUIRED = ("task", "args", "kwargs")
+_CALL_FIELDS = frozenset(_CALL_REQUIRED + ("max_attempts", "timeout"))
+_PARENT_FIELDS = frozenset(("id", "index", "size", "then"))
+_PAYLOAD_FIELDS = frozenset(("bucket", "key", "size", "sha256"))
+_HEX = frozenset("0123456789abcdef")
+_BUCKET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 _ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_.:")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -47,7 +77,8 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 class Job:
     """A decoded, validated job. Plain attributes; build one with :func:`new_job`."""
 
-    __slots__ = ("id", "task", "args", "kwargs", "enqueued_at", "max_attempts", "timeout", "not_before")
+    __slots__ = ("id", "task", "args", "kwargs", "enqueued_at", "max_attempts", "timeout", "not_before",
+                 "chain", "parent", "payload")
 
     def __init__(
         self,
@@ -59,6 +90,9 @@ class Job:
         max_attempts: int | None = None,
         timeout: float | None = None,
         not_before: int | None = None,
+        chain: list[dict] | None = None,
+        parent: dict | None = None,
+        payload: dict | None = None,
     ):
         self.id = id
         self.task = task
@@ -68,6 +102,9 @@ class Job:
         self.max_attempts = max_attempts
         self.timeout = timeout
         self.not_before = not_before
+        self.chain = chain
+        self.parent = parent
+        self.payload = payload
 
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, task={self.task!r})"
@@ -105,6 +142,9 @@ def new_job(
     max_attempts: int | None = None,
     timeout: float | None = None,
     not_before: int | None = None,
+    chain: list[dict] | None = None,
+    parent: dict | None = None,
+    payload: dict | None = None,
 ) -> Job:
     """Build a job for ``task``; validates it as the worker will, so mistakes fail early."""
     at = now_ms()
@@ -117,14 +157,18 @@ def new_job(
         max_attempts=max_attempts,
         timeout=timeout,
         not_before=not_before,
+        chain=chain,
+        parent=parent,
+        payload=payload,
     )
     _validate(to_dict(job))
     return job
 
 
 def to_dict(job: Job) -> dict:
+    """The envelope as a dict: version 1 unless the job uses a version 2 field."""
     d = {
-        "version": VERSION,
+        "version": 2 if any(getattr(job, name) is not None for name in _OPTIONAL_V2) else 1,
         "id": job.id,
         "task": job.task,
         "args": job.args,
@@ -164,6 +208,9 @@ def decode_job(body: str | bytes) -> Job:
         max_attempts=data.get("max_attempts"),
         timeout=data.get("timeout"),
         not_before=data.get("not_before"),
+        chain=data.get("chain"),
+        parent=data.get("parent"),
+        payload=data.get("payload"),
     )
 
 
@@ -184,30 +231,114 @@ def _validate(data: dict) -> None:
     if unknown:
         raise bad(f"envelope has unknown field(s): {', '.join(map(str, unknown))}")
     version = data["version"]
-    if version != VERSION:
-        raise bad(f"unsupported envelope version {version!r:.40} (this worker reads {VERSION})")
+    if not _is_int(version) or not 1 <= version <= VERSION:
+        raise bad(f"unsupported envelope version {version!r:.40} (this worker reads 1 to {VERSION})")
+    if version == 1:
+        newer = [f for f in _OPTIONAL_V2 if f in data]
+        if newer:
+            raise bad(f"field(s) {', '.join(newer)} need envelope version 2, the message says 1")
     jid = data["id"]
-    if not isinstance(jid, str) or not jid or len(jid) > MAX_ID_LENGTH or not _ID_CHARS.issuperset(jid):
+    if not _is_id(jid):
         raise bad(
             f"id must be 1-{MAX_ID_LENGTH} characters of letters, digits and -_.:, got {jid!r:.80}"
         )
-    if not isinstance(data["task"], str) or not data["task"] or len(data["task"]) > MAX_TASK_LENGTH:
-        raise bad(f"task must be a string of 1-{MAX_TASK_LENGTH} characters, got {data['task']!r:.80}")
-    if not isinstance(data["args"], list):
-        raise bad(f"args must be a JSON array, got {type(data['args']).__name__}")
-    if not isinstance(data["kwargs"], dict):
-        raise bad(f"kwargs must be a JSON object, got {type(data['kwargs']).__name__}")
+    reason = _call_error(data)
+    if reason:
+        raise bad(reason)
     if not _is_int(data["enqueued_at"]) or not 0 <= data["enqueued_at"] < MAX_EPOCH_MS:
         raise bad(f"enqueued_at must be epoch milliseconds, got {data['enqueued_at']!r:.40}")
-    ma = data.get("max_attempts")
-    if ma is not None and (not _is_int(ma) or not 1 <= ma <= MAX_ATTEMPTS):
-        raise bad(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {ma!r:.40}")
-    to = data.get("timeout")
-    if to is not None and (not (_is_int(to) or isinstance(to, float)) or not 0 < to <= MAX_TIMEOUT_S):
-        raise bad(f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, got {to!r:.40}")
     nb = data.get("not_before")
     if nb is not None and (not _is_int(nb) or not 0 <= nb < MAX_EPOCH_MS):
         raise bad(f"not_before must be epoch milliseconds, got {nb!r:.40}")
+    if version == 2:
+        reason = _v2_error(data)
+        if reason:
+            raise bad(reason)
+
+
+def _call_error(call: dict) -> str | None:
+    """What is wrong with a call's task, arguments and limits (a job's or a chained call's)."""
+    if not isinstance(call["task"], str) or not call["task"] or len(call["task"]) > MAX_TASK_LENGTH:
+        return f"task must be a string of 1-{MAX_TASK_LENGTH} characters, got {call['task']!r:.80}"
+    if not isinstance(call["args"], list):
+        return f"args must be a JSON array, got {type(call['args']).__name__}"
+    if not isinstance(call["kwargs"], dict):
+        return f"kwargs must be a JSON object, got {type(call['kwargs']).__name__}"
+    ma = call.get("max_attempts")
+    if ma is not None and (not _is_int(ma) or not 1 <= ma <= MAX_ATTEMPTS):
+        return f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {ma!r:.40}"
+    to = call.get("timeout")
+    if to is not None and (not (_is_int(to) or isinstance(to, float)) or not 0 < to <= MAX_TIMEOUT_S):
+        return f"timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, got {to!r:.40}"
+    return None
+
+
+def _nested_call_error(where: str, call: object) -> str | None:
+    if not isinstance(call, dict):
+        return f"{where} must be a call object, got {type(call).__name__}"
+    missing = [f for f in _CALL_REQUIRED if f not in call]
+    if missing:
+        return f"{where} is missing field(s): {', '.join(missing)}"
+    unknown = sorted(set(call) - _CALL_FIELDS)
+    if unknown:
+        return f"{where} has unknown field(s): {', '.join(map(str, unknown))}"
+    reason = _call_error(call)
+    return f"{where}: {reason}" if reason else None
+
+
+def _v2_error(data: dict) -> str | None:
+    chain = data.get("chain")
+    if chain is not None:
+        if not isinstance(chain, list) or not 1 <= len(chain) <= MAX_CHAIN_LENGTH:
+            return f"chain must be a list of 1-{MAX_CHAIN_LENGTH} call objects, got {chain!r:.80}"
+        for i, call in enumerate(chain):
+            reason = _nested_call_error(f"chain[{i}]", call)
+            if reason:
+                return reason
+    parent = data.get("parent")
+    if parent is not None:
+        if not isinstance(parent, dict) or set(parent) != _PARENT_FIELDS:
+            return f"parent must be an object with exactly {', '.join(sorted(_PARENT_FIELDS))}, got {parent!r:.80}"
+        if not _is_id(parent["id"]):
+            return f"parent.id must be a job id, got {parent['id']!r:.80}"
+        size, index = parent["size"], parent["index"]
+        if not _is_int(size) or not 1 <= size <= MAX_GROUP_SIZE:
+            return f"parent.size must be an integer from 1 to {MAX_GROUP_SIZE}, got {size!r:.40}"
+        if not _is_int(index) or not 0 <= index < size:
+            return f"parent.index must be an integer from 0 to size - 1, got {index!r:.40}"
+        if parent["then"] is not None:
+            reason = _nested_call_error("parent.then", parent["then"])
+            if reason:
+                return reason
+    payload = data.get("payload")
+    if payload is not None:
+        reason = _payload_error(payload)
+        if reason:
+            return reason
+        if data["args"] or data["kwargs"]:
+            return "a job with a payload carries its arguments there: args must be [] and kwargs {}"
+    return None
+
+
+def _payload_error(payload: object) -> str | None:
+    if not isinstance(payload, dict) or set(payload) != _PAYLOAD_FIELDS:
+        return f"payload must be an object with exactly {', '.join(sorted(_PAYLOAD_FIELDS))}, got {payload!r:.80}"
+    bucket, key = payload["bucket"], payload["key"]
+    if not (isinstance(bucket, str) and 3 <= len(bucket) <= 63 and _BUCKET_CHARS.issuperset(bucket)):
+        return f"payload.bucket must be an S3 bucket name, got {bucket!r:.80}"
+    if not (isinstance(key, str) and key and len(key.encode("utf-8", "surrogatepass")) <= MAX_S3_KEY_BYTES
+            and key.isprintable()):
+        return f"payload.key must be 1-{MAX_S3_KEY_BYTES} bytes of printable characters, got {key!r:.80}"
+    if not _is_int(payload["size"]) or payload["size"] < 0:
+        return f"payload.size must be a byte count, got {payload['size']!r:.40}"
+    digest = payload["sha256"]
+    if not (isinstance(digest, str) and len(digest) == 64 and _HEX.issuperset(digest)):
+        return f"payload.sha256 must be 64 lowercase hex digits, got {digest!r:.80}"
+    return None
+
+
+def _is_id(value: object) -> bool:
+    return (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and _ID_CHARS.issuperset(value))
 
 
 def _is_int(value: object) -> bool:
