@@ -1,4 +1,5 @@
-"""The harness's report for the memory-size and TLS scenarios (infra/bench/run.py), on made-up samples."""
+"""The harness's report (infra/bench/run.py and its scenario modules) for the memory-size, TLS,
+critical-path and Valkey-triggered Lambda scenarios and the throughput ratios, on made-up samples."""
 
 import importlib.util
 import sys
@@ -9,7 +10,8 @@ _spec = importlib.util.spec_from_file_location("bench_run", _PATH)
 run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run)
 sys.path[:] = [p for p in sys.path if not p.startswith(str(_PATH.parent))]  # run.py adds its own dirs
-for _name in ("stats", "services"):  # run.py's own modules, kept by it, not left for other tests
+# run.py's own modules, kept by it, not left for other tests
+for _name in ("stats", "services", "critical_path", "lambda_valkey"):
     sys.modules.pop(_name, None)
 
 K, P, F = run.KINDLING_COLD, run.POWERTOOLS_COLD, run.FLOOR_COLD
@@ -42,3 +44,100 @@ def test_ratio_lines_give_memory_and_tls_ratios():
     assert "cold start at 128 MB: kindling / boto3 + Powertools = 1/11, kindling / floor = 1.07x" in lines
     assert "cold start over HTTPS at 1,769 MB: kindling / floor = 1.00x, kindling / boto3 + Powertools = 0.23x" in lines
     assert f"HTTPS - HTTP, {K}: +80.0 ms" in lines
+
+
+CP, LV = run.critical_path, run.lambda_valkey
+
+
+def critical_samples():
+    s = {}
+    for proto, (k, w, f, rtt) in {"HTTP": ([130, 140, 150], [100, 110], [100], [10, 20, 30]),
+                                  "HTTPS": ([330], [310], [250], [50])}.items():
+        s.update({f"{CP.KINDLING}, {proto}": k, f"{CP.WRITE_ONLY}, {proto}": w, f"{CP.FLOOR}, {proto}": f,
+                  f"{CP.ROUND_TRIP}, {proto}": rtt})
+    return s
+
+
+def test_critical_path_ratios_set_the_first_batch_against_floor_plus_a_round_trip():
+    r = CP.ratios(critical_samples(), "HTTP")
+    assert r["bound"] == 120  # floor 100 + median round trip 20
+    assert r["first_batch"] == 140 / 120
+    assert r["write_only"] == 105 / 100
+
+
+def test_critical_path_ratios_are_none_when_a_system_is_missing():
+    s = critical_samples()
+    del s[f"{CP.ROUND_TRIP}, HTTP"]
+    assert CP.ratios(s, "HTTP") == {"first_batch": None, "write_only": 1.05, "bound": None}
+
+
+def test_critical_path_report_and_verdicts_per_protocol():
+    c = {"unit": "ms", "note": "on 1 CPU", "samples": critical_samples()}
+    md = CP.report(c)
+    assert "| HTTP | 120 | 1.17x | 1.05x |" in md
+    assert "| HTTPS | 300 | 1.10x | 1.24x |" in md
+    assert f"| {CP.KINDLING}, HTTP | 140 | 130 | 150 | 3 | - |" in md
+    lines = CP.ratio_lines(c)
+    assert ("critical path over HTTP: kindling first batch / (floor + one round trip): 1.17 (target <= 1.2): "
+            "met") in lines
+    assert ("critical path over HTTPS: kindling skip_succeeded=False batch / floor: 1.24 (target <= 1.2): "
+            "NOT met") in lines
+
+
+def test_critical_path_verdicts_skip_a_protocol_not_run():
+    s = {k: v for k, v in critical_samples().items() if k.endswith(", HTTP")}
+    assert [line.split(":")[0] for line in CP.ratio_lines({"samples": s})] == ["critical path over HTTP"] * 2
+
+
+def test_latency_rows_give_percentiles_and_ratios_to_the_baseline():
+    rows = {r["system"]: r for r in LV.latency_rows({"a": [1, 2, 3, 4, 5], "b": [2, 4, 6, 8, 10]}, "b")}
+    assert rows["a"]["p50"] == 3 and rows["a"]["p99"] == 4.96 and rows["a"]["n"] == 5
+    assert (rows["a"]["min"], rows["a"]["max"]) == (1, 5)
+    assert rows["a"]["ratio_p50"] == 0.5 and rows["b"]["ratio_p99"] == 1
+
+
+def test_latency_rows_of_an_empty_system_are_none():
+    rows = LV.latency_rows({"a": [], "b": [1]}, "b")
+    assert rows[0] == {"system": "a", "p50": None, "p99": None, "min": None, "max": None, "n": 0,
+                       "ratio_p50": None, "ratio_p99": None}
+
+
+def lambda_valkey_results(warm=True):
+    c = {"cold": {"unit": "ms", "baseline": LV.COLD_SQS, "samples": {LV.COLD_DRAIN: [90, 100], LV.COLD_SQS: [80]}}}
+    if warm:
+        c["warm"] = {"unit": "ms", "baseline": LV.WARM_SQS, "note": "one at a time", "kicks": 4,
+                     "samples": {LV.WARM_DRAIN: [100, 200], LV.WARM_SQS: [300, 500]}}
+    return c
+
+
+def test_lambda_valkey_report_and_verdicts():
+    c = lambda_valkey_results()
+    md = LV.report(c)
+    assert f"| {LV.COLD_DRAIN} | 95.0 | 90.0 | 100 | 2 | 1.19x |" in md
+    assert f"| {LV.WARM_DRAIN} | 150 | 199 | 100 | 200 | 2 | 0.38x | 0.40x |" in md
+    assert "4 kicks" in md
+    lines = LV.ratio_lines(c)
+    assert lines[0] == ("cold start Valkey drain / SQS handler (same handler, spawn to first record): 1.19 "
+                        "(target <= 1.3): met")
+    assert lines[1] == ("warm latency through the deployed function, Valkey drain / SQS: "
+                        "p50 150 / 400 ms = 0.38x, p99 199 / 498 ms = 0.40x")
+
+
+def test_lambda_valkey_report_says_why_the_warm_part_was_skipped():
+    c = lambda_valkey_results(warm=False)
+    c["warm"] = {"skipped": "needs the deployed stack"}
+    assert "Skipped: needs the deployed stack." in LV.report(c)
+    assert len(LV.ratio_lines(c)) == 1
+
+
+def test_sleep_throughput_is_a_ratio_to_the_bare_consumer():
+    runs = lambda rate, steady: [{"jobs_per_s": rate, "steady_jobs_per_s": steady, "peak_rss_mib": 10}]  # noqa: E731
+    celery, ours, bare = ("Celery (threads c=100 / prefork c=2 for CPU)", "kindling StreamWorker (results in Valkey)",
+                          "bare batched consumer (BLMPOP 500)")
+    w = {"sleep 10 ms": {"n": 10, "runs": {celery: runs(600, 700), ours: runs(4500, 5000), bare: runs(5000, 5000)}}}
+    lines = run.ratio_lines({"throughput": {"workloads": w}})
+    assert ("throughput sleep 10 ms, concurrency 100: kindling / bare batched consumer, spawn to last result: 0.9 "
+            "(target >= 0.9): met") in lines
+    assert ("throughput sleep 10 ms, concurrency 100: kindling / bare batched consumer, steady (10% to 90%): 1 "
+            "(target >= 0.9): met") in lines
+    assert not any("jobs/s" in line for line in lines)
