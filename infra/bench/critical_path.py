@@ -99,6 +99,9 @@ def report(c: dict) -> str:
     rows = stats.table_rows(c["samples"], None)
     md = [stats.markdown_table(f"Cold start critical path: the first batch against its DynamoDB calls ({c['note']})",
                                c["unit"], rows, None)]
+    md.append("Each system a fresh child, spawn to its record in DynamoDB; the round trip is a BatchGetItem shaped "
+              "as kindling's duplicate check on an open connection (median of five per child). kindling's first "
+              f"batch should cost the floor plus that read, a write-only batch the floor (targets <= {TARGET:g}x).\n")
     md.append("| protocol | floor + one round trip ms | kindling / (floor + round trip) | write only / floor |\n"
               "|---|---:|---:|---:|")
     for proto in PROTOCOLS:

@@ -145,6 +145,9 @@ def report(c: dict) -> str:
     md = [stats.markdown_table("Valkey-triggered Lambda, cold: spawn to first record in DynamoDB, the drain "
                                "event against the SQS event, same handler and layer", cold["unit"],
                                stats.table_rows(cold["samples"], cold["baseline"]), cold["baseline"])]
+    md.append("A fresh `python -S` with the layer and functions/worker, spawn to its first batch recorded: the "
+              "worker handler given a drain event with one noop already on the stream, or an SQS event of one "
+              f"noop; interleaved (target: drain / SQS <= {COLD_TARGET:g}).\n")
     warm = c.get("warm")
     if warm is None:
         return "\n".join(md)

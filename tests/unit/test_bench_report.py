@@ -75,6 +75,7 @@ def test_critical_path_report_and_verdicts_per_protocol():
     c = {"unit": "ms", "note": "on 1 CPU", "samples": critical_samples()}
     md = CP.report(c)
     assert "| HTTP | 120 | 1.17x | 1.05x |" in md
+    assert "duplicate check on an open connection" in md  # what is measured, in one line
     assert "| HTTPS | 300 | 1.10x | 1.24x |" in md
     assert f"| {CP.KINDLING}, HTTP | 140 | 130 | 150 | 3 | - |" in md
     lines = CP.ratio_lines(c)
@@ -116,6 +117,7 @@ def test_lambda_valkey_report_and_verdicts():
     assert f"| {LV.COLD_DRAIN} | 95.0 | 90.0 | 100 | 2 | 1.19x |" in md
     assert f"| {LV.WARM_DRAIN} | 150 | 199 | 100 | 200 | 2 | 0.38x | 0.40x |" in md
     assert "4 kicks" in md
+    assert "a drain event with one noop already on the stream" in md
     lines = LV.ratio_lines(c)
     assert lines[0] == ("cold start Valkey drain / SQS handler (same handler, spawn to first record): 1.19 "
                         "(target <= 1.3): met")
