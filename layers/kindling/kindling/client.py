@@ -10,8 +10,9 @@ Example::
 
     handles = client.enqueue_many([("resize", ["a.png"], {}), ("resize", ["b.png"], {})])
 
-``queue_url`` and ``table`` default to ``KINDLING_QUEUE_URL`` and ``KINDLING_TABLE``; boto3
-finds credentials, region and endpoint (``AWS_ENDPOINT_URL`` for LocalStack) as usual.
+``queue_url`` and ``table`` default to ``KINDLING_QUEUE_URL`` and ``KINDLING_TABLE``, and the
+named queues (``queues={"reports": url}``) to ``KINDLING_QUEUES`` (:mod:`kindling.routing`);
+boto3 finds credentials, region and endpoint (``AWS_ENDPOINT_URL`` for LocalStack) as usual.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kindling.envelope import Job, encode_job, new_job
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge
 from kindling.registry import Task
 from kindling.results import FINAL, from_item
+from kindling.routing import parse_queues, queue_name, resolve
 
 SQS_MAX_BYTES = 262_144  # one message, and all messages of one SendMessageBatch together
 SQS_MAX_BATCH = 10
@@ -36,14 +38,15 @@ SQS_MAX_DELAY = 900
 class Call:
     """One job to send with :meth:`Client.enqueue_many`, with its per-job options."""
 
-    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group")
+    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group", "queue")
 
     def __init__(self, task: str | Task, args: Sequence = (), kwargs: dict | None = None, *,
                  delay: int = 0, job_id: str | None = None, max_attempts: int | None = None,
-                 timeout: float | None = None, group: str | None = None):
+                 timeout: float | None = None, group: str | None = None, queue: str | None = None):
         self.task, self.args, self.kwargs = task, args, kwargs or {}
         self.delay, self.job_id, self.max_attempts, self.timeout = delay, job_id, max_attempts, timeout
         self.group = group  # a FIFO queue's message group: jobs of one group run in order
+        self.queue = queue  # a named queue, over the task's own (kindling.routing)
 
 
 class JobHandle:
@@ -73,14 +76,16 @@ class Client:
     Args:
         queue_url: the jobs queue (default ``KINDLING_QUEUE_URL``).
         table: the results table (default ``KINDLING_TABLE``).
+        queues: the named queues' URLs by name (default: ``KINDLING_QUEUES``, read once).
         session: a ``boto3.Session`` to build clients from (default: a new one).
         max_send_attempts: tries for messages SQS refuses with a server-side error.
     """
 
-    def __init__(self, queue_url: str | None = None, table: str | None = None, *, session=None,
-                 max_send_attempts: int = 5):
+    def __init__(self, queue_url: str | None = None, table: str | None = None, *, queues: dict[str, str] | None = None,
+                 session=None, max_send_attempts: int = 5):
         self.queue_url = queue_url or os.environ.get("KINDLING_QUEUE_URL", "")
         self.table = table or os.environ.get("KINDLING_TABLE", "")
+        self.queues = parse_queues(os.environ.get("KINDLING_QUEUES", "")) if queues is None else dict(queues)
         self.max_send_attempts = max_send_attempts
         if session is None:
             import boto3
@@ -94,7 +99,7 @@ class Client:
     @property
     def sqs(self):
         if self._sqs is None:
-            if not self.queue_url:
+            if not self.queue_url and not self.queues:
                 raise ValueError("no queue: pass queue_url= or set KINDLING_QUEUE_URL")
             self._sqs = self._session.client("sqs")
         return self._sqs
@@ -114,15 +119,17 @@ class Client:
         return self.send(Call(task, args, kwargs))
 
     def send(self, call: Call) -> JobHandle:
-        """Send one job with options (delay in seconds up to 900, job id, attempts, timeout)."""
-        job, body, options = self._prepare(call)
-        self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body, **options, **_trace_attribute())
+        """Send one job with options (delay in seconds up to 900, job id, attempts, timeout,
+        FIFO group, named queue)."""
+        job, body, options, url = self._prepare(call)
+        self.sqs.send_message(QueueUrl=url, MessageBody=body, **options, **_trace_attribute())
         return JobHandle(job.id, job.task, self)
 
     def enqueue_many(self, calls: Iterable[Call | tuple], *, concurrency: int = 8) -> list[JobHandle]:
         """Send many jobs with SendMessageBatch: 10 per call, and at most 256 KiB per call.
 
-        ``calls`` holds :class:`Call` objects or ``(task, args, kwargs)`` tuples. Up to
+        ``calls`` holds :class:`Call` objects or ``(task, args, kwargs)`` tuples; jobs routed
+        to different queues go in different batches. Up to
         ``concurrency`` batches are in flight at once (boto3 clients are thread-safe and
         keep 10 connections per host); the handles come back in the order of ``calls``.
         Entries SQS refuses with a server-side error are retried with backoff; if any still
@@ -139,36 +146,45 @@ class Client:
         for c in calls:
             call = c if isinstance(c, Call) else Call(*c)
             prepared.append(self._prepare(call))
-        chunks = list(_chunks(prepared))
+        by_queue: dict[str, list] = {}
+        for item in prepared:
+            by_queue.setdefault(item[3], []).append(item)
+        chunks = [(url, chunk) for url, items in by_queue.items() for chunk in _chunks(items)]
         if concurrency > 1 and len(chunks) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             _ = self.sqs  # create the boto3 client once, before the threads race to
             with ThreadPoolExecutor(min(concurrency, len(chunks)), thread_name_prefix="kindling-enqueue") as pool:
-                results = list(pool.map(self._send_batch, chunks))
+                results = list(pool.map(lambda c: self._send_batch(*c), chunks))
         else:
-            results = [self._send_batch(chunk) for chunk in chunks]
-        sent: list[JobHandle] = []
+            results = [self._send_batch(*chunk) for chunk in chunks]
+        order = {id(item[0]): n for n, item in enumerate(prepared)}
+        ok_jobs: list[Job] = []
         failed: dict[str, str] = {}
         for ok, bad in results:
-            sent.extend(JobHandle(j.id, j.task, self) for j in ok)
+            ok_jobs.extend(ok)
             failed.update(bad)
+        ok_jobs.sort(key=lambda j: order[id(j)])
+        sent = [JobHandle(j.id, j.task, self) for j in ok_jobs]
         if failed:
             raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed, sent=sent)
         return sent
 
-    def _prepare(self, call: Call) -> tuple[Job, str, dict]:
-        """The job, its body, and the message's own SQS parameters (delay, FIFO group)."""
+    def _prepare(self, call: Call) -> tuple[Job, str, dict, str]:
+        """The job, its body, the message's own SQS parameters (delay, FIFO group) and the
+        URL of the queue it is routed to."""
         name = call.task.name if isinstance(call.task, Task) else call.task
+        task_queue = call.task.queue if isinstance(call.task, Task) else None
+        url = resolve(queue_name(call.queue, task_queue), self.queue_url, self.queues)
         if not 0 <= call.delay <= SQS_MAX_DELAY:
             raise ValueError(f"delay must be 0-{SQS_MAX_DELAY} seconds for SQS, got {call.delay}")
-        fifo = self.queue_url.endswith(".fifo")
+        fifo = url.endswith(".fifo")
         if fifo and call.delay:
             raise ValueError("a FIFO queue takes no per-message delay (set the queue's DelaySeconds instead)")
         if fifo and not call.group:
             raise ValueError(f"a FIFO queue needs group= on every job ({name!r} has none)")
         if call.group and not fifo:
-            raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {self.queue_url!r}")
+            raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {url!r}")
         job = new_job(name, call.args, call.kwargs, job_id=call.job_id,
                       max_attempts=call.max_attempts, timeout=call.timeout)
         body = encode_job(job).decode()
@@ -186,22 +202,22 @@ class Client:
             # job sent again later (a revive) is not lost to the 5-minute deduplication window.
             options["MessageGroupId"] = call.group
             options["MessageDeduplicationId"] = f"{job.id[:100]}.{job.enqueued_at}"
-        return job, body, options
+        return job, body, options, url
 
-    def _send_batch(self, chunk: list[tuple[Job, str, dict]]) -> tuple[list[Job], dict[str, str]]:
+    def _send_batch(self, url: str, chunk: list[tuple[Job, str, dict, str]]) -> tuple[list[Job], dict[str, str]]:
         pending = {str(i): item for i, item in enumerate(chunk)}
         ok: list[Job] = []
         failed: dict[str, str] = {}
         trace = _trace_attribute()
         for attempt in range(self.max_send_attempts):
             entries = []
-            for key, (_job, body, options) in pending.items():
+            for key, (_job, body, options, _url) in pending.items():
                 entries.append({"Id": key, "MessageBody": body, **options, **trace})
             try:
-                response = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+                response = self.sqs.send_message_batch(QueueUrl=url, Entries=entries)
             except Exception as exc:  # noqa: BLE001 - transport/throttling: retry the whole chunk
                 if attempt == self.max_send_attempts - 1:
-                    failed.update({job.id: f"{type(exc).__name__}: {exc}" for job, _, _ in pending.values()})
+                    failed.update({job.id: f"{type(exc).__name__}: {exc}" for job, _, _, _ in pending.values()})
                     return ok, failed
                 _sleep(attempt)
                 continue
@@ -284,7 +300,7 @@ class Client:
             delay = min(delay * 2, 1.0)
 
 
-def _chunks(prepared: list[tuple[Job, str, dict]]):
+def _chunks(prepared: list[tuple[Job, str, dict, str]]):
     chunk, size = [], 0
     for item in prepared:
         n = len(item[1].encode())

@@ -1,7 +1,8 @@
 """Where ``task.delay()`` and ``task.apply_async()`` send jobs, and the eager switch.
 
 By default a task's handle sends through a :class:`kindling.client.Client` built from the
-environment (``KINDLING_QUEUE_URL``, ``KINDLING_TABLE``) at the first call. Point it
+environment (``KINDLING_QUEUE_URL``, ``KINDLING_QUEUES``, ``KINDLING_TABLE``) at the first
+call; it routes a job to its named queue (:mod:`kindling.routing`). Point it
 elsewhere once, at start-up::
 
     import kindling.dispatch
@@ -19,7 +20,8 @@ its outcome in a memory store: application tests need no queue, no table and no 
         assert handle.result() == "thumbs/a.png"
         assert jobs.records[handle.id]["status"] == "succeeded"
 
-``KINDLING_EAGER=1`` turns it on for a whole process (a test run). A failing job is run
+``KINDLING_EAGER=1`` turns it on for a whole process (a test run). Queue names are not
+resolved: every job runs inline wherever it is routed. A failing job is run
 once, as its first attempt; its handle's ``result()`` raises
 :class:`~kindling.errors.JobFailed` with the recorded error.
 

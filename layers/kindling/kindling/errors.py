@@ -53,6 +53,10 @@ class PayloadTooLarge(KindlingError, ValueError):
     """A job's envelope is larger than the queue accepts (SQS: 256 KiB)."""
 
 
+class UnknownQueue(KindlingError, ValueError):
+    """A job was routed to a queue name the producer has no URL for (``KINDLING_QUEUES``)."""
+
+
 class EnqueueError(KindlingError):
     """Some jobs could not be sent; ``failed`` maps their ids to the reason, ``sent`` holds the rest."""
 

@@ -15,6 +15,8 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_TABLE``          results table name (required)
 ``KINDLING_QUEUE_URL``      the jobs queue, where a ``{"kindling": "tick"}`` event (the
                             ``PeriodicTasks`` ticker rule) enqueues due scheduled tasks
+``KINDLING_QUEUES``         the named queues (``name=url,...``), for scheduled tasks
+                            routed to one (:mod:`kindling.routing`)
 ``KINDLING_MAX_ATTEMPTS``   attempts before a failing job is dead, when neither job nor
                             task says (default 3); counted in the result record
 ``KINDLING_MAX_RECEIVES``   the queue's maxReceiveCount: on that delivery a job with no
@@ -23,6 +25,10 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_DLQ_URL``        the dead-letter queue: the worker moves a job it records
                             ``dead`` there itself (without it, the redrive policy does,
                             after the message's remaining deliveries)
+``KINDLING_DLQ_URLS``       with several queues: each source queue's ARN to its own
+                            dead-letter queue's URL (``arn=url,...``), over
+                            ``KINDLING_DLQ_URL``; a queue missing from it is left to its
+                            redrive policy
 ``KINDLING_CONCURRENCY``    async jobs running at once within a batch (default 16)
 ``KINDLING_TIMEOUT``        default per-job timeout in seconds (default 300)
 ``KINDLING_SAFETY_MS``      time kept back at the end of an invocation (default 1000)
@@ -88,6 +94,7 @@ class LambdaWorker:
         options.update(runner_options)
         self._options = options
         self.dlq_url = env.get("KINDLING_DLQ_URL", "")
+        self.dlq_urls = env.get("KINDLING_DLQ_URLS", "")  # parsed when a job first dies
         self._runner: Runner | None = None
         self._cold = True
 
@@ -118,7 +125,7 @@ class LambdaWorker:
             outcomes = self.runner.run(sqs.deliveries(event), remaining, request_id)
             # SQS calls after the batch must not outlive the invocation either.
             until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
-            moved = self._move_dead(event, outcomes, until) if self.dlq_url else set()
+            moved = self._move_dead(event, outcomes, until) if self.dlq_url or self.dlq_urls else set()
             response = sqs.batch_response(outcomes, moved)
             if response["batchItemFailures"]:
                 self._change_visibility(event, outcomes, moved, until)
@@ -134,54 +141,85 @@ class LambdaWorker:
 
     def _tick(self) -> dict:
         """The ticker rule's minute: enqueue the declared schedules' due fires (kindling.schedules)."""
-        from kindling import aws, schedules
+        from kindling import aws, routing, schedules
         from kindling.envelope import encode_job, new_job, now_ms
 
         queue_url = os.environ.get("KINDLING_QUEUE_URL")
         if not queue_url:
             raise KindlingError("tick: KINDLING_QUEUE_URL is not set (the queue scheduled jobs go to)")
-        jobs = [new_job(t.name, job_id=schedules.tick_job_id(t.name, fire)) for t, fire in
-                schedules.due(self.registry, now_ms())]
+        queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
         sent, failed = [], []
-        client = aws.sqs()
-        for start in range(0, len(jobs), 10):
-            chunk = {job.id: job for job in jobs[start : start + 10]}
-            entries = [{"Id": str(n), "MessageBody": encode_job(job).decode()} for n, job in enumerate(chunk.values())]
+        by_queue: dict[str, list] = {}
+        for t, fire in schedules.due(self.registry, now_ms()):
+            job = new_job(t.name, job_id=schedules.tick_job_id(t.name, fire))
             try:
-                response = client.call("SendMessageBatch", {"QueueUrl": queue_url, "Entries": entries})
-            except aws.AwsError as exc:  # the next tick sends these fires again (their window overlaps)
-                failed += [job.id for job in chunk.values()]
+                url = routing.resolve(routing.queue_name(None, t.queue), queue_url, queues)
+            except KindlingError as exc:  # a deployment without the task's queue: said at every tick
+                failed.append(job.id)
                 if self.runner.log:
-                    self.runner.log({"level": "WARNING", "message": "tick not enqueued", "kindling": "tick_failed",
+                    self.runner.log({"level": "ERROR", "message": "tick not enqueued", "kindling": "tick_failed",
                                      "error": str(exc)[:500]})
                 continue
-            ids = list(chunk)
-            sent += [ids[int(e["Id"])] for e in response.get("Successful", [])]
-            failed += [ids[int(e["Id"])] for e in response.get("Failed", [])]
+            by_queue.setdefault(url, []).append(job)
+        client = aws.sqs()
+        for url, jobs in by_queue.items():
+            for start in range(0, len(jobs), 10):
+                chunk = {job.id: job for job in jobs[start : start + 10]}
+                entries = [{"Id": str(n), "MessageBody": encode_job(job).decode()}
+                           for n, job in enumerate(chunk.values())]
+                try:
+                    response = client.call("SendMessageBatch", {"QueueUrl": url, "Entries": entries})
+                except aws.AwsError as exc:  # the next tick sends these fires again (their window overlaps)
+                    failed += [job.id for job in chunk.values()]
+                    if self.runner.log:
+                        self.runner.log({"level": "WARNING", "message": "tick not enqueued", "kindling": "tick_failed",
+                                         "error": str(exc)[:500]})
+                    continue
+                ids = list(chunk)
+                sent += [ids[int(e["Id"])] for e in response.get("Successful", [])]
+                failed += [ids[int(e["Id"])] for e in response.get("Failed", [])]
         return {"kindling": "ticked", "enqueued": sent, "failed": failed}
 
     def _move_dead(self, event: dict, outcomes, deadline: float | None) -> set[str]:
-        """Send the messages of jobs recorded ``dead`` to the DLQ; return the refs sent.
+        """Send the messages of jobs recorded ``dead`` to the DLQ of the queue each came
+        from; return the refs sent.
 
-        A message SQS refuses stays reported as failed: it comes back, is seen to be dead
-        already, and is moved on its next delivery (or by the redrive policy)."""
-        from kindling import aws
-
+        A message SQS refuses, or one from a queue with no DLQ configured, stays reported
+        as failed: it comes back, is seen to be dead already, and is moved on its next
+        delivery (or by its own queue's redrive policy)."""
         dead = sqs.dead_letters(event, outcomes)
         if not dead:
             return set()
+        from kindling import aws, routing
+
+        try:
+            dlq_urls = routing.parse_pairs(self.dlq_urls, "KINDLING_DLQ_URLS")
+        except KindlingError as exc:  # nothing moved: each queue's redrive policy moves them
+            if self.runner.log:
+                self.runner.log({"level": "ERROR", "kindling": "dlq_config_invalid", "error": str(exc)[:500]})
+            return set()
+        sources = {r["messageId"]: r.get("eventSourceARN", "") for r in event["Records"]}
+        by_dlq: dict[str, list[dict]] = {}
+        for entry in dead:
+            url = routing.dead_letter_url(sources[entry["Id"]], dlq_urls, self.dlq_url)
+            if url is None:
+                if self.runner.log:
+                    self.runner.log({"kindling": "dlq_unknown", "queue": sources[entry["Id"]], "message": entry["Id"]})
+                continue
+            by_dlq.setdefault(url, []).append(entry)
         moved: set[str] = set()
         client = aws.sqs()
-        for start in range(0, len(dead), 10):
-            chunk = dead[start : start + 10]
-            try:
-                response = client.call("SendMessageBatch", {"QueueUrl": self.dlq_url, "Entries": chunk},
-                                       deadline=deadline)
-            except aws.AwsError as exc:
-                if self.runner.log:
-                    self.runner.log({"kindling": "dlq_send_failed", "error": str(exc)[:500], "messages": len(chunk)})
-                continue
-            moved.update(entry["Id"] for entry in response.get("Successful", []))
+        for url, entries in by_dlq.items():
+            for start in range(0, len(entries), 10):
+                chunk = entries[start : start + 10]
+                try:
+                    response = client.call("SendMessageBatch", {"QueueUrl": url, "Entries": chunk}, deadline=deadline)
+                except aws.AwsError as exc:
+                    if self.runner.log:
+                        self.runner.log({"kindling": "dlq_send_failed", "error": str(exc)[:500],
+                                         "messages": len(chunk)})
+                    continue
+                moved.update(entry["Id"] for entry in response.get("Successful", []))
         return moved
 
     def _change_visibility(self, event: dict, outcomes, moved: set[str], deadline: float | None) -> None:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 _OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule",
-            "redact")
+            "redact", "queue")
 
 
 class Task:
@@ -55,10 +55,12 @@ class Task:
             (:mod:`kindling.schedules`).
         redact: for tasks that handle personal data: its result, error messages and
             message bodies never reach a record or a log line (a SHA-256 and a size only).
+        queue: the named queue its jobs go to unless a send names another
+            (:mod:`kindling.routing`); ``None`` means the default queue.
     """
 
     __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
-                 "no_retry_on", "backoff", "schedule", "redact")
+                 "no_retry_on", "backoff", "schedule", "redact", "queue")
 
     def __init__(
         self,
@@ -73,6 +75,7 @@ class Task:
         backoff=None,
         schedule: str | None = None,
         redact: bool = False,
+        queue: str | None = None,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -91,6 +94,11 @@ class Task:
             raise TaskDefinitionError(f"skip_succeeded must be True or False, got {skip_succeeded!r}")
         if not isinstance(redact, bool):
             raise TaskDefinitionError(f"redact must be True or False, got {redact!r}")
+        if queue is not None:
+            from kindling.routing import check_name  # only modules that route
+
+            if check_name(queue):
+                raise TaskDefinitionError(f"queue: {check_name(queue)}")
         retry_on = _exception_types("retry_on", retry_on) if retry_on is not None else None
         no_retry_on = _exception_types("no_retry_on", no_retry_on)
         if backoff is not None and type(backoff).__name__ != "Backoff":
@@ -118,6 +126,7 @@ class Task:
         self.backoff = backoff
         self.schedule = parsed
         self.redact = redact
+        self.queue = queue
         self.registry: Registry | None = None  # set when registered
         if parsed is not None and _binding_problem(fn, [], {}):
             raise TaskDefinitionError(f"scheduled task {self.name!r} must run with no arguments: "
@@ -131,14 +140,15 @@ class Task:
         return self.apply_async(args, kwargs)
 
     def apply_async(self, args=(), kwargs=None, *, countdown: int = 0, job_id: str | None = None,
-                    max_attempts: int | None = None, timeout: float | None = None):
+                    max_attempts: int | None = None, timeout: float | None = None, queue: str | None = None):
         """Send a job with options: ``countdown`` seconds before it may run, a ``job_id`` of
-        your own (a second send of the same id runs once), attempts and time limit."""
+        your own (a second send of the same id runs once), attempts and time limit, and a
+        named ``queue`` over the task's own."""
         from kindling import dispatch
         from kindling.client import Call
 
         call = Call(self, list(args), dict(kwargs or {}), delay=countdown, job_id=job_id,
-                    max_attempts=max_attempts, timeout=timeout)
+                    max_attempts=max_attempts, timeout=timeout, queue=queue)
         return dispatch.send(call, self.registry or default_registry)
 
     def __repr__(self) -> str:

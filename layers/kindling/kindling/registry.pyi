@@ -24,6 +24,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
     no_retry_on: tuple[type[BaseException], ...]
     backoff: Backoff | None
     redact: bool
+    queue: str | None
     registry: Registry | None
     def __init__(
         self,
@@ -38,6 +39,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         backoff: Backoff | None = ...,
         schedule: str | None = ...,
         redact: bool = ...,
+        queue: str | None = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
@@ -50,6 +52,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         job_id: str | None = ...,
         max_attempts: int | None = ...,
         timeout: float | None = ...,
+        queue: str | None = ...,
     ) -> Handle: ...
     def check_arguments(self, args: list[Any], kwargs: dict[str, Any]) -> None: ...
 
@@ -70,6 +73,7 @@ class Registry:
         backoff: Backoff | None = ...,
         schedule: str | None = ...,
         redact: bool = ...,
+        queue: str | None = ...,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
     def get(self, name: str) -> Task[..., Any]: ...
     def __contains__(self, name: object) -> bool: ...
@@ -90,4 +94,5 @@ def task(
     backoff: Backoff | None = ...,
     schedule: str | None = ...,
     redact: bool = ...,
+    queue: str | None = ...,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...

@@ -108,6 +108,12 @@ class StreamProducer:
         for c in calls:
             call = c if isinstance(c, Call) else Call(*c)
             name = call.task.name if isinstance(call.task, Task) else call.task
+            routed = call.queue or (call.task.queue if isinstance(call.task, Task) else None)
+            if routed and routed != "default":
+                from kindling.errors import UnknownQueue
+
+                raise UnknownQueue(f"job for {name!r} is routed to queue {routed!r}: named queues are SQS queues, "
+                                   "and a stream producer has only its stream (send it with a kindling.Client)")
             job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
                           timeout=call.timeout, not_before=now_ms() + int(call.delay * 1000) if call.delay else None)
             prepared.append((job, encode_job(job)))
