@@ -12,8 +12,17 @@ TEMPLATE = cfn_yaml.load(str(ROOT / "template.yaml"))
 def test_alarms_are_off_unless_asked_for():
     assert TEMPLATE["Parameters"]["Alarms"]["Default"] == "false"
     alarms = {k: v for k, v in TEMPLATE["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
-    assert set(alarms) == {"DeadLetterQueueAlarm", "OldestMessageAlarm", "WorkerThrottlesAlarm", "JobErrorRateAlarm"}
-    assert {a["Condition"] for a in alarms.values()} == {"CreateAlarms"}
+    named = {f"Queue{n}{a}" for n in (1, 2) for a in ("DeadLetterQueueAlarm", "OldestMessageAlarm")}
+    assert set(alarms) == {"DeadLetterQueueAlarm", "OldestMessageAlarm", "WorkerThrottlesAlarm", "JobErrorRateAlarm",
+                           *named}
+    assert {a["Condition"] for k, a in alarms.items() if k not in named} == {"CreateAlarms"}
+    # A named queue's alarms: only with Alarms=true, and only when that queue is deployed.
+    conditions = TEMPLATE["Conditions"]
+    for n in (1, 2):
+        for kind in ("DeadLetterQueueAlarm", "OldestMessageAlarm"):
+            assert alarms[f"Queue{n}{kind}"]["Condition"] == f"Queue{n}Alarms"
+        assert conditions[f"Queue{n}Alarms"] == {"Fn::And": [{"Condition": "CreateAlarms"},
+                                                              {"Condition": f"HasQueue{n}"}]}
 
 
 def test_the_error_rate_alarm_reads_the_emf_metrics_the_worker_writes(monkeypatch):
@@ -42,4 +51,12 @@ def test_the_queue_alarms_watch_the_template_queues():
     oldest = res["OldestMessageAlarm"]["Properties"]
     assert oldest["MetricName"] == "ApproximateAgeOfOldestMessage"
     assert oldest["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["JobsQueue", "QueueName"]}
+    for n in (1, 2):  # the same two alarms on each named queue, its own DLQ and queue
+        props = {k: v for k, v in res[f"Queue{n}DeadLetterQueueAlarm"]["Properties"].items() if k != "AlarmDescription"}
+        assert props == {**{k: v for k, v in dlq.items() if k != "AlarmDescription"},
+                         "Dimensions": [{"Name": "QueueName",
+                                         "Value": {"Fn::GetAtt": [f"Queue{n}DeadLetterQueue", "QueueName"]}}]}
+        props = {k: v for k, v in res[f"Queue{n}OldestMessageAlarm"]["Properties"].items() if k != "AlarmDescription"}
+        assert props == {**{k: v for k, v in oldest.items() if k != "AlarmDescription"},
+                         "Dimensions": [{"Name": "QueueName", "Value": {"Fn::GetAtt": [f"Queue{n}", "QueueName"]}}]}
     assert res["WorkerThrottlesAlarm"]["Properties"]["Dimensions"][0]["Value"] == {"Ref": "WorkerFunction"}

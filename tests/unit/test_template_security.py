@@ -27,6 +27,13 @@ def _statements(policy: str) -> dict[str, dict]:
     return found
 
 
+def _named(resource: str, n: int | None = None) -> list[dict] | dict:
+    """The Resource entries of a named queue (both slots, or slot ``n``): its ARN if deployed."""
+    if n is None:
+        return [_named(resource, m) for m in (1, 2)]
+    return {"Fn::If": [f"HasQueue{n}", {"Fn::GetAtt": [resource.format(n), "Arn"]}, NO_VALUE]}
+
+
 def _allowed(policy: str) -> set[str]:
     actions = set()
     for statement in _statements(policy).values():
@@ -51,7 +58,7 @@ def test_producers_policy_holds_what_the_client_calls_and_no_more():
     assert allowed == {"sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "lambda:InvokeFunction",
                        "dynamodb:GetItem", "dynamodb:BatchGetItem", "kms:Decrypt", "kms:GenerateDataKey"}
     statements = _statements("ProducersPolicy")
-    assert statements["SendJobs"]["Resource"] == {"Fn::GetAtt": ["JobsQueue", "Arn"]}
+    assert statements["SendJobs"]["Resource"] == [{"Fn::GetAtt": ["JobsQueue", "Arn"]}, *_named("Queue{}")]
     assert statements["KickDrains"]["Resource"] == {"Fn::GetAtt": ["WorkerFunction", "Arn"]}
     assert statements["ReadResults"]["Resource"] == {"Fn::GetAtt": ["ResultsTable", "Arn"]}
     assert not any(a.startswith(("dynamodb:Put", "dynamodb:Update", "dynamodb:Delete", "sqs:Receive", "sqs:Delete"))
@@ -66,20 +73,26 @@ def test_operators_policy_holds_every_call_of_the_cli_and_the_dashboard():
     assert needed <= _allowed("OperatorsPolicy")
     statements = _statements("OperatorsPolicy")
     assert statements["ListJobs"]["Resource"] == {"Fn::Sub": "${ResultsTable.Arn}/index/*"}
-    assert statements["RetryAndRedrive"]["Resource"] == [{"Fn::GetAtt": ["JobsQueue", "Arn"]},
-                                                         {"Fn::GetAtt": ["JobsDeadLetterQueue", "Arn"]}]
+    assert statements["RetryAndRedrive"]["Resource"] == [
+        {"Fn::GetAtt": ["JobsQueue", "Arn"]}, {"Fn::GetAtt": ["JobsDeadLetterQueue", "Arn"]},
+        *[arn for n in (1, 2) for arn in (_named("Queue{}", n), _named("Queue{}DeadLetterQueue", n))]]
     assert not any(a in _allowed("OperatorsPolicy") for a in ("dynamodb:Scan", "dynamodb:DeleteItem", "sqs:PurgeQueue"))
     outputs = TEMPLATE["Outputs"]
     assert outputs["ProducersPolicyArn"]["Value"] == {"Ref": "ProducersPolicy"}
     assert outputs["OperatorsPolicyArn"]["Value"] == {"Ref": "OperatorsPolicy"}
 
 
-def test_both_queues_refuse_requests_without_tls():
-    policy = RES["QueuesTlsOnlyPolicy"]["Properties"]
-    assert policy["Queues"] == [{"Ref": "JobsQueue"}, {"Ref": "JobsDeadLetterQueue"}]
-    (deny,) = policy["PolicyDocument"]["Statement"]
-    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "sqs:*"
-    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+def test_every_queue_refuses_requests_without_tls():
+    queues = {k for k, v in RES.items() if v["Type"] == "AWS::SQS::Queue"}
+    covered = set()
+    for policy in (v["Properties"] for v in RES.values() if v["Type"] == "AWS::SQS::QueuePolicy"):
+        (deny,) = policy["PolicyDocument"]["Statement"]
+        assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "sqs:*"
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        names = [q["Ref"] for q in policy["Queues"]]
+        assert deny["Resource"] == [{"Fn::GetAtt": [q, "Arn"]} for q in names]
+        covered.update(names)
+    assert covered == queues and {"JobsQueue", "JobsDeadLetterQueue", "Queue2DeadLetterQueue"} <= queues
 
 
 def test_results_table_keeps_point_in_time_recovery_and_deletion_protection_by_default():
@@ -94,7 +107,7 @@ def test_results_table_keeps_point_in_time_recovery_and_deletion_protection_by_d
 def test_a_customer_managed_key_encrypts_queues_table_logs_and_environment_when_given():
     assert TEMPLATE["Parameters"]["KmsKeyArn"]["Default"] == ""
     key = {"Ref": "KmsKeyArn"}
-    for queue in ("JobsQueue", "JobsDeadLetterQueue"):
+    for queue in (k for k, v in RES.items() if v["Type"] == "AWS::SQS::Queue"):
         props = RES[queue]["Properties"]
         assert props["KmsMasterKeyId"] == {"Fn::If": ["UseKms", key, NO_VALUE]}
         assert props["SqsManagedSseEnabled"] == {"Fn::If": ["UseKms", NO_VALUE, True]}

@@ -1,0 +1,100 @@
+"""template.yaml with a named queue (Queue1Name=reports) deployed into LocalStack: a task
+routed there is run by the worker from that queue, and its dead job lands in that queue's
+own dead-letter queue, not the jobs queue's."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.localstack, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def routed_stack(localstack):
+    sys.path.insert(0, str(ROOT / "infra/localstack"))
+    from deploy import deploy
+
+    saved = {k: os.environ.get(k) for k in localstack}
+    os.environ.update(localstack)
+    try:
+        yield deploy("kindling-route", {"Queue1Name": "reports", "Queue1MaxConcurrency": "3", "MaxAttempts": "2"})
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def client(routed_stack, localstack, monkeypatch):
+    from kindling.client import Client
+
+    for key, value in localstack.items():
+        monkeypatch.setenv(key, value)
+    # As a producer is configured: KINDLING_QUEUES from the stack's QueueRoutes output.
+    monkeypatch.setenv("KINDLING_QUEUES", routed_stack["QueueRoutes"])
+    return Client(queue_url=routed_stack["QueueUrl"], table=routed_stack["ResultsTableName"])
+
+
+def _arn(url: str) -> str:
+    attrs = boto3.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    return attrs["QueueArn"]
+
+
+def _dead_letters(url: str, wait_s: float = 30) -> dict[str, str]:
+    """Job id -> body of what the dead-letter queue holds, once something has arrived."""
+    sqs, found, deadline = boto3.client("sqs"), {}, time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=0,
+                                     MessageAttributeNames=["All"]).get("Messages", []):
+            found[m["MessageAttributes"]["kindling_job_id"]["StringValue"]] = m["Body"]
+        if found:
+            return found
+    return found
+
+
+def test_the_stack_deploys_the_named_queue_with_its_own_trigger_and_limit(routed_stack, client):
+    assert routed_stack["QueueRoutes"] == f"reports={routed_stack['Queue1Url']}"
+    assert client.queues == {"reports": routed_stack["Queue1Url"]}
+    assert routed_stack["Queue1Url"].endswith("/kindling-route-reports")
+    mappings = boto3.client("lambda").list_event_source_mappings(
+        FunctionName=routed_stack["WorkerFunctionName"])["EventSourceMappings"]
+    by_queue = {m["EventSourceArn"]: m for m in mappings}
+    reports = by_queue[_arn(routed_stack["Queue1Url"])]
+    assert reports["ScalingConfig"] == {"MaximumConcurrency": 3}
+    assert reports["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert by_queue[_arn(routed_stack["QueueUrl"])]["ScalingConfig"] == {"MaximumConcurrency": 10}
+    redrive = boto3.client("sqs").get_queue_attributes(QueueUrl=routed_stack["Queue1Url"],
+                                                       AttributeNames=["RedrivePolicy"])["Attributes"]
+    assert _arn(routed_stack["Queue1DeadLetterQueueUrl"]) in redrive["RedrivePolicy"]
+
+
+def test_a_routed_task_runs_from_its_queue_and_its_dead_job_lands_in_that_queues_dlq(routed_stack, client):
+    from kindling.client import Call
+    from kindling.registry import Registry
+
+    # The producer's view of the worker's "echo": the same name, routed by the task itself.
+    echo = Registry().task(name="echo", queue="reports")(lambda *args, **kwargs: None)
+    routed = client.enqueue(echo, "by the task")
+    overridden = client.send(Call("echo", ["by the send"], queue="reports"))
+    doomed = client.send(Call("always_fails", ["routed to die"], queue="reports"))
+    assert routed.result(timeout=120) == {"args": ["by the task"], "kwargs": {}}
+    assert overridden.result(timeout=60) == {"args": ["by the send"], "kwargs": {}}
+    # The dead job's message is moved by the worker to the DLQ of the queue the event says it
+    # came from: landing in the reports DLQ shows it was sent to, and run from, that queue.
+    deadline = time.monotonic() + 120
+    while client.status(doomed.id) != "dead" and time.monotonic() < deadline:
+        time.sleep(1)
+    record = client.record(doomed.id)
+    assert record["status"] == "dead" and record["attempts"] == 2
+    moved = _dead_letters(routed_stack["Queue1DeadLetterQueueUrl"])
+    assert list(moved) == [doomed.id]
+    assert _dead_letters(routed_stack["DeadLetterQueueUrl"], wait_s=3) == {}  # not the jobs queue's DLQ
