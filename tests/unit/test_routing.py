@@ -136,6 +136,15 @@ def test_an_unknown_queue_name_is_refused_before_anything_is_sent(client, queues
     assert all(_drain(url) == [] for url in queues.values())
 
 
+def test_kindling_enqueue_sends_to_a_named_queue(client, queues, capsys):
+    from kindling.cli import main
+
+    assert main(["enqueue", "echo", "1", "--queue", "bulk", "--queue-url", queues["default"], "--table", "t"]) == 0
+    assert [j.id for j in _drain(queues["bulk"])] == [capsys.readouterr().out.strip()]
+    with pytest.raises(UnknownQueue, match="unknown queue 'nope'"):
+        main(["enqueue", "echo", "--queue", "nope", "--queue-url", queues["default"], "--table", "t"])
+
+
 def test_a_malformed_kindling_queues_fails_when_the_client_is_made(monkeypatch):
     monkeypatch.setenv("KINDLING_QUEUES", "reports https://q/reports")
     with pytest.raises(KindlingError, match="KINDLING_QUEUES: 'reports' is not key=value"):

@@ -187,7 +187,8 @@ def cmd_enqueue(ns) -> int:
     kwargs = codec.loads(ns.kwargs) if ns.kwargs else {}
     client = Client(queue_url=ns.queue_url, table=ns.table)
     handle = client.send(Call(ns.task, [_arg(a) for a in ns.args], kwargs, delay=ns.delay,
-                              job_id=ns.job_id, max_attempts=ns.max_attempts, timeout=ns.timeout))
+                              job_id=ns.job_id, max_attempts=ns.max_attempts, timeout=ns.timeout,
+                              queue=ns.queue))
     print(handle.id)
     return 0
 
@@ -280,6 +281,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     e.add_argument("--job-id")
     e.add_argument("--max-attempts", type=int)
     e.add_argument("--timeout", type=float)
+    e.add_argument("--queue", help="a named queue, resolved from KINDLING_QUEUES (default: the jobs queue)")
     e.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"))
     e.add_argument("--table", default=env("KINDLING_TABLE"))
     e.set_defaults(fn=cmd_enqueue)
