@@ -267,3 +267,14 @@ def test_a_scheduled_task_is_enqueued_on_its_own_queue_and_an_unknown_one_is_rep
     assert {j.task for j in _drain(jobs)} == {"plain"}
     assert len(response["failed"]) == 2 and all(i.startswith("sched.lost.") for i in response["failed"])
     assert any("unknown queue 'nowhere'" in line.get("error", "") for line in lines)
+
+
+def test_eager_mode_runs_a_routed_job_inline_whatever_its_queue(monkeypatch):
+    from kindling.testing import eager
+
+    monkeypatch.delenv("KINDLING_QUEUES", raising=False)
+    reg = Registry()
+    report = reg.task(name="report", queue="reports")(lambda n: n * 2)
+    with eager():
+        assert report.delay(2).result() == 4
+        assert report.apply_async([3], queue="bulk").result() == 6
