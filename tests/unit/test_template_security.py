@@ -12,6 +12,7 @@ PACKAGE = ROOT / "layers/kindling/kindling"
 TEMPLATE = cfn_yaml.load(str(ROOT / "template.yaml"))
 RES = TEMPLATE["Resources"]
 NO_VALUE = {"Ref": "AWS::NoValue"}
+OBJECTS = {"Fn::Sub": "${PayloadBucket.Arn}/*"}  # the payload bucket's objects, and nothing else
 # boto3 operations whose IAM action has another name.
 ACTION_OF = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
              "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
@@ -52,12 +53,14 @@ def _calls(path: Path, client: str) -> set[str]:
 
 def test_producers_policy_holds_what_the_client_calls_and_no_more():
     needed = _calls(PACKAGE / "client.py", "sqs") | _calls(PACKAGE / "client.py", "dynamodb")
-    assert needed == {"sqs:SendMessage", "dynamodb:GetItem"}
+    assert needed == {"sqs:SendMessage", "sqs:GetQueueAttributes", "dynamodb:GetItem"}
     allowed = _allowed("ProducersPolicy")
     assert needed <= allowed
     assert allowed == {"sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "lambda:InvokeFunction",
-                       "dynamodb:GetItem", "dynamodb:BatchGetItem", "kms:Decrypt", "kms:GenerateDataKey"}
+                       "dynamodb:GetItem", "dynamodb:BatchGetItem", "kms:Decrypt", "kms:GenerateDataKey",
+                       "s3:PutObject", "s3:GetObject"}
     statements = _statements("ProducersPolicy")
+    assert statements["Payloads"]["Resource"] == OBJECTS
     assert statements["SendJobs"]["Resource"] == [{"Fn::GetAtt": ["JobsQueue", "Arn"]}, *_named("Queue{}")]
     assert statements["KickDrains"]["Resource"] == {"Fn::GetAtt": ["WorkerFunction", "Arn"]}
     assert statements["ReadResults"]["Resource"] == {"Fn::GetAtt": ["ResultsTable", "Arn"]}
@@ -119,3 +122,39 @@ def test_a_customer_managed_key_encrypts_queues_table_logs_and_environment_when_
     worker = RES["WorkerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
     (use_key,) = [s["Fn::If"] for s in worker if "Fn::If" in s and s["Fn::If"][0] == "UseKms"]
     assert use_key[1]["Resource"] == key and use_key[2] == NO_VALUE
+
+
+def test_the_payload_bucket_is_private_tls_only_encrypted_and_expires_its_objects():
+    params = TEMPLATE["Parameters"]["PayloadExpirationDays"]
+    assert params["MinValue"] >= 14 and params["Default"] >= 14  # the queues keep messages 14 days
+    bucket = RES["PayloadBucket"]["Properties"]
+    assert bucket["PublicAccessBlockConfiguration"] == dict.fromkeys(
+        ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"), True)
+    assert bucket["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    (rule,) = bucket["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled" and rule["ExpirationInDays"] == {"Ref": "PayloadExpirationDays"}
+    assert "Prefix" not in rule and "Filter" not in rule  # every object
+    (sse,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert sse["ServerSideEncryptionByDefault"] == {
+        "SSEAlgorithm": {"Fn::If": ["UseKms", "aws:kms", "AES256"]},
+        "KMSMasterKeyID": {"Fn::If": ["UseKms", {"Ref": "KmsKeyArn"}, NO_VALUE]}}
+    policy = RES["PayloadBucketTlsOnlyPolicy"]["Properties"]
+    assert policy["Bucket"] == {"Ref": "PayloadBucket"}
+    (deny,) = policy["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
+    assert deny["Resource"] == [{"Fn::GetAtt": ["PayloadBucket", "Arn"]}, OBJECTS]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_only_kindlings_roles_reach_the_payload_objects_and_the_name_reaches_them():
+    worker = {s["Sid"]: s for s in RES["WorkerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+              if "Sid" in s}
+    assert worker["Payloads"]["Action"] == ["s3:GetObject", "s3:PutObject"]
+    assert worker["Payloads"]["Resource"] == OBJECTS
+    operators = _statements("OperatorsPolicy")["ReadLargeResults"]
+    assert (operators["Action"], operators["Resource"]) == ("s3:GetObject", OBJECTS)
+    every_s3 = [a for p in ("ProducersPolicy", "OperatorsPolicy") for a in _allowed(p) if a.startswith("s3:")]
+    assert set(every_s3) <= {"s3:GetObject", "s3:PutObject"}  # no listing, no deleting
+    env = RES["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["KINDLING_PAYLOAD_BUCKET"] == {"Ref": "PayloadBucket"}
+    assert TEMPLATE["Outputs"]["PayloadBucketName"]["Value"] == {"Ref": "PayloadBucket"}
