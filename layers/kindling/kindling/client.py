@@ -13,6 +13,13 @@ Example::
 ``queue_url`` and ``table`` default to ``KINDLING_QUEUE_URL`` and ``KINDLING_TABLE``, and the
 named queues (``queues={"reports": url}``) to ``KINDLING_QUEUES`` (:mod:`kindling.routing`);
 boto3 finds credentials, region and endpoint (``AWS_ENDPOINT_URL`` for LocalStack) as usual.
+
+Large jobs: a job whose envelope is over its queue's ``MaximumMessageSize`` (read once per
+queue and client, at the first send to it) has its arguments put in the payload bucket
+(``payload_bucket``, default ``KINDLING_PAYLOAD_BUCKET``) and the message carries a pointer
+to them (:mod:`kindling.payloads`); without a bucket it is refused with
+:class:`PayloadTooLarge`. A result kept in S3 by the worker is read back by
+:meth:`Client.result` the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from kindling.registry import Task
 from kindling.results import FINAL, from_item
 from kindling.routing import parse_queues, queue_name, resolve
 
-SQS_MAX_BYTES = 262_144  # one message, and all messages of one SendMessageBatch together
+SQS_DEFAULT_MAX_BYTES = 262_144  # SQS's MaximumMessageSize when a queue does not say (the old hard limit)
 SQS_MAX_BATCH = 10
 SQS_MAX_DELAY = 900
 
@@ -79,14 +86,21 @@ class Client:
         queues: the named queues' URLs by name (default: ``KINDLING_QUEUES``, read once).
         session: a ``boto3.Session`` to build clients from (default: a new one).
         max_send_attempts: tries for messages SQS refuses with a server-side error.
+        payload_bucket: the S3 bucket for arguments too large for the queue (default
+            ``KINDLING_PAYLOAD_BUCKET``; the stack's ``PayloadBucketName`` output).
     """
 
     def __init__(self, queue_url: str | None = None, table: str | None = None, *, queues: dict[str, str] | None = None,
-                 session=None, max_send_attempts: int = 5):
+                 session=None, max_send_attempts: int = 5, payload_bucket: str | None = None):
         self.queue_url = queue_url or os.environ.get("KINDLING_QUEUE_URL", "")
         self.table = table or os.environ.get("KINDLING_TABLE", "")
         self.queues = parse_queues(os.environ.get("KINDLING_QUEUES", "")) if queues is None else dict(queues)
         self.max_send_attempts = max_send_attempts
+        if payload_bucket is None:
+            payload_bucket = os.environ.get("KINDLING_PAYLOAD_BUCKET", "")
+        self.payload_bucket = payload_bucket
+        self._max_bytes: dict[str, int] = {}
+        self._s3 = None
         if session is None:
             import boto3
 
@@ -112,6 +126,37 @@ class Client:
             self._ddb = self._session.client("dynamodb")
         return self._ddb
 
+    @property
+    def max_message_bytes(self) -> int:
+        """The default queue's MaximumMessageSize (see :meth:`max_message_bytes_of`)."""
+        return self.max_message_bytes_of(self.queue_url)
+
+    def max_message_bytes_of(self, url: str) -> int:
+        """A queue's MaximumMessageSize, read once (GetQueueAttributes) at the first send to
+        it: the most one message, and one SendMessageBatch in all, may hold.
+
+        If the queue cannot be asked (no such queue, no permission, throttled), SQS's old
+        256 KiB limit stands in for the client's life: larger arguments then go to S3 a
+        little sooner than they must, and the send itself reports what is wrong, per job."""
+        limit = self._max_bytes.get(url)
+        if limit is None:
+            try:
+                response = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
+                value = str(response.get("Attributes", {}).get("MaximumMessageSize", ""))
+            except Exception:  # noqa: BLE001 - boto3's errors and transport failures alike
+                value = ""
+            limit = self._max_bytes[url] = int(value) if value.isdigit() else SQS_DEFAULT_MAX_BYTES
+        return limit
+
+    @property
+    def s3(self):
+        """kindling's S3 client, signing with this client's boto3 session (made at the first payload)."""
+        if self._s3 is None:
+            from kindling.payloads import session_client
+
+            self._s3 = session_client(self._session)
+        return self._s3
+
     # -- sending ---------------------------------------------------------------------
 
     def enqueue(self, task: str | Task, /, *args: Any, **kwargs: Any) -> JobHandle:
@@ -126,7 +171,8 @@ class Client:
         return JobHandle(job.id, job.task, self)
 
     def enqueue_many(self, calls: Iterable[Call | tuple], *, concurrency: int = 8) -> list[JobHandle]:
-        """Send many jobs with SendMessageBatch: 10 per call, and at most 256 KiB per call.
+        """Send many jobs with SendMessageBatch: 10 per call, and at most the queue's
+        MaximumMessageSize per call (arguments over it go to S3 one job at a time, first).
 
         ``calls`` holds :class:`Call` objects or ``(task, args, kwargs)`` tuples; jobs routed
         to different queues go in different batches. Up to
@@ -149,7 +195,8 @@ class Client:
         by_queue: dict[str, list] = {}
         for item in prepared:
             by_queue.setdefault(item[3], []).append(item)
-        chunks = [(url, chunk) for url, items in by_queue.items() for chunk in _chunks(items)]
+        chunks = [(url, chunk) for url, items in by_queue.items()
+                  for chunk in _chunks(items, self.max_message_bytes_of(url))]
         if concurrency > 1 and len(chunks) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -189,11 +236,9 @@ class Client:
                       max_attempts=call.max_attempts, timeout=call.timeout)
         body = encode_job(job).decode()
         size = len(body.encode())
-        if size > SQS_MAX_BYTES:
-            raise PayloadTooLarge(
-                f"job {job.id} for {name!r} is {size:,} bytes; SQS takes at most {SQS_MAX_BYTES:,} "
-                "(put large inputs in S3 and pass their key)"
-            )
+        limit = self.max_message_bytes_of(url)
+        if size > limit:
+            job, body = self._offload(call, job, name, size, limit)
         options: dict = {}
         if call.delay:
             options["DelaySeconds"] = call.delay
@@ -203,6 +248,24 @@ class Client:
             options["MessageGroupId"] = call.group
             options["MessageDeduplicationId"] = f"{job.id[:100]}.{job.enqueued_at}"
         return job, body, options, url
+
+    def _offload(self, call: Call, job: Job, name: str, size: int, limit: int) -> tuple[Job, str]:
+        """The job with its arguments put in the payload bucket, and its envelope (a pointer)."""
+        if not self.payload_bucket:
+            raise PayloadTooLarge(
+                f"job {job.id} for {name!r} is {size:,} bytes; the queue takes at most {limit:,} "
+                "(set KINDLING_PAYLOAD_BUCKET, the stack's PayloadBucketName, to send larger arguments through S3)"
+            )
+        from kindling import payloads
+
+        data = payloads.encode_arguments(job.args, job.kwargs)
+        ref = payloads.put(self.s3, self.payload_bucket, "args", job.id, data)
+        job = new_job(name, (), {}, job_id=job.id, max_attempts=call.max_attempts, timeout=call.timeout,
+                      payload=ref)
+        body = encode_job(job).decode()
+        if len(body.encode()) > limit:  # a pointer is a few hundred bytes: only an absurd limit gets here
+            raise PayloadTooLarge(f"job {job.id} for {name!r}: even its pointer is over the queue's {limit:,} bytes")
+        return job, body
 
     def _send_batch(self, url: str, chunk: list[tuple[Job, str, dict, str]]) -> tuple[list[Job], dict[str, str]]:
         pending = {str(i): item for i, item in enumerate(chunk)}
@@ -287,6 +350,10 @@ class Client:
             record = self.record(job_id)
             status = record["status"] if record else None
             if status == "succeeded":
+                if "result_payload" in record:  # too large for the record: kept in S3 by the worker
+                    from kindling.payloads import read_result
+
+                    return codec.loads(read_result(self.s3, record))
                 raw = record.get("result")
                 return codec.loads(raw) if raw is not None else None
             if status in FINAL:
@@ -300,11 +367,11 @@ class Client:
             delay = min(delay * 2, 1.0)
 
 
-def _chunks(prepared: list[tuple[Job, str, dict, str]]):
+def _chunks(prepared: list[tuple[Job, str, dict, str]], max_bytes: int):
     chunk, size = [], 0
     for item in prepared:
         n = len(item[1].encode())
-        if chunk and (len(chunk) == SQS_MAX_BATCH or size + n > SQS_MAX_BYTES):
+        if chunk and (len(chunk) == SQS_MAX_BATCH or size + n > max_bytes):
             yield chunk
             chunk, size = [], 0
         chunk.append(item)

@@ -46,11 +46,27 @@ class JobTimeout(KindlingError, TimeoutError):
 
 
 class ResultTooLarge(KindlingError, ValueError):
-    """A task returned a result too large to record in one DynamoDB item."""
+    """A task returned a result too large to record in one DynamoDB item. ``text`` is its
+    JSON, for a worker with a payload bucket to keep in S3 instead."""
+
+    def __init__(self, message: str, text: str | None = None):
+        super().__init__(message)
+        self.text = text
 
 
 class PayloadTooLarge(KindlingError, ValueError):
-    """A job's envelope is larger than the queue accepts (SQS: 256 KiB)."""
+    """A job's envelope is larger than the queue accepts (its MaximumMessageSize) and no
+    payload bucket is configured to hold its arguments."""
+
+
+class PayloadUnavailable(KindlingError):
+    """A payload in S3 (a job's arguments, a result) could not be read, or was not the bytes
+    its pointer names. ``retryable``: whether another attempt may succeed (S3 throttled or
+    unreachable), not (the object is missing, altered, or not what kindling wrote)."""
+
+    def __init__(self, message: str, *, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class UnknownQueue(KindlingError, ValueError):

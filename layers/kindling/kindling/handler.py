@@ -36,6 +36,9 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_RETRY_DELAY``    seconds before a failed job's first retry, doubling with
                             each attempt; unset or 0 leaves retries to the queue's
                             visibility timeout (see :func:`kindling.sqs.visibility_changes`)
+``KINDLING_PAYLOAD_BUCKET`` where results too large for their record are kept (S3, behind
+                            a pointer in the record; :mod:`kindling.payloads`); unset: such
+                            results fail as ``ResultTooLarge``
 ========================== ===========================================================
 
 Handed-back messages that were never attempted come back when they should, without

@@ -5,7 +5,9 @@ and for attempts the trigger's cap last (a queue cannot deliver more often than 
 redrive policy allows).
 
 Whether a failure is retried: a task's ``no_retry_on`` exceptions never are (the job is
-recorded ``dead`` at once), and with ``retry_on`` only those exceptions are; a task may
+recorded ``dead`` at once), and with ``retry_on`` only those exceptions are; a payload in S3
+that cannot be read is retried only if S3 itself failed (not for a missing or altered
+object), whatever the task's rules; a task may
 raise :class:`kindling.errors.Retry` to ask for another attempt after a delay of its
 choosing. When: ``Retry(after=...)``, else the task's :class:`Backoff`, else the worker's
 ``retry_delay`` doubling per attempt; triggers honour it (SQS through the message's
@@ -77,10 +79,12 @@ class Backoff:
 
 def should_retry(task: Task | None, error: BaseException) -> bool:
     """Whether this failure may be tried again (attempts permitting)."""
-    from kindling.errors import Retry
+    from kindling.errors import PayloadUnavailable, Retry
 
     if isinstance(error, Retry):
         return True
+    if isinstance(error, PayloadUnavailable):  # kindling's own S3 read, whatever the task's rules
+        return error.retryable
     if task is None:
         return True
     if task.no_retry_on and isinstance(error, task.no_retry_on):

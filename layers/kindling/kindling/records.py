@@ -6,7 +6,7 @@ size, and text that is not valid Unicode (a lone surrogate in an exception messa
 escaped instead of failing the write of the whole batch. A record is::
 
     {"id", "task", "status", "attempts", "enqueued_at", "started_at", "finished_at",
-     "duration_ms", "result" | "error": {"type", "message", "traceback"}, "raw",
+     "duration_ms", "result" | "result_payload" | "error": {"type", "message", "traceback"}, "raw",
      "job_id", "truncated", "trace_id", "worker", "expires_at"}
 
 Rejected messages that are not a well-formed envelope are keyed ``rejected#<message
@@ -86,7 +86,8 @@ def encode_result(value: object) -> tuple[str | None, BaseException | None]:
     if size > MAX_RESULT_BYTES:
         return None, ResultTooLarge(
             f"result is {size:,} bytes of JSON; a result record holds at most {MAX_RESULT_BYTES:,} "
-            "(store large results elsewhere and return a reference)"
+            "(give the worker a payload bucket, KINDLING_PAYLOAD_BUCKET, to keep large results in S3)",
+            text,
         )
     return text, None
 
@@ -157,6 +158,7 @@ def build_record(
     duration_ms: float = 0,
     job: Job | None = None,
     result: str | None = None,
+    result_payload: dict | None = None,
     error: dict | None = None,
     raw: str | bytes | None = None,
     job_id: str | None = None,
@@ -172,6 +174,8 @@ def build_record(
         key: the record's key (a job id, or :func:`rejected_key`).
         job: the decoded job, when there is one (for ``enqueued_at``).
         result: the encoded result (see :func:`encode_result`) of a ``succeeded`` job.
+        result_payload: instead of ``result``, the pointer to a result too large for the
+            record, kept in S3 (:mod:`kindling.payloads`).
         error: a :func:`describe_error` dict, or any ``{"type", "message"}``.
         raw: a rejected message's body, kept so the sender can see what arrived.
         job_id: the id a rejected message claimed, when it is not the key.
@@ -214,6 +218,8 @@ def build_record(
         record["enqueued_at"] = job.enqueued_at
     if result is not None:
         record["result"] = result
+    if result_payload is not None:
+        record["result_payload"] = result_payload
     if error is not None:
         record["error"] = {
             "type": fit("error.type", str(error.get("type", "")), MAX_ERROR_TYPE_BYTES),

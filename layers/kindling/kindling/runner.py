@@ -39,7 +39,14 @@ from contextvars import ContextVar
 
 from kindling import policy
 from kindling.envelope import Job, decode_job, now_ms
-from kindling.errors import InvalidJob, JobTimeout, NewerEnvelope, StoreUnavailable
+from kindling.errors import (
+    InvalidJob,
+    JobTimeout,
+    NewerEnvelope,
+    PayloadUnavailable,
+    ResultTooLarge,
+    StoreUnavailable,
+)
 from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, rejected_key, renumbered
 from kindling.status import (
     DEAD,
@@ -196,6 +203,12 @@ class Runner:
         metrics: write CloudWatch EMF metrics per batch (:mod:`kindling.metrics`) to stdout.
             Default: on in Lambda, or where ``KINDLING_METRICS=1``; ``KINDLING_METRICS=0``
             turns them off.
+        payload_bucket: where a result too large for its record is kept, behind a pointer
+            (default ``KINDLING_PAYLOAD_BUCKET``; empty: such a result fails the job as
+            ``ResultTooLarge``). Jobs whose arguments are in S3 are read from the bucket
+            their pointer names, whatever this says.
+        s3: the :class:`kindling.aws.s3.S3Client` for payloads (default: the process's,
+            made at the first payload).
     """
 
     def __init__(
@@ -216,6 +229,8 @@ class Runner:
         ttl_days: float = 14.0,
         log=_log,
         metrics: bool | None = None,
+        payload_bucket: str | None = None,
+        s3=None,
     ):
         self.registry = registry
         self.store = store
@@ -240,6 +255,11 @@ class Runner:
             metrics = flag == "1" if flag in ("0", "1") else "AWS_LAMBDA_FUNCTION_NAME" in os.environ
         self.metrics = metrics
         self.batches = 0
+        if payload_bucket is None:
+            payload_bucket = os.environ.get("KINDLING_PAYLOAD_BUCKET", "")
+        self.payload_bucket = payload_bucket
+        self._s3 = s3
+        self._deadline: float | None = None  # the running batch's
 
     # -- the batch, top to bottom ----------------------------------------------------
 
@@ -256,6 +276,7 @@ class Runner:
         """
         self._batch_worker = dict(self.worker, request_id=request_id) if request_id else self.worker
         deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
+        self._deadline = deadline
         # Past this there is no time left to run anything the read would allow.
         read_by = None if deadline is None else deadline - self.safety_ms / 1000
         outcomes = [self._decode(d) for d in deliveries]
@@ -355,7 +376,8 @@ class Runner:
         job = o.job
         try:
             task = self.registry.get(job.task)  # type: ignore[union-attr]
-            task.check_arguments(job.args, job.kwargs)  # type: ignore[union-attr]
+            if job.payload is None:  # type: ignore[union-attr]  (arguments in S3: checked once read)
+                task.check_arguments(job.args, job.kwargs)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - a valid envelope this worker cannot run
             reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
             self._rejected(o, d, reason, claimed_id=job.id, task=job.task, job=job)  # type: ignore[union-attr]
@@ -537,6 +559,8 @@ class Runner:
         alarm = _alarm(seconds, by_invocation)
         try:
             with alarm:
+                if job.payload is not None:  # type: ignore[union-attr]
+                    self._load_arguments(o, task)
                 value = task.fn(*job.args, **job.kwargs)  # type: ignore[union-attr]
         except BaseException as exc:  # noqa: BLE001 - whatever a task raises is its job's failure
             self._finish(o, error=exc)
@@ -617,6 +641,9 @@ class Runner:
                 job, task = o.job, self._task(o)
                 _current.set(self._context(o, seconds))
                 try:
+                    if job.payload is not None:  # type: ignore[union-attr]
+                        # A blocking read: the loop waits for it, as for any job's start.
+                        self._load_arguments(o, task)
                     value = await asyncio.wait_for(task.fn(*job.args, **job.kwargs), seconds)  # type: ignore[union-attr]
                 except TimeoutError as exc:
                     timeout = exc if isinstance(exc, JobTimeout) else _timeout_error(seconds, by_invocation)
@@ -639,14 +666,58 @@ class Runner:
             self._loop = None  # its interrupted tasks must not resume in the next batch
             raise
 
+    def _payloads(self):
+        """The S3 client for payloads, and :mod:`kindling.payloads`: loaded by the first job that needs them."""
+        from kindling import payloads
+
+        if self._s3 is None:
+            from kindling.aws.s3 import client
+
+            self._s3 = client()
+        return self._s3, payloads
+
+    def _load_arguments(self, o: Outcome, task: Task) -> None:
+        """Read the job's arguments from S3 (size and sha256 checked) and bind them to its task.
+
+        Raises :class:`PayloadUnavailable`: this job's failure, retried only when S3 itself failed."""
+        s3, payloads = self._payloads()
+        job = o.job
+        args, kwargs = payloads.decode_arguments(payloads.fetch(s3, job.payload, deadline=o.limit_at))  # type: ignore[union-attr]
+        try:
+            task.check_arguments(args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - what the object holds does not fit the task
+            reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
+            raise PayloadUnavailable(f"the payload's arguments do not fit the task: {reason}",
+                                     retryable=False) from None
+        job.args, job.kwargs = args, kwargs  # type: ignore[union-attr]
+
+    def _store_result(self, o: Outcome, text: str) -> tuple[dict | None, BaseException | None]:
+        """Keep a result too large for its record in the payload bucket: (its pointer, None),
+        or (None, the failure) when S3 refused it."""
+        from kindling.aws.errors import AwsError
+
+        s3, payloads = self._payloads()
+        try:
+            return payloads.put(s3, self.payload_bucket, "results", o.job_id, text.encode(),  # type: ignore[arg-type]
+                                deadline=self._deadline), None
+        except AwsError as exc:
+            return None, PayloadUnavailable(f"the result ({len(text.encode()):,} bytes) is too large for its record "
+                                            f"and could not be stored in s3://{self.payload_bucket}: {exc}",
+                                            retryable=exc.retryable)
+
     def _finish(self, o: Outcome, *, value=None, error: BaseException | None = None) -> None:
+        result = result_payload = None
+        if error is None and o.status is None:
+            # Outside the lock: encoding runs the task's own code (__str__, isoformat), and a
+            # large result goes to S3, while a pool's waiter may need the lock to time out others.
+            result, error = encode_result(value)
+            if (isinstance(error, ResultTooLarge) and error.text is not None and self.payload_bucket
+                    and not self._task(o).redact):
+                result_payload, error = self._store_result(o, error.text)
         with self._finishing:  # a pool thread and the batch's waiter may both get here
             if o.status is not None:  # a thread that outlived its timeout: already recorded
                 return
             duration = round((time.perf_counter() - o.t0) * 1000, 3)
-            result = None
-            if error is None:
-                result, error = encode_result(value)
             if error is None:
                 status = SUCCEEDED
             else:
@@ -659,7 +730,8 @@ class Runner:
                 o.reason = f"{type(error).__name__}: [redacted]"
             o.record = build_record(key=o.job_id, task=o.task, status=status, attempts=o.attempts,  # type: ignore[arg-type]
                                     started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
-                                    job=o.job, result=result, error=describe_error(error) if error else None,
+                                    job=o.job, result=result, result_payload=result_payload,
+                                    error=describe_error(error) if error else None,
                                     worker=self._batch_worker, ttl_s=self.ttl_s, trace_id=o.trace_id, redact=redact)
             o.status = status
 

@@ -65,7 +65,8 @@ class Eager:
                       timeout=call.timeout)
         runner = self._runners.get(id(registry))
         if runner is None:
-            runner = self._runners[id(registry)] = Runner(registry, self.store, log=None, metrics=False)
+            runner = self._runners[id(registry)] = Runner(registry, self.store, log=None, metrics=False,
+                                                                     payload_bucket="")  # no S3 in tests
         outcome = runner.run([Delivery(f"eager-{job.id}", encode_job(job).decode(), 1)])[0]
         # What the store holds now (a duplicate of a succeeded job writes nothing new).
         key = outcome.record["id"] if outcome.record else job.id

@@ -165,10 +165,19 @@ def _jobs_show(ns) -> int:
     from kindling.ops import fmt
     from kindling.ops.query import get_job
 
-    record = get_job(_stack(ns), ns.job_id)
+    stack = _stack(ns)
+    record = get_job(stack, ns.job_id)
     if record is None:
         print(f"kindling: no record of job {ns.job_id} (queued, running, or unknown)", file=sys.stderr)
         return 1
+    if "result_payload" in record:  # a result too large for its record, kept in S3
+        from kindling import payloads
+        from kindling.errors import PayloadUnavailable
+
+        try:
+            record["result"] = payloads.read_result(payloads.session_client(stack.session), record)
+        except PayloadUnavailable as exc:
+            record["result_unavailable"] = str(exc)
     print(fmt.dumps(record) if ns.json else fmt.job_detail(record, width=fmt.width()))
     return 0
 

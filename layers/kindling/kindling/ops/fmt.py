@@ -106,6 +106,11 @@ def job_detail(record: dict, width: int = 120) -> str:
         lines.append(("error", _error(r)))
     if r.get("truncated"):
         lines.append(("truncated", ", ".join(f"{k} ({v:,} bytes)" for k, v in r["truncated"].items())))
+    ref = r.get("result_payload")
+    if ref:
+        lines.append(("result in", f"s3://{ref.get('bucket')}/{ref.get('key')} ({ref.get('size', 0):,} bytes)"))
+    if r.get("result_unavailable"):
+        lines.append(("result", f"unreadable: {r['result_unavailable']}"))
     if "result" in r:
         lines.append(("result", _cut(r["result"], 4 * width)))
     if "raw" in r:

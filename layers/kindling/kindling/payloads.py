@@ -1,0 +1,118 @@
+"""Arguments and results too large for the queue or a record, kept in S3 behind a pointer.
+
+A pointer is ``{"bucket": str, "key": str, "size": int, "sha256": hex}``: the envelope's
+``payload`` (version 2; its ``args`` are then ``[]`` and its ``kwargs`` ``{}``) and a result
+record's ``result_payload``. The object is what would have been inline: for arguments
+``{"args": [...], "kwargs": {...}}``, for a result its JSON text. Keys are content-addressed
+(``args/<job id>/<sha256>``, ``results/<job id>/<sha256>``), so a retried upload writes the
+same object and a re-sent job with other arguments cannot overwrite what another copy of
+it points at.
+
+Whoever reads an object checks its size and SHA-256 against the pointer. Every failure is a
+:class:`~kindling.errors.PayloadUnavailable` whose ``retryable`` says whether trying again
+can help (S3 throttled or unreachable) or not (no such object, or not the bytes the pointer
+names).
+
+Imported only when a job or a result needs it: a batch of plain jobs never loads it, nor
+:mod:`kindling.aws.s3`.
+"""
+
+from __future__ import annotations
+
+try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
+    from _sha2 import sha256
+except ImportError:  # pragma: no cover - a build without it
+    from hashlib import sha256
+
+from kindling import codec
+from kindling.errors import PayloadUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kindling.aws.s3 import S3Client
+
+
+
+def pointer_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a pointer, or None: the envelope's own rule for its
+    ``payload``, so a record's pointer is held to the same one."""
+    from kindling.envelope import _payload_error
+
+    return _payload_error(value)
+
+
+def pointer(bucket: str, key: str, data: bytes) -> dict:
+    return {"bucket": bucket, "key": key, "size": len(data), "sha256": sha256(data).hexdigest()}
+
+
+def encode_arguments(args: list, kwargs: dict) -> bytes:
+    return codec.dumps({"args": args, "kwargs": kwargs}).encode()
+
+
+def decode_arguments(data: bytes) -> tuple[list, dict]:
+    """The arguments an object holds; PayloadUnavailable (not retryable) if it holds none."""
+    try:
+        doc = codec.loads(data)
+    except ValueError as exc:
+        raise PayloadUnavailable(f"the payload object is not JSON: {exc}", retryable=False) from None
+    if not (isinstance(doc, dict) and set(doc) == {"args", "kwargs"} and isinstance(doc["args"], list)
+            and isinstance(doc["kwargs"], dict)):
+        raise PayloadUnavailable('the payload object is not {"args": [...], "kwargs": {...}}', retryable=False)
+    return doc["args"], doc["kwargs"]
+
+
+def put(client: S3Client, bucket: str, kind: str, job_id: str, data: bytes, *,
+        content_type: str = "application/json", deadline: float | None = None) -> dict:
+    """Store ``data`` under ``<kind>/<job id>/<sha256>``; returns its pointer. Raises AwsError."""
+    ref = pointer(bucket, "", data)
+    ref["key"] = f"{kind}/{job_id}/{ref['sha256']}"
+    client.put_object(bucket, ref["key"], data, content_type=content_type, deadline=deadline)
+    return ref
+
+
+def fetch(client: S3Client, ref: dict, *, deadline: float | None = None) -> bytes:
+    """The bytes ``ref`` points at, checked against its size and SHA-256."""
+    from kindling.aws.errors import AwsError
+
+    problem = pointer_problem(ref)
+    if problem:
+        raise PayloadUnavailable(problem, retryable=False)
+    where = f"s3://{ref['bucket']}/{ref['key']}"
+    try:
+        data = client.get_object(ref["bucket"], ref["key"], deadline=deadline)
+    except AwsError as exc:
+        raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=exc.retryable) from None
+    except ValueError as exc:  # a key S3 cannot address
+        raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=False) from None
+    if len(data) != ref["size"]:
+        raise PayloadUnavailable(f"{where} is {len(data):,} bytes, the pointer says {ref['size']:,}",
+                                 retryable=False)
+    if sha256(data).hexdigest() != ref["sha256"]:
+        raise PayloadUnavailable(f"{where} does not match the pointer's sha256 (altered or replaced)",
+                                 retryable=False)
+    return data
+
+
+def session_client(session) -> S3Client:
+    """An S3 client signing with a boto3 session's credentials and region (producers and
+    operators: profiles, SSO and assumed roles work as they do for boto3). The endpoint
+    comes from the environment (``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``), path-style."""
+    from kindling.aws.errors import AwsError
+    from kindling.aws.s3 import S3Client
+
+    def credentials(deadline: float | None) -> tuple[str, str, str | None]:
+        found = session.get_credentials()
+        if found is None:
+            raise AwsError("MissingCredentials", "the boto3 session found no AWS credentials")
+        frozen = found.get_frozen_credentials()
+        return frozen.access_key, frozen.secret_key, frozen.token
+
+    return S3Client(region=session.region_name, credentials=credentials)
+
+
+def read_result(client: S3Client, record: dict) -> str | None:
+    """A record's result as JSON text: inline, or read from S3 through its pointer."""
+    ref = record.get("result_payload")
+    if ref is None:
+        return record.get("result")
+    return fetch(client, ref).decode("utf-8")
