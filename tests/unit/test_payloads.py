@@ -55,6 +55,10 @@ def reg():
     def big(n):
         return "r" * n
 
+    @r.task(name="async_size")
+    async def async_size(blob):
+        return len(blob)
+
     @r.task(name="secret", redact=True)
     def secret(n):
         return "s" * n
@@ -252,3 +256,10 @@ def test_jobs_show_reads_a_result_kept_in_s3(table, bucket, s3, capsys, monkeypa
 def test_a_queue_that_cannot_be_asked_leaves_the_old_limit(moto_endpoint):
     client = Client(queue_url=moto_endpoint + "/000000000000/no-such-queue", table="unused", payload_bucket="")
     assert client.max_message_bytes == 262_144
+
+
+@pytest.mark.parametrize(("task", "options"), [("size", {"threads": 4}), ("async_size", {}), ("size", {})])
+def test_every_way_of_running_reads_the_arguments(reg, s3, bucket, task, options):
+    deliveries = [pointer_job(s3, bucket, task, ["q" * (1000 + i)])[1] for i in range(3)]
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, s3=s3, **options).run(deliveries)
+    assert [(o.status, o.record.get("result")) for o in outcomes] == [("succeeded", str(1000 + i)) for i in range(3)]
