@@ -697,9 +697,11 @@ class Runner:
         from kindling.aws.errors import AwsError
 
         s3, payloads = self._payloads()
+        # Half the time kept back for writing results is left for the write itself.
+        by = None if self._deadline is None else self._deadline - self.safety_ms / 2000
         try:
             return payloads.put(s3, self.payload_bucket, "results", o.job_id, text.encode(),  # type: ignore[arg-type]
-                                deadline=self._deadline), None
+                                deadline=by), None
         except AwsError as exc:
             return None, PayloadUnavailable(f"the result ({len(text.encode()):,} bytes) is too large for its record "
                                             f"and could not be stored in s3://{self.payload_bucket}: {exc}",
