@@ -1061,7 +1061,7 @@ def ratio_lines(results: dict) -> list[str]:
         base = rates[c["baseline"]]
         lines.append(stats.verdict("results in DynamoDB: kindling StreamWorker / BatchWriteItem alone (4 connections)",
                                    stats.ratio(rates["kindling StreamWorker, results in DynamoDB (4 connections)"],
-                                               base), 0.8, at_most=False))
+                                               base), 0.9, at_most=False))
         one = rates["BatchWriteItem alone (25 per call, 1 connection)"]
         lines.append("results in DynamoDB: kindling SQS handler (events of 10) / BatchWriteItem alone (1 connection) = "
                      + stats.fmt_ratio(stats.ratio(rates["kindling SQS handler, warm, events of 10 (1 connection)"],

@@ -536,15 +536,15 @@ def test_an_entry_that_breaks_the_worker_is_rejected_alone(valkey_url, stream, t
             raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
         return envelope.decode_job(body)
 
-    run = Runner.run
+    begin = Runner.begin  # what Runner.run and the long-lived worker's phases both start with
 
-    def run_breaking_on_poison(self, deliveries, *args, **kwargs):
+    def begin_breaking_on_poison(self, deliveries, *args, **kwargs):
         if any(_is_poison(d.body) for d in deliveries):
             raise RecursionError("maximum recursion depth exceeded (a runner bug)")
-        return run(self, deliveries, *args, **kwargs)
+        return begin(self, deliveries, *args, **kwargs)
 
     monkeypatch.setattr(worker_module, "decode_job", decode_job)
-    monkeypatch.setattr(Runner, "run", run_breaking_on_poison)
+    monkeypatch.setattr(Runner, "begin", begin_breaking_on_poison)
     producer = StreamProducer(valkey_url, stream=stream)
     poison, mates = _poison_and_mates(producer, stream)
     store = MemoryResultStore()

@@ -65,3 +65,50 @@ def test_a_read_sent_to_a_missing_table_fails_as_store_unavailable(moto_endpoint
     collect = DynamoResultStore("no-such-table").begin_read(["a"])
     with pytest.raises(StoreUnavailable, match="BatchGetItem"):
         collect()
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_write_sent_now_and_collected_later_records_what_write_records(table, concurrency):
+    store = DynamoResultStore(table, concurrency=concurrency)
+    store.write([record(1, "succeeded")])
+    collect = store.begin_write([record(i, "failed" if i < 2 else "succeeded") for i in range(60)])
+    assert collect() == {"job-0001": "a final outcome"}  # a failed record never replaces a success
+    statuses = store.get_statuses([f"job-{i:04d}" for i in range(60)])
+    assert statuses["job-0000"] == "failed" and statuses["job-0001"] == "succeeded"
+    assert [statuses[f"job-{i:04d}"] for i in range(2, 60)] == ["succeeded"] * 58
+    store.close()
+
+
+def test_with_several_connections_a_write_and_a_read_go_out_before_either_is_collected(table):
+    """What lets a long-lived worker check its next batch while this one is written: both are
+    on the wire (the table holds the records) before anything is collected."""
+    import time
+
+    import boto3
+
+    store = DynamoResultStore(table, concurrency=4)
+    write = store.begin_write([record(i) for i in range(60)])  # 3 BatchWriteItem calls
+    ddb = boto3.client("dynamodb")
+    deadline = time.monotonic() + 10
+    while ddb.scan(TableName=table, Select="COUNT", ConsistentRead=True)["Count"] < 60:
+        assert time.monotonic() < deadline, "the write was not sent before it was collected"
+        time.sleep(0.02)
+    seen = []
+    original = store._read_chunk
+    store._read_chunk = lambda ids, deadline: seen.append(len(ids)) or original(ids, deadline)
+    read = store.begin_read([f"job-{i:04d}" for i in range(150)])  # 2 BatchGetItem calls
+    deadline = time.monotonic() + 10
+    while sorted(seen) != [50, 100]:
+        assert time.monotonic() < deadline, "the read was not sent before it was collected"
+        time.sleep(0.02)
+    assert write() == {} and len(read()) == 60
+    store.close()
+
+
+def test_a_write_sent_to_a_missing_table_fails_as_store_unavailable_when_collected(moto_endpoint):
+    for concurrency in (1, 4):
+        store = DynamoResultStore("no-such-table", concurrency=concurrency)
+        collect = store.begin_write([record(i) for i in range(30)])
+        with pytest.raises(StoreUnavailable, match="BatchWriteItem"):
+            collect()
+        store.close()

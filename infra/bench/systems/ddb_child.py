@@ -97,15 +97,29 @@ def main(argv: list[str]) -> int:
         span: list[float] = []
 
         class TimedStore(DynamoResultStore):
-            def read_states(self, job_ids, **kwargs):
+            """From the first duplicate check sent to the last write read back."""
+
+            def _started(self) -> None:
                 if not span:
                     span.append(time.perf_counter())
+
+            def read_states(self, job_ids, **kwargs):
+                self._started()
                 return super().read_states(job_ids, **kwargs)
 
-            def write(self, records, **kwargs):
-                refused = super().write(records, **kwargs)
-                span[1:] = [time.perf_counter()]
-                return refused
+            def begin_read(self, job_ids, **kwargs):
+                self._started()
+                return super().begin_read(job_ids, **kwargs)
+
+            def begin_write(self, records, **kwargs):
+                collect = super().begin_write(records, **kwargs)
+
+                def timed():
+                    refused = collect()
+                    span[1:] = [time.perf_counter()]
+                    return refused
+
+                return timed
 
         store = TimedStore(table, concurrency=int(opts.get("--connections", "4")))
         worker = StreamWorker(opts["--url"], store=store, batch=int(opts.get("--batch", "500")),

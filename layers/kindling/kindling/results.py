@@ -78,6 +78,18 @@ class MemoryResultStore:
 
         return collect
 
+    def begin_write(self, records: Sequence[dict], *, deadline: float | None = None):
+        """``write`` sent now, applied and read back by calling the result."""
+        records = list(records)
+        ids = [r["id"] for r in records]
+        self.events.append(("write sent", ids))
+
+        def collect() -> dict[str, str]:
+            self.events.append(("write collected", ids))
+            return self.write(records, deadline=deadline)
+
+        return collect
+
     def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
@@ -121,7 +133,8 @@ class DynamoResultStore:
         self._client = client
         self.max_rounds = max_rounds
         self.concurrency = concurrency
-        self._pool = None
+        self._pool = None  # writes (and read_states)
+        self._read_pool = None  # reads sent ahead (begin_read), on connections of their own
         self._local = None
 
     @property
@@ -147,14 +160,27 @@ class DynamoResultStore:
     def begin_read(self, job_ids: Sequence[str], *, deadline: float | None = None):
         """Send the read now and return a callable that collects it (``read_states``).
 
-        One BatchGetItem of up to 100 keys is sent on the spot, so the caller can do other
-        work during the round trip; larger reads (and a store with several connections)
-        are read when collected.
+        The caller can do other work during the round trip. With one connection, one
+        BatchGetItem of up to 100 keys is sent on the spot (a larger read is made when
+        collected); with several, every chunk goes out now on connections of its own,
+        apart from the writes' (so a long-lived worker checks its next batch while this
+        one's write is in flight).
         """
         ids = list(dict.fromkeys(job_ids))
-        if len(ids) > READ_CHUNK or self.concurrency > 1:
-            return lambda: self.read_states(ids, deadline=deadline)
         deadline = self._deadline(deadline)
+        if self.concurrency > 1:
+            chunks = [ids[i : i + READ_CHUNK] for i in range(0, len(ids), READ_CHUNK)]
+            futures = self._submit(self._readers(), lambda chunk: self._read_chunk(chunk, deadline), chunks)
+
+            def collect_all() -> dict[str, tuple[str, int]]:
+                states: dict[str, tuple[str, int]] = {}
+                for part in _results(futures):
+                    states.update(part)
+                return states
+
+            return collect_all
+        if len(ids) > READ_CHUNK:
+            return lambda: self.read_states(ids, deadline=deadline)
         request = self._read_request(ids)
         payload = {"RequestItems": request}
         pending = self._guard("BatchGetItem", lambda: self.client.start("BatchGetItem", payload, deadline=deadline))
@@ -171,23 +197,49 @@ class DynamoResultStore:
         return collect
 
     def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
+        return self.begin_write(records, deadline=deadline)()
+
+    def begin_write(self, records: Sequence[dict], *, deadline: float | None = None):
+        """Send the write now and return a callable that reads it back (``write``'s result).
+
+        With several connections the ``succeeded`` chunks go out now, each on its own
+        connection; with one (Lambda) the write is made when collected. Records of other
+        statuses (conditional puts, the rare path) are written when collected, after the
+        chunks.
+        """
         # BatchWriteItem refuses two puts of one key in a request; the last record wins.
         latest = {r["id"]: r for r in records}
         deadline = self._deadline(deadline)
-        items = [to_item(r) for r in latest.values() if r["status"] == SUCCEEDED]
-        chunks = [items[i : i + WRITE_CHUNK] for i in range(0, len(items), WRITE_CHUNK)]
-        self._map(lambda chunk: self._write_chunk(chunk, deadline), chunks)
-        refused: dict[str, str] = {}
-        for r in latest.values():
-            if r["status"] != SUCCEEDED and not self._put_if_forward(r, deadline):
-                refused[r["id"]] = "a final outcome"
-        return refused
+        succeeded = [r for r in latest.values() if r["status"] == SUCCEEDED]
+        chunks = [succeeded[i : i + WRITE_CHUNK] for i in range(0, len(succeeded), WRITE_CHUNK)]
+
+        def write_chunk(chunk: list[dict]) -> list:
+            return self._write_chunk([to_item(r) for r in chunk], deadline)
+
+        futures = None
+        if self.concurrency > 1 and chunks:
+            # Each chunk is encoded on the thread that sends it: the first goes out at once.
+            futures = self._submit(self._writers(), write_chunk, chunks)
+
+        def collect() -> dict[str, str]:
+            if futures is None:
+                self._map(write_chunk, chunks)
+            else:
+                _results(futures)
+            refused: dict[str, str] = {}
+            for r in latest.values():
+                if r["status"] != SUCCEEDED and not self._put_if_forward(r, deadline):
+                    refused[r["id"]] = "a final outcome"
+            return refused
+
+        return collect
 
     def close(self) -> None:
         """Stop the chunk threads (if any were started)."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown()
+        pools, self._pool, self._read_pool = (self._pool, self._read_pool), None, None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown()
 
     # -- internals
 
@@ -280,16 +332,29 @@ class DynamoResultStore:
     def _map(self, fn, chunks: list) -> list:
         if self.concurrency == 1 or len(chunks) <= 1:
             return [fn(chunk) for chunk in chunks]
-        if self._pool is None:
-            import threading
-            from concurrent.futures import ThreadPoolExecutor
+        return _results(self._submit(self._writers(), fn, chunks))
 
+    def _writers(self):
+        if self._pool is None:
+            self._pool = self._new_pool("kindling-store")
+        return self._pool
+
+    def _readers(self):
+        if self._read_pool is None:
+            self._read_pool = self._new_pool("kindling-store-read")
+        return self._read_pool
+
+    def _new_pool(self, name: str):
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._local is None:
             self._local = threading.local()
-            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="kindling-store",
-                                            initializer=self._init_thread)
-        # Every chunk is attempted even if one fails (puts are idempotent); the first error is raised.
-        futures = [self._pool.submit(fn, chunk) for chunk in chunks]
-        return [f.result() for f in futures]
+        return ThreadPoolExecutor(self.concurrency, thread_name_prefix=name, initializer=self._init_thread)
+
+    @staticmethod
+    def _submit(pool, fn, chunks: list) -> list:
+        return [pool.submit(fn, chunk) for chunk in chunks]
 
     def _init_thread(self) -> None:
         from kindling.aws import JsonClient
@@ -348,6 +413,20 @@ class _ConditionFailed(Exception):
 
 class _ItemRefused(Exception):
     """DynamoDB refused an item itself (size, key), not the request's transport."""
+
+
+def _results(futures: list) -> list:
+    """Every chunk's result; each chunk is attempted even if one fails (puts are
+    idempotent), and the first error is raised once all are done."""
+    results, error = [], None
+    for f in futures:
+        try:
+            results.append(f.result())
+        except BaseException as exc:  # noqa: BLE001 - raised below, after the other chunks
+            error = error or exc
+    if error is not None:
+        raise error
+    return results
 
 
 def _backoff(round_: int, deadline: float) -> None:

@@ -65,13 +65,13 @@ from kindling.status import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from kindling.registry import Registry, Task
     from kindling.results import ResultStore
 
-__all__ = ["Delivery", "JobContext", "Outcome", "Runner", "current_job", "Status", "SUCCEEDED", "FAILED", "DEAD",
-           "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES",
+__all__ = ["Batch", "Delivery", "JobContext", "Outcome", "Runner", "current_job", "Status", "SUCCEEDED", "FAILED",
+           "DEAD", "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES",
            "STORE_UNAVAILABLE"]
 
 DAY_S = 86_400
@@ -170,6 +170,30 @@ class JobContext:
 def current_job() -> JobContext:
     """The job the calling task is running for. Raises ``LookupError`` outside a job."""
     return _current.get()
+
+
+class Batch:
+    """A batch between its phases (:meth:`Runner.begin`, :meth:`Runner.execute`,
+    :meth:`Runner.finish`): its outcomes so far and the store replies still to read."""
+
+    __slots__ = ("deliveries", "outcomes", "runnable", "collect", "deadline", "read_by", "worker", "collect_write",
+                 "handed_back")
+
+    def __init__(self, deliveries: Sequence[Delivery], outcomes: list[Outcome], runnable: list[Outcome],
+                 collect: Callable[[], dict], deadline: float | None, read_by: float | None, worker: dict):
+        self.deliveries = deliveries
+        self.outcomes = outcomes
+        self.runnable = runnable
+        self.collect = collect  # the duplicate check's reply
+        self.deadline = deadline
+        self.read_by = read_by
+        self.worker = worker
+        self.collect_write: Callable[[], dict] | None = None  # the write's reply, once sent
+        self.handed_back: list[Outcome] | None = None  # the check failed: nothing ran
+
+    def writing(self) -> set[str]:
+        """The job ids whose records this batch's write carries."""
+        return {o.record["id"] for o in self.outcomes if o.record is not None}
 
 
 class Runner:
@@ -272,9 +296,28 @@ class Runner:
         """Run one batch; return an outcome for every delivery, in the same order.
 
         Never raises because of one message or one task; raises only for a bug in
-        kindling itself outside any job.
+        kindling itself outside any job. The three phases back to back: :meth:`begin`,
+        :meth:`execute`, :meth:`finish`.
         """
-        self._batch_worker = dict(self.worker, request_id=request_id) if request_id else self.worker
+        return self.finish(self.execute(self.begin(deliveries, remaining_ms, request_id)))
+
+    def begin(
+        self,
+        deliveries: Sequence[Delivery],
+        remaining_ms: Callable[[], int] | None = None,
+        request_id: str | None = None,
+        *,
+        in_flight: Collection[str] = (),
+    ) -> Batch:
+        """Admit a batch: decode it and send its duplicate check (the store's one read).
+
+        ``in_flight``: the job ids of an earlier batch whose write has been sent but not
+        read back (:meth:`Batch.writing`). A read sent now might not see that write, so
+        those ids are read when this batch is executed, which must come after that earlier
+        batch's :meth:`finish`: a job just run is then skipped, not run twice.
+        """
+        worker = dict(self.worker, request_id=request_id) if request_id else self.worker
+        self._batch_worker = worker
         deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
         self._deadline = deadline
         # Past this there is no time left to run anything the read would allow.
@@ -283,14 +326,23 @@ class Runner:
         runnable = self._drop_duplicates(outcomes)
         # The duplicate check goes out as soon as the ids are known; the rest of admission
         # (task lookup, argument binding, due time) happens while it is in flight.
-        collect = self._begin_read(runnable, read_by)
+        collect = self._begin_read(runnable, read_by, in_flight)
         for o, d in zip(outcomes, deliveries, strict=True):
             if o.status is None:
                 self._check(o, d)
+        return Batch(deliveries, outcomes, runnable, collect, deadline, read_by, worker)
+
+    def execute(self, batch: Batch) -> Batch:
+        """Read the duplicate check's reply, run the jobs, and send the write (not read back:
+        :meth:`finish` does that). A check that fails hands the batch back unrun."""
+        self._batch_worker = batch.worker
+        outcomes, deliveries, deadline, read_by = batch.outcomes, batch.deliveries, batch.deadline, batch.read_by
+        runnable = batch.runnable
         try:
-            self._apply_previous(runnable, collect())
+            self._apply_previous(runnable, batch.collect())
         except StoreUnavailable as exc:
-            return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
+            batch.handed_back = self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
+            return batch
 
         runnable = [o for o in runnable if o.status is None]
         sync_jobs = [o for o in runnable if not self._task(o).is_async]
@@ -313,15 +365,26 @@ class Runner:
         try:
             self._number_unread_failures(runnable, read_by)
         except StoreUnavailable as exc:
-            return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
+            batch.handed_back = self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
+            return batch
 
         self._settle_duplicates(outcomes)
         records = [o.record for o in outcomes if o.record is not None]
         if records:
+            # The write has the time kept back for it, less a margin for the reply to Lambda.
+            write_by = None if deadline is None else deadline - self.safety_ms / 4000
+            batch.collect_write = self._begin_write(records, write_by)
+        return batch
+
+    def finish(self, batch: Batch) -> list[Outcome]:
+        """Read the write's reply back; return the batch's outcomes. A write that fails hands
+        the batch back; a record the store refused (it holds a later outcome) is ``skipped``."""
+        if batch.handed_back is not None:
+            return batch.handed_back
+        outcomes = batch.outcomes
+        if batch.collect_write is not None:
             try:
-                # The write has the time kept back for it, less a margin for the reply to Lambda.
-                write_by = None if deadline is None else deadline - self.safety_ms / 4000
-                refused = self.store.write(records, deadline=write_by) or {}
+                refused = batch.collect_write() or {}
             except StoreUnavailable as exc:
                 return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
             for o in outcomes:
@@ -421,11 +484,13 @@ class Runner:
             runnable.append(o)
         return runnable
 
-    def _begin_read(self, runnable: list[Outcome], deadline: float | None) -> Callable[[], dict]:
+    def _begin_read(self, runnable: list[Outcome], deadline: float | None,
+                    later: Collection[str] = ()) -> Callable[[], dict]:
         """Send the batch's one read now; the returned callable collects its reply.
 
         Jobs of tasks that opted out of duplicate skipping (``skip_succeeded=False``) are
-        not read: a batch of only those makes no read at all.
+        not read: a batch of only those makes no read at all. Ids in ``later`` are read
+        when the reply is collected, not now (see :meth:`begin`).
         """
         ids = []
         for o in runnable:
@@ -434,11 +499,39 @@ class Runner:
                 ids.append(o.job_id)
         if not ids:
             return dict
+        if later:
+            late = [i for i in ids if i in later]
+            if late:
+                now = [i for i in ids if i not in later]
+                first = self._send_read(now, deadline) if now else dict
+
+                def collect() -> dict:
+                    states = first()
+                    states.update(self._send_read(late, deadline)())
+                    return states
+
+                return collect
+        return self._send_read(ids, deadline)
+
+    def _send_read(self, ids: list[str], deadline: float | None) -> Callable[[], dict]:
         begin = getattr(self.store, "begin_read", None)
         if begin is None:  # a store that cannot send now and read later reads when collected
             return lambda: self.store.read_states(ids, deadline=deadline)
         try:
             return begin(ids, deadline=deadline)
+        except StoreUnavailable as exc:
+            def fail(exc=exc):
+                raise exc
+            return fail
+
+    def _begin_write(self, records: list[dict], deadline: float | None) -> Callable[[], dict]:
+        """Send the batch's write now; the returned callable reads it back (``{id: status}``
+        of the records refused)."""
+        begin = getattr(self.store, "begin_write", None)
+        if begin is None:  # a store that cannot send now and read later writes when collected
+            return lambda: self.store.write(records, deadline=deadline)
+        try:
+            return begin(records, deadline=deadline)
         except StoreUnavailable as exc:
             def fail(exc=exc):
                 raise exc

@@ -233,39 +233,70 @@ class StreamWorker:
         Never raises because the result store is down: the batch then comes back
         ``deferred`` (see :func:`store_down`) and its entries stay pending.
         """
-        try:
-            exhausted, runnable = self._split_exhausted(deliveries)
-        except StoreUnavailable as exc:
-            outcomes = [_deferred(d, f"{STORE_DOWN}: {exc}") for d in deliveries]
-        else:
-            if self.heartbeat is None:
-                outcomes = exhausted + self._run(runnable, remaining_ms, request_id)
-            else:
-                with self.heartbeat.hold(self.consumer, [d.ref for d in runnable]):
-                    outcomes = exhausted + self._run(runnable, remaining_ms, request_id)
-        self._settle(outcomes, deliveries)
-        for o in outcomes:
-            self.counts[o.status] = self.counts.get(o.status, 0) + 1
-        return outcomes
+        return self._complete(self._execute(self._admit(deliveries, remaining_ms, request_id)))
 
-    def _run(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None,
-             request_id: str | None = None) -> list[Outcome]:
-        """The runner on the batch. The runner contains whatever one job or body does, so
+    # -- a batch in phases: admitted (its check sent), executed (its write sent), completed ----
+
+    def _admit(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None,
+               request_id: str | None = None, in_flight=()) -> _Batch:
+        """Entries delivered too often are judged (rare: a read and a write of their own);
+        the rest are admitted by the runner, their duplicate check sent, and held by the
+        heartbeat until settled."""
+        b = _Batch(deliveries)
+        try:
+            b.exhausted, b.runnable = self._split_exhausted(deliveries)
+        except StoreUnavailable as exc:
+            b.outcomes = [_deferred(d, f"{STORE_DOWN}: {exc}") for d in deliveries]
+            return b
+        if not b.runnable:
+            b.outcomes = b.exhausted
+            return b
+        if self.heartbeat is not None:
+            b.held = self.heartbeat.hold(self.consumer, [d.ref for d in b.runnable]).__enter__()
+        b.remaining_ms, b.request_id = remaining_ms, request_id
+        self._contain(b, lambda: setattr(b, "run", self.runner.begin(b.runnable, remaining_ms, request_id,
+                                                                     in_flight=in_flight)))
+        return b
+
+    def _execute(self, b: _Batch) -> _Batch:
+        """Run the admitted jobs and send their write."""
+        if b.outcomes is None:
+            self._contain(b, lambda: self.runner.execute(b.run))
+        return b
+
+    def _complete(self, b: _Batch) -> list[Outcome]:
+        """Read the write back, then settle the entries: none is acknowledged before its
+        record is written."""
+        if b.done:
+            return b.outcomes
+        if b.outcomes is None:
+            self._contain(b, lambda: setattr(b, "outcomes", b.exhausted + self.runner.finish(b.run)))
+        b.release()
+        b.done = True  # settled at most once: a settlement cut off by Valkey leaves entries pending
+        self._settle(b.outcomes, b.deliveries)
+        for o in b.outcomes:
+            self.counts[o.status] = self.counts.get(o.status, 0) + 1
+        return b.outcomes
+
+    def _contain(self, b: _Batch, phase: Callable[[], object]) -> None:
+        """One phase of the runner. The runner contains whatever one job or body does, so
         if it raises anyway (a bug in kindling), each entry is run again on its own: an
         entry that still breaks it is recorded ``rejected`` with its body and acknowledged
         (:meth:`_poisoned`) rather than failing its batch-mates on every delivery forever.
         Batch-mates that had already run may run twice (at least once, as always)."""
-        if not deliveries:
-            return []
         try:
-            return self.runner.run(deliveries, remaining_ms, request_id)
+            phase()
         except Exception as exc:  # noqa: BLE001 - one entry must not wedge the stream
-            if len(deliveries) == 1:
-                return [self._poisoned(deliveries[0], exc)]
-            if self.runner.log:
-                error = describe_error(exc)
-                self.runner.log({"kindling": "batch_failed", "error": f"{error['type']}: {error['message']}"[:300],
-                                 "rerun_one_by_one": len(deliveries)})
+            b.outcomes = b.exhausted + self._one_by_one(b.runnable, exc, b.remaining_ms, b.request_id)
+
+    def _one_by_one(self, deliveries: list[Delivery], exc: Exception, remaining_ms: Callable[[], int] | None,
+                    request_id: str | None) -> list[Outcome]:
+        if len(deliveries) == 1:
+            return [self._poisoned(deliveries[0], exc)]
+        if self.runner.log:
+            error = describe_error(exc)
+            self.runner.log({"kindling": "batch_failed", "error": f"{error['type']}: {error['message']}"[:300],
+                             "rerun_one_by_one": len(deliveries)})
         outcomes = []
         for d in deliveries:
             try:
@@ -448,27 +479,22 @@ class StreamWorker:
         # One backoff per dependency: an empty read proves Valkey is back, only a batch
         # that was recorded proves the store is.
         valkey_backoff, store_backoff = _Backoff(), _Backoff()
+        # The batch whose write is in flight: the next batch is read from the stream and its
+        # duplicate check sent before that write is read back (and its entries settled).
+        sent: _Batch | None = None
         try:
-            while not self._stopping:
+            while not self._stopping or sent is not None:
                 try:
-                    deliveries = self.fetch(self.block_ms)
-                    valkey_backoff.reset()
-                    if deliveries:
-                        down = store_down(self.process(deliveries))
-                        if down:
-                            self._pause(store_backoff, "store_unavailable", down)
-                            continue
-                        store_backoff.reset()
-                        # orjson (~27 ms to import) pays for itself over many batches, not before
-                        # the first: a long-lived worker switches after its first batch is settled.
-                        codec.use_orjson()
-                    elif burst and self.idle():
-                        break
+                    sent = self._round(sent, burst, valkey_backoff, store_backoff)
                 except errors.connection_errors() as exc:
+                    sent = self._complete_quietly(sent)
                     self._group_ready = False
                     self._pause(valkey_backoff, "valkey_unavailable", str(exc))
                 except StoreUnavailable as exc:  # a store that failed outside the runner's guard
+                    sent = self._complete_quietly(sent)
                     self._pause(store_backoff, "store_unavailable", str(exc))
+                except _Drained:
+                    break
         finally:
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
@@ -479,12 +505,127 @@ class StreamWorker:
                 pass
         return self.counts
 
+    def _round(self, sent: _Batch | None, burst: bool, valkey_backoff: _Backoff,
+               store_backoff: _Backoff) -> _Batch | None:
+        """One turn of the loop: read the next batch (without blocking while a write is in
+        flight) and send its duplicate check, read back the write in flight and settle its
+        entries, then run the next batch and send its write. Returns the batch now in flight.
+
+        The next batch's check goes out before the write in flight is read back, so ids of
+        that write are read again afterwards (:meth:`kindling.runner.Runner.begin`); entries
+        delivered too often are judged only after it; and if that write fails (the store is
+        down) the next batch is handed back unrun rather than run into the outage."""
+        deliveries: list[Delivery] = []
+        if not self._stopping:
+            deliveries = self.fetch(None if sent is not None else self.block_ms)
+            valkey_backoff.reset()
+        admitted = None
+        try:
+            if sent is not None and deliveries and self._needs_split(deliveries):
+                if self._finish_sent(sent, store_backoff) is _DOWN:
+                    self._hand_back(deliveries)
+                    return None
+                sent = None
+            if deliveries:
+                admitted = self._admit(deliveries, in_flight=sent.run.writing() if _writing(sent) else ())
+            if sent is not None and self._finish_sent(sent, store_backoff) is _DOWN:
+                if admitted is not None:
+                    self._hand_back(admitted)
+                return None
+            if admitted is None:
+                if burst and self.idle():
+                    raise _Drained
+                return None
+            executed = self._execute(admitted)
+            if _writing(executed):
+                return executed
+            # nothing in flight (handed back, or nothing to write): settled now, paused if the store is down
+            self._finish_sent(executed, store_backoff)
+            return None
+        except BaseException:
+            if admitted is not None and not admitted.done:  # left pending, reclaimed later
+                admitted.release()
+            raise
+
+    def _finish_sent(self, b: _Batch, store_backoff: _Backoff):
+        """Complete the batch in flight; ``_DOWN`` (after a pause) if the store was down."""
+        down = store_down(self._complete(b))
+        if down:
+            self._pause(store_backoff, "store_unavailable", down)
+            return _DOWN
+        store_backoff.reset()
+        # orjson (~27 ms to import) pays for itself over many batches, not before
+        # the first: a long-lived worker switches after its first batch is settled.
+        codec.use_orjson()
+        return None
+
+    def _hand_back(self, batch: list[Delivery] | _Batch) -> None:
+        """Hand entries back unrun (an admitted batch's check reply is dropped): the store
+        went down while they waited, and jobs run into an outage would run again after
+        their write failed."""
+        b = batch if isinstance(batch, _Batch) else _Batch(batch)
+        if b.outcomes is None:  # not already run (a runner bug runs a batch one by one at once)
+            reason = f"{STORE_DOWN}: the previous batch's write failed; not run into the outage"
+            unrun = b.runnable if b.run is not None else b.deliveries
+            b.outcomes = b.exhausted + [_deferred(d, reason) for d in unrun]
+        self._complete(b)
+
+    def _needs_split(self, deliveries: list[Delivery]) -> bool:
+        return any(d.attempts > self.max_attempts for d in deliveries)
+
+    def _complete_quietly(self, sent: _Batch | None) -> None:
+        """After Valkey or the store failed mid-round: the batch in flight is read back and
+        settled if it can be; if not, its entries stay pending and are reclaimed."""
+        if sent is not None:
+            try:
+                self._complete(sent)
+            except (*errors.connection_errors(), StoreUnavailable):
+                sent.release()
+        return None
+
     def _pause(self, backoff: _Backoff, event: str, error: str) -> None:
         if self.runner.log:
             self.runner.log({"kindling": event, "error": error[:300], "retry_in_s": round(backoff.delay, 2)})
         deadline = time.monotonic() + backoff.next()
         while not self._stopping and time.monotonic() < deadline:  # SIGTERM does not wait out a pause
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+class _Batch:
+    """A batch of entries on its way through the worker: admitted, executed, completed."""
+
+    __slots__ = ("deliveries", "exhausted", "runnable", "run", "held", "outcomes", "remaining_ms", "request_id",
+                 "done")
+
+    def __init__(self, deliveries: list[Delivery]):
+        self.deliveries = deliveries
+        self.exhausted: list[Outcome] = []  # judged without running: delivered too often
+        self.runnable: list[Delivery] = []
+        self.run = None  # the runner's batch (kindling.runner.Batch)
+        self.held = None  # the heartbeat's hold on the runnable entries
+        self.outcomes: list[Outcome] | None = None  # set once known
+        self.remaining_ms: Callable[[], int] | None = None
+        self.request_id: str | None = None
+        self.done = False  # completed: its settlement was attempted
+
+    def release(self) -> None:
+        """Stop the heartbeat's hold (joined: no beat after this)."""
+        held, self.held = self.held, None
+        if held is not None:
+            held.__exit__(None, None, None)
+
+
+def _writing(b: _Batch | None) -> bool:
+    """Whether the batch has a write in flight (sent, not yet read back)."""
+    return (b is not None and b.outcomes is None and b.run is not None and b.run.handed_back is None
+            and b.run.collect_write is not None)
+
+
+class _Drained(Exception):
+    """Burst mode: nothing left to do."""
+
+
+_DOWN = object()
 
 
 def _deferred(d: Delivery, reason: str) -> Outcome:

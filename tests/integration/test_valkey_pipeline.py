@@ -1,0 +1,180 @@
+"""The long-lived stream worker checks its next batch while this one is written, and keeps
+every guarantee of the one-batch-at-a-time loop: records only move forward, a job already
+succeeded is skipped, a read that fails hands its batch back, and no entry is acknowledged
+before its record is written. Against a real valkey-server (infra/valkey/ctl).
+
+Run: .venv/bin/pytest tests/integration/test_valkey_pipeline.py -q -m valkey
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from kindling.errors import StoreUnavailable
+from kindling.results import MemoryResultStore
+
+from tests.integration.test_valkey import valkey_server, valkey_url  # noqa: F401  (session fixtures)
+
+pytestmark = pytest.mark.valkey
+
+
+@pytest.fixture
+def stream() -> str:
+    return f"pipe:{uuid.uuid4().hex[:8]}"
+
+
+class Timeline(MemoryResultStore):
+    """A memory store that logs, in order, when each read and write is sent and when its reply
+    is read. Like a remote store, a read is answered as of when it was sent; a write counts
+    from when its reply is read (a worker may rely on it no sooner), and at that moment the
+    entries it records must still be pending: none acknowledged before its record is written.
+
+    ``down_from_write``: the write whose reply is read n-th (0-based) fails, and so does every
+    call for ``down_s`` seconds after it (an outage starting then).
+    """
+
+    def __init__(self, valkey, stream: str, down_from_write: int | None = None, down_s: float = 0.3,
+                 fail_read: int | None = None):
+        super().__init__()
+        self.valkey, self.stream = valkey, stream
+        self.entries: dict[str, str] = {}  # job id -> stream entry
+        self.acked_before_written: list[str] = []
+        self.down_from_write, self.down_s, self.down_until = down_from_write, down_s, 0.0
+        self.fail_read = fail_read
+        self.read_replies = self.write_replies = 0
+
+    def _down(self) -> bool:
+        return time.monotonic() < self.down_until
+
+    def begin_read(self, job_ids, *, deadline=None):
+        ids = list(job_ids)
+        self.events.append(("read sent", ids))
+        failing = self._down() or self.read_replies == self.fail_read
+        self.read_replies += 1
+        states = None if failing else self.read_states(ids)
+
+        def collect():
+            self.events.append(("read collected", ids))
+            if states is None:
+                raise StoreUnavailable("the read failed (test)")
+            return states
+
+        return collect
+
+    def begin_write(self, records, *, deadline=None):
+        records = list(records)
+        ids = [r["id"] for r in records]
+        self.events.append(("write sent", ids))
+
+        def collect():
+            self.events.append(("write collected", ids))
+            pending = {e["message_id"].decode() for e in self.valkey.xpending_range(
+                self.stream, "kindling", min="-", max="+", count=10_000)}
+            self.acked_before_written += [i for i in ids if self.entries.get(i) not in pending]
+            n, self.write_replies = self.write_replies, self.write_replies + 1
+            if n == self.down_from_write:
+                self.down_until = time.monotonic() + self.down_s
+            if self._down():
+                raise StoreUnavailable("the write failed (test)")
+            return self.write(records)
+
+        return collect
+
+
+def _setup(url: str, stream: str, jobs: list, **store_options):
+    from kindling.envelope import encode_job, new_job
+    from kindling.registry import Registry
+    from kindling.valkey import StreamWorker, connect
+
+    runs: Counter = Counter()
+    registry = Registry()
+    registry.task(name="count")(lambda key: runs.update([key]))
+    client = connect(url)
+    store = Timeline(client, stream, **store_options)
+    client.xgroup_create(stream, "kindling", id="0", mkstream=True)
+    for job in jobs:
+        job = job if not isinstance(job, str) else new_job("count", [job], job_id=job)
+        store.entries[job.id] = client.xadd(stream, {"job": encode_job(job)}).decode()
+    worker = StreamWorker(url, registry=registry, store=store, stream=stream, batch=5, block_ms=50,
+                          visibility_ms=200, log=False)
+    return worker, store, runs, client
+
+
+def _batches(store: Timeline) -> list[frozenset]:
+    """The ids of each batch, in order: what each write recorded."""
+    return [frozenset(ids) for kind, ids in store.events if kind == "write sent"]
+
+
+def _at(store: Timeline, kind: str, ids) -> int:
+    return next(n for n, (k, i) in enumerate(store.events) if k == kind and frozenset(i) == frozenset(ids))
+
+
+def _settled(client, stream: str) -> None:
+    assert client.xlen(stream) == 0 and client.xpending(stream, "kindling")["pending"] == 0
+
+
+def test_batch_n_plus_1_is_read_before_batch_n_s_write_is_read_back(valkey_url, stream):  # noqa: F811
+    keys = [f"job-{i:02d}" for i in range(20)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys)
+    counts = worker.run(burst=True)
+    assert counts == {"succeeded": 20} and runs == Counter(keys)
+    batches = _batches(store)
+    assert len(batches) == 4, batches
+    for this, following in zip(batches, batches[1:], strict=False):
+        assert _at(store, "read sent", following) < _at(store, "write collected", this), store.events
+    assert store.acked_before_written == []
+    _settled(client, stream)
+
+
+def test_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream):  # noqa: F811
+    """The second delivery's check goes out before the first one's record is written: its id
+    is read again after that write, so the job is skipped, not run twice."""
+    keys = [f"job-{i:02d}" for i in range(9)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys[:5] + ["job-04"] + keys[5:])
+    counts = worker.run(burst=True)
+    assert counts == {"succeeded": 9, "skipped": 1}, counts
+    assert runs == Counter(keys)
+    assert store.records["job-04"]["status"] == "succeeded" and store.records["job-04"]["attempts"] == 1
+    assert store.acked_before_written == []
+    _settled(client, stream)
+
+
+def test_a_read_that_fails_hands_its_batch_back_and_it_runs_later(valkey_url, stream):  # noqa: F811
+    keys = [f"job-{i:02d}" for i in range(15)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys, fail_read=1)  # the second batch's check
+    counts = worker.run(burst=True)
+    assert runs == Counter(keys), runs  # each run once: the handed-back batch did not run until read
+    assert counts["succeeded"] == 15 and counts["deferred"] == 5, counts
+    assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in store.records.values())
+    assert store.acked_before_written == []
+    _settled(client, stream)
+
+
+def test_when_a_write_fails_the_batch_already_checked_is_handed_back_unrun(valkey_url, stream):  # noqa: F811
+    """The store goes down as batch 1's write is read back: batch 2, checked while the store
+    was up, is not run into the outage (it would run again after its own write failed)."""
+    keys = [f"job-{i:02d}" for i in range(15)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys, down_from_write=0, down_s=0.3)
+    counts = worker.run(burst=True)
+    first = sorted(_batches(store)[0])
+    assert runs == Counter(keys + first), runs  # only the batch whose record was lost ran twice
+    assert counts["succeeded"] == 15, counts
+    assert store.acked_before_written == []
+    assert all(r["status"] == "succeeded" for r in store.records.values()) and len(store.records) == 15
+    _settled(client, stream)
+
+
+def test_a_record_that_may_not_be_replaced_is_left_and_its_entry_settled(valkey_url, stream):  # noqa: F811
+    """Records only move forward: a job already succeeded is skipped, one already dead is not run."""
+    keys = [f"job-{i:02d}" for i in range(12)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys)
+    store.records["job-06"] = {"id": "job-06", "status": "succeeded", "attempts": 1, "result": "before"}
+    store.records["job-07"] = {"id": "job-07", "status": "dead", "attempts": 3}
+    counts = worker.run(burst=True)
+    assert runs == Counter(k for k in keys if k not in ("job-06", "job-07"))
+    assert store.records["job-06"]["result"] == "before" and store.records["job-07"]["status"] == "dead"
+    assert counts == {"succeeded": 10, "skipped": 1, "dead": 1}, counts
+    _settled(client, stream)
