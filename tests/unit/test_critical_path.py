@@ -128,3 +128,15 @@ def test_a_failed_write_hands_the_batch_back(reg):
     store.fail = True
     outcome = runner.finish(written)[0]
     assert outcome.status == "deferred" and outcome.record is None and store.records == {}
+
+
+def test_each_batch_runs_under_its_own_deadline_when_the_next_was_begun_first(reg):
+    """What a job's result upload to S3 is bounded by is its own batch's deadline."""
+    seen = []
+    runner = Runner(reg, MemoryResultStore(), log=None, metrics=False)
+    reg.task(name="peek")(lambda: seen.append(runner._deadline))
+    timed = runner.begin([delivery("peek")], lambda: 60_000)
+    untimed = runner.begin([delivery("peek")])  # no deadline (a long-lived worker)
+    runner.finish(runner.execute(timed))
+    runner.finish(runner.execute(untimed))
+    assert seen[0] == timed.deadline and seen[0] is not None and seen[1] is None

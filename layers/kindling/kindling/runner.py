@@ -335,7 +335,8 @@ class Runner:
     def execute(self, batch: Batch) -> Batch:
         """Read the duplicate check's reply, run the jobs, and send the write (not read back:
         :meth:`finish` does that). A check that fails hands the batch back unrun."""
-        self._batch_worker = batch.worker
+        # The batch's own, not the one begun since (a long-lived worker begins the next early).
+        self._batch_worker, self._deadline = batch.worker, batch.deadline
         outcomes, deliveries, deadline, read_by = batch.outcomes, batch.deliveries, batch.deadline, batch.read_by
         runnable = batch.runnable
         try:
