@@ -240,10 +240,22 @@ def test_records_carry_timing_worker_and_expiry(reg, store):
 
 
 def test_sync_jobs_share_a_thread_pool_in_long_lived_workers(reg, store):
-    outcomes = Runner(reg, store, threads=8).run([delivery("nap", 200) for _ in range(8)])
+    import threading
+
+    # Each job waits for all eight: only eight jobs running at once can get past it.
+    meeting = threading.Barrier(8, timeout=30)
+    reg.task(name="meet")(lambda: meeting.wait())
+    outcomes = Runner(reg, store, threads=8).run([delivery("meet") for _ in range(8)])
     assert statuses(outcomes) == ["succeeded"] * 8
-    spans = [(store.records[o.job_id]["started_at"], store.records[o.job_id]["finished_at"]) for o in outcomes]
-    assert max(s for s, _ in spans) < min(f for _, f in spans)  # all eight overlapped
+
+
+def test_a_pool_smaller_than_the_batch_runs_no_more_jobs_at_once_than_its_threads(reg, store):
+    import threading
+
+    meeting = threading.Barrier(8, timeout=0.5)
+    reg.task(name="meet")(lambda: meeting.wait())
+    outcomes = Runner(reg, store, threads=4).run([delivery("meet") for _ in range(8)])
+    assert statuses(outcomes) == ["failed"] * 8  # BrokenBarrierError: never eight at once
 
 
 def test_a_threaded_job_past_its_timeout_is_recorded_and_the_batch_moves_on(reg, store):
