@@ -123,5 +123,48 @@ print(" ".join(sorted(sys.modules)))
     ours = sorted(m for m in loaded if m == "kindling" or m.startswith("kindling."))
     assert ours == FIRST_BATCH_MODULES, (sorted(set(ours) - set(FIRST_BATCH_MODULES)),
                                          sorted(set(FIRST_BATCH_MODULES) - set(ours)))
+    assert not loaded & SIGNING_MODULES, sorted(loaded & SIGNING_MODULES)  # signing is off: none of it loads
     item = boto3.client("dynamodb").scan(TableName=table)["Items"]
     assert [i["status"]["S"] for i in item] == ["succeeded"]
+
+
+SIGNING_MODULES = {"kindling.jobsig", "kindling.signed", "kindling.secrets"}
+
+
+def test_with_signing_on_a_first_batch_loads_only_the_signing_modules(layer_python, table):
+    """Signing on: the worker reads the keys at its first batch with kindling's own client,
+    and checks the MAC with the C SHA-256 (no hashlib, no hmac, no json module)."""
+    import base64
+    import json
+    import os
+
+    import boto3
+
+    keys = {"current": "k1", "keys": {"k1": base64.b64encode(b"s" * 32).decode()}}
+    arn = boto3.client("secretsmanager").create_secret(Name=f"sig-{table}", SecretString=json.dumps(keys))["ARN"]
+    script = f"""
+import sys
+sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
+import app
+before = set(sys.modules)
+from kindling import jobsig
+from kindling.envelope import encode_job, new_job
+body = encode_job(new_job("noop")).decode()
+signature = jobsig.sign("k1", b"s" * 32, "sqs:000000000000:jobs", body)
+forged = encode_job(new_job("noop")).decode()
+record = lambda m, b, s: {{"messageId": m, "body": b, "attributes": {{"ApproximateReceiveCount": "1"}},
+    "messageAttributes": {{"kindling_signature": {{"stringValue": s, "dataType": "String"}}}},
+    "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs"}}
+event = {{"Records": [record("m1", body, signature), record("m2", forged, signature)]}}
+response = app.handler(event, None)
+assert response == {{"batchItemFailures": []}}, response
+print(" ".join(sorted(sys.modules)))
+"""
+    env = dict(os.environ, KINDLING_TABLE=table, KINDLING_SIGNING_SECRET=arn)
+    out = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env, check=True)
+    loaded = set(out.stdout.split())
+    assert loaded >= SIGNING_MODULES
+    heavy = {"boto3", "botocore", "urllib3", "hashlib", "hmac", "json", "base64", "http.client", "ssl"}
+    assert not loaded & heavy, sorted(loaded & heavy)
+    items = boto3.client("dynamodb").scan(TableName=table)["Items"]
+    assert sorted(i["status"]["S"] for i in items) == ["rejected", "succeeded"]

@@ -39,6 +39,7 @@ from kindling.routing import parse_queues, queue_name, resolve
 
 SQS_DEFAULT_MAX_BYTES = 262_144  # SQS's MaximumMessageSize when a queue does not say (the old hard limit)
 SQS_MAX_BATCH = 10
+SIGNATURE_BYTES = 160  # a signed message's attribute: name, type and "v1:<key id, <= 64>:<MAC, 44>" (136 at most)
 SQS_MAX_DELAY = 900
 
 
@@ -88,10 +89,14 @@ class Client:
         max_send_attempts: tries for messages SQS refuses with a server-side error.
         payload_bucket: the S3 bucket for arguments too large for the queue (default
             ``KINDLING_PAYLOAD_BUCKET``; the stack's ``PayloadBucketName`` output).
+        signing: sign every message (:mod:`kindling.jobsig`), for a worker with signing on:
+            the signing secret's ARN (default ``KINDLING_SIGNING_SECRET``; read with this
+            client's boto3 session at the first send, needs ``secretsmanager:GetSecretValue``
+            on it) or a :class:`kindling.signed.Keyring`. Empty: unsigned.
     """
 
     def __init__(self, queue_url: str | None = None, table: str | None = None, *, queues: dict[str, str] | None = None,
-                 session=None, max_send_attempts: int = 5, payload_bucket: str | None = None):
+                 session=None, max_send_attempts: int = 5, payload_bucket: str | None = None, signing=None):
         self.queue_url = queue_url or os.environ.get("KINDLING_QUEUE_URL", "")
         self.table = table or os.environ.get("KINDLING_TABLE", "")
         self.queues = parse_queues(os.environ.get("KINDLING_QUEUES", "")) if queues is None else dict(queues)
@@ -106,6 +111,13 @@ class Client:
 
             session = boto3.Session()
         self._session = session
+        if signing is None:
+            signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
+        if isinstance(signing, str) and signing:
+            from kindling.signed import Keyring, boto3_fetch
+
+            signing = Keyring(signing, fetch=boto3_fetch(session))
+        self.keyring = signing or None
         self._sqs = None
         self._ddb = None
         codec.use_orjson()
@@ -235,11 +247,18 @@ class Client:
         job = new_job(name, call.args, call.kwargs, job_id=call.job_id,
                       max_attempts=call.max_attempts, timeout=call.timeout)
         body = encode_job(job).decode()
+        options: dict = {}
         size = len(body.encode())
         limit = self.max_message_bytes_of(url)
-        if size > limit:
-            job, body = self._offload(call, job, name, size, limit)
-        options: dict = {}
+        # The signature attribute counts toward the queue's limit too.
+        overhead = SIGNATURE_BYTES if self.keyring is not None else 0
+        if size + overhead > limit:
+            job, body = self._offload(call, job, name, size, limit - overhead)
+        if self.keyring is not None:  # over the body as sent: the pointer, for an offloaded job
+            from kindling import jobsig
+
+            value = self.keyring.sign(jobsig.sqs_destination(url), body)
+            options["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}
         if call.delay:
             options["DelaySeconds"] = call.delay
         if call.group:
@@ -370,7 +389,8 @@ class Client:
 def _chunks(prepared: list[tuple[Job, str, dict, str]], max_bytes: int):
     chunk, size = [], 0
     for item in prepared:
-        n = len(item[1].encode())
+        n = len(item[1].encode()) + sum(len(name) + len(a["DataType"]) + len(a["StringValue"])
+                                        for name, a in item[2].get("MessageAttributes", {}).items())
         if chunk and (len(chunk) == SQS_MAX_BATCH or size + n > max_bytes):
             yield chunk
             chunk, size = [], 0

@@ -39,6 +39,10 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_PAYLOAD_BUCKET`` where results too large for their record are kept (S3, behind
                             a pointer in the record; :mod:`kindling.payloads`); unset: such
                             results fail as ``ResultTooLarge``
+``KINDLING_SIGNING_SECRET`` signed jobs: the secret holding the signing keys
+                            (:mod:`kindling.signed`); a message not validly signed is
+                            recorded ``rejected``, never run. Unset or empty: off, and
+                            nothing about signing is imported
 ========================== ===========================================================
 
 Handed-back messages that were never attempted come back when they should, without
@@ -98,13 +102,19 @@ class LambdaWorker:
         self._options = options
         self.dlq_url = env.get("KINDLING_DLQ_URL", "")
         self.dlq_urls = env.get("KINDLING_DLQ_URLS", "")  # parsed when a job first dies
+        self.signing_secret = env.get("KINDLING_SIGNING_SECRET", "")
         self._runner: Runner | None = None
         self._cold = True
 
     @property
     def runner(self) -> Runner:
         if self._runner is None:
-            self._runner = Runner(self.registry, self.store, **self._options)
+            options = self._options
+            if self.signing_secret and "verifier" not in options:
+                from kindling.signed import Keyring, Verifier
+
+                options = dict(options, verifier=Verifier(Keyring(self.signing_secret)))
+            self._runner = Runner(self.registry, self.store, **options)
         return self._runner
 
     @property
@@ -125,7 +135,8 @@ class LambdaWorker:
         logs.invocation(context, cold_start=self._cold)
         self._cold = False
         if sqs.is_sqs_event(event):
-            outcomes = self.runner.run(sqs.deliveries(event), remaining, request_id)
+            runner = self.runner
+            outcomes = runner.run(sqs.deliveries(event, signed=runner.verifier is not None), remaining, request_id)
             # SQS calls after the batch must not outlive the invocation either.
             until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
             moved = self._move_dead(event, outcomes, until) if self.dlq_url or self.dlq_urls else set()
@@ -166,9 +177,10 @@ class LambdaWorker:
             by_queue.setdefault(url, []).append(job)
         client = aws.sqs()
         for url, jobs in by_queue.items():
+            sign = self._signer(url)
             for start in range(0, len(jobs), 10):
                 chunk = {job.id: job for job in jobs[start : start + 10]}
-                entries = [{"Id": str(n), "MessageBody": encode_job(job).decode()}
+                entries = [sign({"Id": str(n), "MessageBody": encode_job(job).decode()})
                            for n, job in enumerate(chunk.values())]
                 try:
                     response = client.call("SendMessageBatch", {"QueueUrl": url, "Entries": entries})
@@ -182,6 +194,22 @@ class LambdaWorker:
                 sent += [ids[int(e["Id"])] for e in response.get("Successful", [])]
                 failed += [ids[int(e["Id"])] for e in response.get("Failed", [])]
         return {"kindling": "ticked", "enqueued": sent, "failed": failed}
+
+    def _signer(self, queue_url: str):
+        """What the worker's own sends (scheduled fires) go through: signed when signing is on."""
+        verifier = self.runner.verifier
+        if verifier is None:
+            return lambda entry: entry
+        from kindling import jobsig
+
+        destination = jobsig.sqs_destination(queue_url)
+
+        def sign(entry: dict) -> dict:
+            value = verifier.keyring.sign(destination, entry["MessageBody"])
+            entry["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}
+            return entry
+
+        return sign
 
     def _move_dead(self, event: dict, outcomes, deadline: float | None) -> set[str]:
         """Send the messages of jobs recorded ``dead`` to the DLQ of the queue each came

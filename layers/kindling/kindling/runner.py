@@ -100,17 +100,23 @@ class Delivery:
         trace: the producer's X-Ray trace header (SQS's ``AWSTraceHeader``), if any.
         group: the FIFO message group; jobs of one group run in batch order, and after
             one of them does not succeed the rest of its group is handed back unstarted.
+        signature: the signature carried beside the body (:mod:`kindling.jobsig`), read
+            only when signing is on.
+        source: where the message was read from, as a signature binds it
+            (:func:`kindling.jobsig.sqs_destination`, :func:`~kindling.jobsig.stream_destination`).
     """
 
-    __slots__ = ("ref", "body", "attempts", "trace", "group")
+    __slots__ = ("ref", "body", "attempts", "trace", "group", "signature", "source")
 
     def __init__(self, ref: str, body: str | bytes, attempts: int = 1, trace: str | None = None,
-                 group: str | None = None):
+                 group: str | None = None, signature: str | bytes | None = None, source: str | None = None):
         self.ref = ref
         self.body = body
         self.attempts = attempts
         self.trace = trace
         self.group = group
+        self.signature = signature
+        self.source = source
 
     def __repr__(self) -> str:
         return f"Delivery(ref={self.ref!r}, attempts={self.attempts})"
@@ -233,6 +239,9 @@ class Runner:
             their pointer names, whatever this says.
         s3: the :class:`kindling.aws.s3.S3Client` for payloads (default: the process's,
             made at the first payload).
+        verifier: signed jobs (:class:`kindling.signed.Verifier`): a delivery that is not
+            validly signed is recorded ``rejected`` and never run; a batch for which the
+            keys cannot be read is handed back. ``None`` (the default): no check at all.
     """
 
     def __init__(
@@ -255,6 +264,7 @@ class Runner:
         metrics: bool | None = None,
         payload_bucket: str | None = None,
         s3=None,
+        verifier=None,
     ):
         self.registry = registry
         self.store = store
@@ -278,6 +288,7 @@ class Runner:
             flag = os.environ.get("KINDLING_METRICS")
             metrics = flag == "1" if flag in ("0", "1") else "AWS_LAMBDA_FUNCTION_NAME" in os.environ
         self.metrics = metrics
+        self.verifier = verifier
         self.batches = 0
         if payload_bucket is None:
             payload_bucket = os.environ.get("KINDLING_PAYLOAD_BUCKET", "")
@@ -322,6 +333,13 @@ class Runner:
         self._deadline = deadline
         # Past this there is no time left to run anything the read would allow.
         read_by = None if deadline is None else deadline - self.safety_ms / 1000
+        if self.verifier is not None:
+            trouble = self.verifier.prepare(read_by)
+            if trouble is not None:  # no job is judged without the keys: the batch comes back
+                outcomes = [Outcome(d.ref, None, None, None, d.attempts) for d in deliveries]
+                batch = Batch(deliveries, outcomes, [], dict, deadline, read_by, worker)
+                batch.handed_back = self._hand_back_all(outcomes, trouble, "signing_keys_unavailable")
+                return batch
         outcomes = [self._decode(d) for d in deliveries]
         runnable = self._drop_duplicates(outcomes)
         # The duplicate check goes out as soon as the ids are known; the rest of admission
@@ -335,6 +353,8 @@ class Runner:
     def execute(self, batch: Batch) -> Batch:
         """Read the duplicate check's reply, run the jobs, and send the write (not read back:
         :meth:`finish` does that). A check that fails hands the batch back unrun."""
+        if batch.handed_back is not None:  # handed back at admission (no signing keys)
+            return batch
         # The batch's own, not the one begun since (a long-lived worker begins the next early).
         self._batch_worker, self._deadline = batch.worker, batch.deadline
         outcomes, deliveries, deadline, read_by = batch.outcomes, batch.deliveries, batch.deadline, batch.read_by
@@ -410,6 +430,10 @@ class Runner:
 
     def _decode(self, d: Delivery) -> Outcome:
         """Decode and validate the envelope; a bad message becomes ``rejected`` right here."""
+        if self.verifier is not None:
+            unsigned = self.verifier.check(d)
+            if unsigned is not None:
+                return self._unsigned(d, unsigned)
         try:
             job = decode_job(d.body)
         except NewerEnvelope as exc:
@@ -470,6 +494,21 @@ class Runner:
                                 raw=d.body, job_id=claimed_id, worker=self._batch_worker, ttl_s=self.ttl_s,
                                 redact=redact)
         return o
+
+    def _unsigned(self, d: Delivery, reason: str) -> Outcome:
+        """A message without a valid signature: recorded under a key of its own message
+        (never the job id it claims, which it could take from a real job), never run.
+        The claimed id and task are read only to tell the sender what arrived."""
+        claimed_id = task = None
+        try:
+            job = decode_job(d.body)
+            claimed_id, task = job.id, job.task
+        except InvalidJob as exc:
+            claimed_id, task = exc.job_id, exc.task
+        except Exception:  # noqa: BLE001, S110 - the body is only for the record
+            pass
+        return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d, f"signature: {reason}",
+                              claimed_id=claimed_id, task=task)
 
     def _drop_duplicates(self, outcomes: list[Outcome]) -> list[Outcome]:
         """The same job id twice in one batch runs once; the copies follow the first."""
@@ -862,7 +901,7 @@ class Runner:
             elif o.job_id is not None and o.job_id not in first:
                 first[o.job_id] = o
 
-    def _hand_back_all(self, outcomes: list[Outcome], reason: str) -> list[Outcome]:
+    def _hand_back_all(self, outcomes: list[Outcome], reason: str, kind: str = "store_unavailable") -> list[Outcome]:
         for o in outcomes:
             if o.status != SKIPPED:
                 o.status = DEFERRED
@@ -871,7 +910,7 @@ class Runner:
                 o.retry_in = policy.store_backoff_s(o.deliveries)
         if self.log:
             self.log({"level": "WARNING", "location": "kindling.runner:run", "message": "batch handed back",
-                      "kindling": "store_unavailable", "error": reason[:500], "handed_back": len(outcomes)})
+                      "kindling": kind, "error": reason[:500], "handed_back": len(outcomes)})
         return outcomes
 
     def _task(self, o: Outcome) -> Task:

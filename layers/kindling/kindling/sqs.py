@@ -37,9 +37,10 @@ def is_sqs_event(event: object) -> bool:
     return bool(records) and records[0].get("eventSource") == "aws:sqs"
 
 
-def deliveries(event: dict) -> list[Delivery]:
+def deliveries(event: dict, *, signed: bool = False) -> list[Delivery]:
     """One :class:`Delivery` per SQS record; attempts from ``ApproximateReceiveCount``, the
-    producer's trace from ``AWSTraceHeader``, a FIFO queue's ``MessageGroupId``."""
+    producer's trace from ``AWSTraceHeader``, a FIFO queue's ``MessageGroupId``; with
+    ``signed``, the signature attribute and the queue it came from (:mod:`kindling.jobsig`)."""
     out = []
     for record in event["Records"]:
         attrs = record.get("attributes") or {}
@@ -47,9 +48,23 @@ def deliveries(event: dict) -> list[Delivery]:
             attempts = int(attrs.get("ApproximateReceiveCount", 1))
         except (TypeError, ValueError):
             attempts = 1
-        out.append(Delivery(record["messageId"], record.get("body") or "", attempts, attrs.get("AWSTraceHeader"),
-                            attrs.get("MessageGroupId")))
+        d = Delivery(record["messageId"], record.get("body") or "", attempts, attrs.get("AWSTraceHeader"),
+                     attrs.get("MessageGroupId"))
+        if signed:
+            _signature(d, record)
+        out.append(d)
     return out
+
+
+def _signature(d: Delivery, record: dict) -> None:
+    from kindling import jobsig
+
+    attribute = (record.get("messageAttributes") or {}).get(jobsig.ATTRIBUTE) or {}
+    d.signature = attribute.get("stringValue") if isinstance(attribute, dict) else None
+    try:
+        d.source = jobsig.sqs_destination(record.get("eventSourceARN") or "")
+    except ValueError:
+        d.source = None
 
 
 def batch_response(outcomes: Iterable[Outcome], moved: Collection[str] = ()) -> dict:
@@ -71,6 +86,9 @@ def dead_letters(event: dict, outcomes: Iterable[Outcome]) -> list[dict]:
         attributes = {"kindling_reason": {"DataType": "String", "StringValue": (o.reason or "dead")[:1000]}}
         if o.job_id:
             attributes["kindling_job_id"] = {"DataType": "String", "StringValue": o.job_id}
+        signature = (records[o.ref].get("messageAttributes") or {}).get("kindling_signature")
+        if isinstance(signature, dict) and signature.get("stringValue"):  # so a redrive to its queue verifies
+            attributes["kindling_signature"] = {"DataType": "String", "StringValue": signature["stringValue"]}
         entry = {"Id": o.ref, "MessageBody": records[o.ref].get("body") or "", "MessageAttributes": attributes}
         group = (records[o.ref].get("attributes") or {}).get("MessageGroupId")
         if group:  # a FIFO queue's dead-letter queue is FIFO too

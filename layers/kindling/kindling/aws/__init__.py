@@ -31,7 +31,7 @@ The parts, as urllib3 splits them:
   with a payload in S3 load it.
 """
 
-from kindling.aws.client import JsonClient, PendingCall, dynamodb, sqs
+from kindling.aws.client import JsonClient, PendingCall, dynamodb, secretsmanager, sqs, ssm
 from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError, RemoteDisconnected
 from kindling.aws.retry import RETRYABLE_CODES
 from kindling.aws.signing import sign
@@ -45,6 +45,8 @@ __all__ = [
     "PendingCall",
     "RemoteDisconnected",
     "dynamodb",
+    "secretsmanager",
     "sign",
     "sqs",
+    "ssm",
 ]

@@ -371,7 +371,7 @@ _clients_pid = 0
 _clients_lock = allocate_lock()
 
 
-def _cached(service: str, target_prefix: str) -> JsonClient:
+def _cached(service: str, target_prefix: str, json_version: str = "1.0") -> JsonClient:
     global _clients_pid
     with _clients_lock:
         pid = os.getpid()
@@ -380,7 +380,7 @@ def _cached(service: str, target_prefix: str) -> JsonClient:
             _clients_pid = pid
         client = _clients.get(service)
         if client is None:
-            client = _clients[service] = JsonClient(service, target_prefix)
+            client = _clients[service] = JsonClient(service, target_prefix, json_version=json_version)
         return client
 
 
@@ -392,3 +392,14 @@ def dynamodb() -> JsonClient:
 def sqs() -> JsonClient:
     """The process's SQS client (JSON 1.0 protocol, target prefix AmazonSQS)."""
     return _cached("sqs", "AmazonSQS")
+
+
+def secretsmanager() -> JsonClient:
+    """The process's Secrets Manager client (JSON 1.1, target prefix secretsmanager): used
+    only where a deployment keeps a secret there (signing keys, the Valkey URL)."""
+    return _cached("secretsmanager", "secretsmanager", "1.1")
+
+
+def ssm() -> JsonClient:
+    """The process's SSM client (JSON 1.1, target prefix AmazonSSM), for SecureString parameters."""
+    return _cached("ssm", "AmazonSSM", "1.1")
