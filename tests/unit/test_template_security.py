@@ -58,7 +58,7 @@ def test_producers_policy_holds_what_the_client_calls_and_no_more():
     assert needed <= allowed
     assert allowed == {"sqs:SendMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes", "lambda:InvokeFunction",
                        "dynamodb:GetItem", "dynamodb:BatchGetItem", "kms:Decrypt", "kms:GenerateDataKey",
-                       "s3:PutObject", "s3:GetObject"}
+                       "s3:PutObject", "s3:GetObject", "secretsmanager:GetSecretValue"}
     statements = _statements("ProducersPolicy")
     assert statements["Payloads"]["Resource"] == OBJECTS
     assert statements["SendJobs"]["Resource"] == [{"Fn::GetAtt": ["JobsQueue", "Arn"]}, *_named("Queue{}")]
@@ -158,3 +158,43 @@ def test_only_kindlings_roles_reach_the_payload_objects_and_the_name_reaches_the
     env = RES["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     assert env["KINDLING_PAYLOAD_BUCKET"] == {"Ref": "PayloadBucket"}
     assert TEMPLATE["Outputs"]["PayloadBucketName"]["Value"] == {"Ref": "PayloadBucket"}
+
+
+def _worker_statement(sid: str) -> tuple[str, dict]:
+    for statement in RES["WorkerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]:
+        if "Fn::If" in statement and statement["Fn::If"][1].get("Sid") == sid:
+            return statement["Fn::If"][0], statement["Fn::If"][1]
+    raise AssertionError(f"no worker statement {sid}")
+
+
+def test_signing_is_off_by_default_and_reads_only_its_own_secret_when_on():
+    params = TEMPLATE["Parameters"]
+    assert params["SigningSecretArn"]["Default"] == ""
+    env = RES["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["KINDLING_SIGNING_SECRET"] == {"Fn::If": ["UseSigning", {"Ref": "SigningSecretArn"}, NO_VALUE]}
+    assert TEMPLATE["Conditions"]["UseSigning"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "SigningSecretArn"}, ""]}]}
+    condition, statement = _worker_statement("ReadSigningKeys")
+    assert condition == "UseSigning"
+    assert statement["Action"] == "secretsmanager:GetSecretValue"
+    assert statement["Resource"] == {"Ref": "SigningSecretArn"}
+    for policy in ("ProducersPolicy", "ProducerPolicy"):
+        read = _statements(policy)["ReadSigningKeys"]
+        assert read["Action"] == "secretsmanager:GetSecretValue" and read["Resource"] == {"Ref": "SigningSecretArn"}
+
+
+def test_the_valkey_url_can_come_from_a_secret_that_only_the_worker_reads():
+    params = TEMPLATE["Parameters"]
+    assert params["ValkeyUrl"]["NoEcho"] is True  # the one parameter that may still carry a password
+    assert params["ValkeyUrlSecretArn"]["Default"] == ""
+    env = RES["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["KINDLING_VALKEY_URL_SECRET"] == {
+        "Fn::If": ["UseValkeyUrlSecret", {"Ref": "ValkeyUrlSecretArn"}, NO_VALUE]}
+    # with the secret, the URL parameter is not put in the environment
+    assert env["KINDLING_VALKEY_URL"] == {"Fn::If": ["UseValkeyUrl", {"Ref": "ValkeyUrl"}, NO_VALUE]}
+    assert {"Fn::Not": [{"Condition": "UseValkeyUrlSecret"}]} in TEMPLATE["Conditions"]["UseValkeyUrl"]["Fn::And"]
+    condition, statement = _worker_statement("ReadValkeyUrl")
+    assert condition == "UseValkeyUrlSecret" and statement["Resource"] == {"Ref": "ValkeyUrlSecretArn"}
+    assert set(statement["Action"]) == {"secretsmanager:GetSecretValue", "ssm:GetParameter"}
+    for name, param in params.items():  # no other parameter looks like it takes a password
+        if any(word in name.lower() for word in ("password", "token", "auth")):
+            assert param.get("NoEcho") is True, name

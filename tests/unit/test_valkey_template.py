@@ -25,7 +25,8 @@ def test_the_schedule_is_a_safety_net_that_can_be_turned_off():
 def test_producers_get_a_managed_policy_to_wake_the_worker():
     policy = RES["ProducerPolicy"]
     assert policy["Type"] == "AWS::IAM::ManagedPolicy" and policy["Condition"] == "UseValkey"
-    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    statement, signing = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert signing["Fn::If"][0] == "UseSigning"  # reading the signing keys, when jobs are signed
     assert statement["Action"] == "lambda:InvokeFunction"
     assert statement["Resource"] == {"Fn::GetAtt": ["WorkerFunction", "Arn"]}
     output = TEMPLATE["Outputs"]["ProducerPolicyArn"]
@@ -47,10 +48,16 @@ def test_in_a_vpc_the_worker_reaches_dynamodb_sqs_lambda_and_s3():
     assert CONDITIONS["CreateVpcEndpoints"] == {"Fn::And": [
         {"Condition": "UseValkey"}, {"Condition": "UseVpc"}, {"Fn::Equals": [{"Ref": "VpcEndpoints"}, "true"]}]}
     endpoints = {k: v for k, v in RES.items() if v["Type"] == "AWS::EC2::VPCEndpoint"}
+    secrets = endpoints.pop("SecretsManagerEndpoint")  # only when a secret is read (signing keys, the URL)
+    assert secrets["Condition"] == "UseSecretsManagerEndpoint"
+    assert CONDITIONS["UseSecretsManagerEndpoint"] == {"Fn::And": [
+        {"Condition": "CreateVpcEndpoints"}, {"Fn::Or": [{"Condition": "UseSigning"}, {"Condition": "UseValkeyUrlSecret"}]}]}
     assert all(v["Condition"] == "CreateVpcEndpoints" for v in endpoints.values())
+    endpoints["SecretsManagerEndpoint"] = secrets
     kinds = {v["Properties"]["ServiceName"]["Fn::Sub"].rsplit(".", 1)[1]: v["Properties"]["VpcEndpointType"]
              for v in endpoints.values()}
-    assert kinds == {"dynamodb": "Gateway", "s3": "Gateway", "sqs": "Interface", "lambda": "Interface"}
+    assert kinds == {"dynamodb": "Gateway", "s3": "Gateway", "sqs": "Interface", "lambda": "Interface",
+                     "secretsmanager": "Interface"}
     for v in endpoints.values():
         props = v["Properties"]
         if props["VpcEndpointType"] == "Interface":

@@ -58,10 +58,15 @@ def cmd_worker(ns) -> int:
 
 
 def valkey_url(ns) -> str | None:
-    """The Valkey URL: ``--valkey``, else the first line of ``--valkey-url-file``, else
-    ``KINDLING_VALKEY_URL``; ``None`` for the SQS worker."""
+    """The Valkey URL: ``--valkey``, else the first line of ``--valkey-url-file``, else the
+    secret ``--valkey-url-secret`` names, else ``KINDLING_VALKEY_URL``, else the secret
+    ``KINDLING_VALKEY_URL_SECRET`` names; ``None`` for the SQS worker. A secret is read
+    here, when the worker starts (kindling's own AWS client), and its value is never printed."""
     if ns.valkey:
         return ns.valkey
+    secret = getattr(ns, "valkey_url_secret", None)
+    if secret:
+        return _url_from_secret(secret)
     if ns.valkey_url_file:
         try:
             with open(ns.valkey_url_file) as f:
@@ -71,7 +76,19 @@ def valkey_url(ns) -> str | None:
         if not lines:
             raise SystemExit(f"kindling: --valkey-url-file {ns.valkey_url_file} is empty")
         return lines[0]
+    if not os.environ.get("KINDLING_VALKEY_URL") and os.environ.get("KINDLING_VALKEY_URL_SECRET"):
+        return _url_from_secret(os.environ["KINDLING_VALKEY_URL_SECRET"])
     return os.environ.get("KINDLING_VALKEY_URL") or None
+
+
+def _url_from_secret(ref: str) -> str:
+    from kindling.errors import KindlingError
+    from kindling.valkey.connection import url_from_secret
+
+    try:
+        return url_from_secret(ref)
+    except KindlingError as exc:  # names the secret and the error code, never a value
+        raise SystemExit(f"kindling: {exc}") from None
 
 
 def worker_argv(ns, processes: int) -> list[str]:
@@ -137,8 +154,15 @@ def valkey_worker(ns):
         batch=int(env("KINDLING_VALKEY_BATCH", "100")), block_ms=int(env("KINDLING_VALKEY_BLOCK_MS", "1000")),
         visibility_ms=int(env("KINDLING_VALKEY_VISIBILITY_MS", "30000")),
         max_attempts=int(env("KINDLING_MAX_ATTEMPTS", "3")), concurrency=ns.concurrency, threads=ns.concurrency,
-        log=env("KINDLING_LOG", "1") != "0",
+        log=env("KINDLING_LOG", "1") != "0", verifier=_verifier(),
     )
+
+
+def _verifier():
+    """Signed jobs when ``KINDLING_SIGNING_SECRET`` names the keys' secret (else ``None``)."""
+    from kindling.signed import from_env
+
+    return from_env()
 
 
 def run_valkey_worker(ns) -> int:
@@ -267,6 +291,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
                              "KINDLING_VALKEY_URL). Any user can read a command line: give a URL with a "
                              "password in KINDLING_VALKEY_URL or --valkey-url-file")
     source.add_argument("--valkey-url-file", metavar="PATH", help="read the Valkey URL from this file")
+    source.add_argument("--valkey-url-secret", metavar="ARN",
+                        help="read the Valkey URL from this Secrets Manager secret or SSM SecureString "
+                             "parameter at start (default: KINDLING_VALKEY_URL_SECRET)")
     w.add_argument("--stream", default="kindling:jobs", help="Valkey stream (with --valkey)")
     w.add_argument("--processes", type=int, default=1, help="worker processes (with --valkey)")
     w.set_defaults(fn=cmd_worker)

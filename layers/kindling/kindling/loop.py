@@ -33,17 +33,22 @@ class SqsWorker:
         registry: the tasks (default: everything registered with ``@task``).
         wait: long-poll seconds per ReceiveMessage (at most 20).
         session: a ``boto3.Session`` (default: a new one).
+        signing: signed jobs: the signing secret's ARN (default ``KINDLING_SIGNING_SECRET``,
+            read with ``session``) or a :class:`kindling.signed.Keyring`; empty: off.
         **runner_options: passed to the runner (``concurrency``, ``default_timeout``, ...).
     """
 
     def __init__(self, queue_url: str, table: str, registry=None, *, wait: int = 20, session=None,
-                 store=None, **runner_options):
+                 store=None, signing=None, **runner_options):
+        import os
+
         import boto3
 
         codec.use_orjson()  # a long-lived process: orjson's import pays for itself
         self.queue_url = queue_url
         self.wait = wait
-        self.sqs = (session or boto3.Session()).client("sqs")
+        session = session or boto3.Session()
+        self.sqs = session.client("sqs")
         attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "RedrivePolicy"])
         self.queue_arn = attrs["Attributes"]["QueueArn"]
         policy = attrs["Attributes"].get("RedrivePolicy")
@@ -52,6 +57,13 @@ class SqsWorker:
         self.dlq_url = self._url_of(redrive["deadLetterTargetArn"]) if redrive else None
         options = {"max_attempts": 3, "attempts_cap": receives - 1 if receives else None,
                    "max_deliveries": receives, "worker": {"function": "kindling-worker"}}
+        if signing is None:
+            signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
+        if signing:
+            from kindling.signed import Keyring, Verifier, boto3_fetch
+
+            keyring = Keyring(signing, fetch=boto3_fetch(session)) if isinstance(signing, str) else signing
+            options["verifier"] = Verifier(keyring)
         options.update(runner_options)
         self.runner = Runner(registry or default_registry, store or DynamoResultStore(table), **options)
         self.counts: dict[str, int] = {}
@@ -77,6 +89,7 @@ class SqsWorker:
                 messages = self.sqs.receive_message(
                     QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait,
                     MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                    MessageAttributeNames=["kindling_signature"],
                 ).get("Messages", [])
                 if messages:
                     self.run_batch(messages)
@@ -93,10 +106,12 @@ class SqsWorker:
         # The same record shape a Lambda SQS event carries, so one mapping serves both.
         event = {"Records": [
             {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-             "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn}
+             "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn,
+             "messageAttributes": {name: {"stringValue": a.get("StringValue"), "dataType": a.get("DataType")}
+                                   for name, a in m.get("MessageAttributes", {}).items()}}
             for m in messages
         ]}
-        outcomes = self.runner.run(sqs.deliveries(event))
+        outcomes = self.runner.run(sqs.deliveries(event, signed=self.runner.verifier is not None))
         receipts = {m["MessageId"]: m["ReceiptHandle"] for m in messages}
         moved = self._move_dead(event, outcomes)
         done = [o.ref for o in outcomes if o.status in SETTLED or o.ref in moved]

@@ -7,7 +7,12 @@ import os
 DEFAULT_STREAM = "kindling:jobs"
 DEFAULT_GROUP = "kindling"
 FIELD = b"job"
-"""The one field of a stream entry: the job's envelope JSON."""
+"""The field of a stream entry holding the job's envelope JSON (beside it, a signed job's
+``sig``: :mod:`kindling.jobsig`)."""
+SIG_FIELD = b"sig"
+URL_SECRET_ENV = "KINDLING_VALKEY_URL_SECRET"
+
+_secret_urls: dict[str, str] = {}
 
 
 def connect(url: str, **options):
@@ -20,6 +25,39 @@ def connect(url: str, **options):
     options.setdefault("socket_connect_timeout", 5)
     options.setdefault("health_check_interval", 30)
     return Valkey.from_url(url, **options)
+
+
+def configured_url(environ=None) -> str | None:
+    """The deployment's Valkey URL: ``KINDLING_VALKEY_URL``, else the one kept in the secret
+    ``KINDLING_VALKEY_URL_SECRET`` names (Secrets Manager or SSM SecureString), read at the
+    first call (never at import) and kept for the process's life; ``None`` if neither is set."""
+    env = os.environ if environ is None else environ
+    url = env.get("KINDLING_VALKEY_URL")
+    if url:
+        return url
+    ref = env.get(URL_SECRET_ENV)
+    if not ref:
+        return None
+    if ref not in _secret_urls:
+        _secret_urls[ref] = url_from_secret(ref)
+    return _secret_urls[ref]
+
+
+def url_from_secret(ref: str, deadline: float | None = None) -> str:
+    """Read the Valkey URL kept in the secret ``ref``: its value is the URL, or a JSON object
+    with a ``url`` key (Secrets Manager's key/value form). Errors never quote the value."""
+    from kindling import codec, secrets
+    from kindling.errors import KindlingError
+
+    value = secrets.read(ref, deadline=deadline).strip()
+    if value.startswith("{"):
+        try:
+            value = codec.loads(value).get("url") or ""
+        except (ValueError, AttributeError):
+            value = ""
+    if not isinstance(value, str) or not value.startswith(("redis://", "rediss://", "valkey://", "valkeys://")):
+        raise KindlingError(f"secret {ref} does not hold a Valkey URL (redis:// or rediss://, or JSON with \"url\")")
+    return value
 
 
 def default_consumer() -> str:

@@ -40,7 +40,7 @@ from kindling.envelope import now_ms
 from kindling.errors import KindlingError
 from kindling.runner import DEFERRED, FAILED, Runner
 from kindling.valkey import errors
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, connect, default_consumer
+from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, configured_url, connect, default_consumer
 from kindling.valkey.kick import FLAG_GRACE_MS, HANDSHAKE, KICK_TTL_MS, LambdaInvoker, flag_key, run_handshake
 from kindling.valkey.scheduled import MOVE_LIMIT
 from kindling.valkey.worker import StreamWorker, store_down
@@ -65,7 +65,9 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
           request_id: str | None = None) -> dict:
     """Handle ``{"kindling": "drain", "stream": ..., "flag": ..., "url": ..., "batch": ...,
     "consumer": ..., "visibility_ms": ..., "horizon_ms": ..., "block_ms": ...}`` in Lambda
-    (every key but ``kindling`` optional; the URL defaults to ``KINDLING_VALKEY_URL``).
+    (every key but ``kindling`` optional; the URL defaults to ``KINDLING_VALKEY_URL``, else
+    the secret ``KINDLING_VALKEY_URL_SECRET`` names, read at the first drain:
+    :func:`~kindling.valkey.connection.configured_url`).
 
     Returns a summary: batches, counts, ``ended`` (``empty``, ``time``, ``store_unavailable``
     or ``stuck``), ``kicked`` (whether it handed on), ``next_due_in_ms`` (the earliest work
@@ -74,9 +76,9 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
     :class:`~kindling.valkey.kick.LambdaInvoker`. ``request_id`` (the invocation's) goes
     into every record, as the SQS handler's does.
     """
-    url = event.get("url") or os.environ.get("KINDLING_VALKEY_URL")
+    url = event.get("url") or configured_url()
     if not url:
-        raise KindlingError("drain: no Valkey URL (event 'url' or KINDLING_VALKEY_URL)")
+        raise KindlingError("drain: no Valkey URL (event 'url', KINDLING_VALKEY_URL or KINDLING_VALKEY_URL_SECRET)")
     worker, handshake_script = _drain_worker(runner, url, event)
     client = worker.client
     flag = event.get("flag") or flag_key(worker.stream)

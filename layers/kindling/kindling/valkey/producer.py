@@ -21,7 +21,7 @@ from __future__ import annotations
 from kindling import codec
 from kindling.envelope import encode_job, new_job, now_ms
 from kindling.errors import EnqueueError
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect
+from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, _s, connect
 from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaInvoker
 from kindling.valkey.scheduled import schedule
 
@@ -67,12 +67,16 @@ class StreamProducer:
         kick_ttl_ms: the flag's expiry, longer than the worker's function timeout (a drain
             that dies blocks new kicks until then).
         group: the drains' consumer group.
+        signing: sign every job (:mod:`kindling.jobsig`), for workers with signing on: the
+            signing secret's ARN (default ``KINDLING_SIGNING_SECRET``; read at the first
+            enqueue with kindling's own AWS client, or pass a :class:`kindling.signed.Keyring`
+            built with another ``fetch``). Empty: unsigned. A signature is bound to ``stream``.
     """
 
     def __init__(self, url: str, stream: str = DEFAULT_STREAM, maxlen: int | None = None, *, client=None,
                  function_name: str | None = None, invoker=None, max_drains: int = 1,
                  backlog_per_drain: int = BACKLOG_PER_DRAIN, kick_ttl_ms: int = KICK_TTL_MS,
-                 group: str = DEFAULT_GROUP):
+                 group: str = DEFAULT_GROUP, signing=None):
         import os
 
         codec.use_orjson()
@@ -80,6 +84,13 @@ class StreamProducer:
         self.stream = stream
         self.maxlen = maxlen
         self.client = client or connect(url)
+        if signing is None:
+            signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
+        if isinstance(signing, str) and signing:
+            from kindling.signed import Keyring
+
+            signing = Keyring(signing)
+        self.keyring = signing or None
         function_name = function_name or os.environ.get("KINDLING_WORKER_FUNCTION") or None
         if invoker is None and function_name:
             invoker = LambdaInvoker(function_name)
@@ -117,15 +128,23 @@ class StreamProducer:
             job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
                           timeout=call.timeout, not_before=now_ms() + int(call.delay * 1000) if call.delay else None)
             prepared.append((job, encode_job(job)))
+        if self.keyring is not None:
+            from kindling.jobsig import stream_destination
+
+            destination = stream_destination(self.stream)
+            prepared = [(job, body, self.keyring.sign(destination, body)) for job, body in prepared]
         sent: list[Sent] = []
         for start in range(0, len(prepared), CHUNK):
             chunk = prepared[start : start + CHUNK]
             if self.maxlen is not None:
                 self._check_room(len(chunk), sent, prepared[start:])
             pipe = self.client.pipeline(transaction=False)
-            for job, body in chunk:
+            for job, body, *signed in chunk:
+                signature = signed[0] if signed else None
                 if job.not_before is not None:
-                    schedule(pipe, self.stream, body, job.not_before)
+                    schedule(pipe, self.stream, body, job.not_before, signature)
+                elif signature is not None:
+                    pipe.xadd(self.stream, {FIELD: body, SIG_FIELD: signature})
                 else:
                     pipe.xadd(self.stream, {FIELD: body})
             if self.kicker is not None:
@@ -133,11 +152,11 @@ class StreamProducer:
             try:
                 replies = pipe.execute()
             except Exception as exc:  # noqa: BLE001 - report what was sent and what was not
-                failed = {job.id: f"{type(exc).__name__}: {exc}" for job, _ in prepared[start:]}
+                failed = {job.id: f"{type(exc).__name__}: {exc}" for job, *_ in prepared[start:]}
                 raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed,
                                    sent=sent) from exc
             sent.extend(Sent(job.id, job.task, None if job.not_before is not None else _s(i))
-                        for (job, _), i in zip(chunk, replies, strict=False))
+                        for (job, *_), i in zip(chunk, replies, strict=False))
             if self.kicker is not None:
                 took, backlog = replies[len(chunk):]
                 self.kicker.after(took, int(backlog))
@@ -146,7 +165,7 @@ class StreamProducer:
     def _check_room(self, n: int, sent: list[Sent], rest: list) -> None:
         length = self.client.xlen(self.stream)
         if length + n > self.maxlen:  # type: ignore[operator]
-            failed = {job.id: "stream full" for job, _ in rest}
+            failed = {job.id: "stream full" for job, *_ in rest}
             raise StreamFull(
                 f"stream {self.stream!r} holds {length} unfinished jobs; adding {n} would exceed "
                 f"maxlen={self.maxlen} (unread jobs are never trimmed; {len(rest)} jobs not sent)",

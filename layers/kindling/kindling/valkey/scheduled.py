@@ -30,7 +30,13 @@ if redis.replicate_commands then pcall(redis.replicate_commands) end
 local now = tonumber(ARGV[1])
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 for _, job in ipairs(due) do
-  redis.call('XADD', KEYS[2], '*', ARGV[3], job)
+  local cut = string.find(job, string.char(10), 1, true)
+  if string.byte(job, 1) ~= 123 and cut then
+    -- "<signature> newline <envelope>": a signed job, whose signature goes back beside its body
+    redis.call('XADD', KEYS[2], '*', ARGV[3], string.sub(job, cut + 1), 'sig', string.sub(job, 1, cut - 1))
+  else
+    redis.call('XADD', KEYS[2], '*', ARGV[3], job)
+  end
   redis.call('ZREM', KEYS[1], job)
 end
 local moved = #due
@@ -48,9 +54,20 @@ def scheduled_key(stream: str) -> str:
     return f"{stream}:scheduled"
 
 
-def schedule(pipe, stream: str, body: bytes, due_ms: int) -> None:
-    """Queue a delayed job on ``pipe``: the envelope waits in the set until ``due_ms``."""
-    pipe.zadd(scheduled_key(stream), {body: due_ms})
+def schedule(pipe, stream: str, body: bytes, due_ms: int, signature: bytes | str | None = None) -> None:
+    """Queue a delayed job on ``pipe``: the envelope waits in the set until ``due_ms``.
+
+    A signed job's member is ``<signature>\n<envelope>`` (an envelope starts with ``{``, a
+    signature never holds a newline): moved to the stream, the signature becomes the entry's
+    ``sig`` field again (:mod:`kindling.jobsig`), over the same body bytes."""
+    pipe.zadd(scheduled_key(stream), {member(body, signature): due_ms})
+
+
+def member(body: bytes | str, signature: bytes | str | None) -> bytes | str:
+    if not signature:
+        return body
+    sig = signature.encode() if isinstance(signature, str) else bytes(signature)
+    return sig + b"\n" + (body.encode() if isinstance(body, str) else bytes(body))
 
 
 def move_args(now: int, limit: int = MOVE_LIMIT) -> list:

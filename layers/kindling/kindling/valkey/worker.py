@@ -52,9 +52,9 @@ from kindling.runner import (
     Runner,
 )
 from kindling.valkey import errors
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, _s, connect, default_consumer
+from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, _s, connect, default_consumer
 from kindling.valkey.heartbeat import Heartbeat
-from kindling.valkey.scheduled import MOVE_DUE, move_args, scheduled_key
+from kindling.valkey.scheduled import MOVE_DUE, member, move_args, scheduled_key
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -216,15 +216,21 @@ class StreamWorker:
             entries = reply[0][1]
         return [self._delivery(i, f, 1) for i, f in entries]
 
-    @staticmethod
-    def _delivery(entry_id, fields, attempts: int) -> Delivery:
+    def _delivery(self, entry_id, fields, attempts: int) -> Delivery:
         fields = fields or {}
         body = fields.get(FIELD)
         if body is None:
             body = fields.get("job")
         if body is None:  # not a kindling entry: the runner rejects the empty body
             body = b""
-        return Delivery(_s(entry_id), body, attempts)
+        # A signature is kept with the entry wherever it goes (dead stream, scheduled set),
+        # and checked against the stream it was read from when signing is on.
+        d = Delivery(_s(entry_id), body, attempts, signature=fields.get(SIG_FIELD) or fields.get("sig"))
+        if self.runner.verifier is not None:
+            from kindling.jobsig import stream_destination
+
+            d.source = stream_destination(self.stream)
+        return d
 
     def process(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None,
                 request_id: str | None = None):
@@ -358,10 +364,13 @@ class StreamWorker:
             pipe.xlen(self.dead_stream)  # reply 0: the dead stream's length before
         for o in outcomes:
             if o.status == DEAD:
-                pipe.xadd(self.dead_stream, {
+                fields = {
                     FIELD: delivered[o.ref].body, b"error": o.reason or "", b"entry": o.ref,
                     b"job_id": o.job_id or "", b"attempts": str(o.attempts), b"dead_at": str(now),
-                }, maxlen=self.dead_maxlen, approximate=True)
+                }
+                if delivered[o.ref].signature:  # kept, so a job put back on its stream still verifies
+                    fields[SIG_FIELD] = delivered[o.ref].signature
+                pipe.xadd(self.dead_stream, fields, maxlen=self.dead_maxlen, approximate=True)
                 dead += 1
                 done.append(o.ref)
             elif o.status in SETTLED:
@@ -369,7 +378,7 @@ class StreamWorker:
             elif o.status == DEFERRED:
                 not_before = o.job.not_before if o.job is not None else None
                 if not_before is not None and not_before > now:
-                    pipe.zadd(self.scheduled, {delivered[o.ref].body: not_before})
+                    pipe.zadd(self.scheduled, {member(delivered[o.ref].body, delivered[o.ref].signature): not_before})
                     done.append(o.ref)
                     continue
                 before = max(0, delivered[o.ref].attempts - 1)
