@@ -418,3 +418,27 @@ def test_the_commands_print_aligned_tables_and_json(stack, capsys, monkeypatch):
 
     assert cli.main(["jobs", "list", *base]) == 2
     assert "give --status or --task" in capsys.readouterr().err
+
+
+def test_with_signed_jobs_a_revived_or_redriven_job_still_passes_the_workers_check(stack, monkeypatch):
+    """Signing on (KINDLING_SIGNING_SECRET for the producer, the worker and the operator): the
+    worker keeps a dead job's signature on its DLQ copy, a redrive carries it back, and a
+    revive signs the job it sends again; none of them is rejected."""
+    import base64
+    import json
+
+    keys = {"current": "k1", "keys": {"k1": base64.b64encode(b"o" * 32).decode()}}
+    arn = boto3.client("secretsmanager").create_secret(Name=f"ops-{uuid.uuid4().hex[:8]}",
+                                                       SecretString=json.dumps(keys))["ARN"]
+    monkeypatch.setenv("KINDLING_SIGNING_SECRET", arn)
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    doomed = client.send(Call("emails.send", ["ada@example.com"], job_id="mail-signed"))
+    work(stack)
+    assert client.record(doomed.id)["status"] == DEAD
+    (message,) = boto3.client("sqs").receive_message(QueueUrl=stack.dlq_url, VisibilityTimeout=0,
+                                                     MessageAttributeNames=["All"])["Messages"]
+    assert message["MessageAttributes"]["kindling_signature"]["StringValue"].startswith("v1:k1:")
+    BROKEN["on"] = False
+    retry_job(stack, doomed.id)
+    work(stack)
+    assert client.record(doomed.id)["status"] == SUCCEEDED

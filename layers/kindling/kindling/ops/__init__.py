@@ -59,6 +59,22 @@ class Stack:
         self._ddb = None
         self._sqs = None
         self._arns: dict[str, str] = {}
+        self._keyring = None
+
+    def signature_attributes(self, queue_url: str, body: str) -> dict:
+        """``MessageAttributes`` signing ``body`` for ``queue_url`` when the deployment signs
+        jobs (``KINDLING_SIGNING_SECRET``, read with this session), else none: a job sent
+        again by an operator must pass the worker's check like a producer's."""
+        secret = os.environ.get("KINDLING_SIGNING_SECRET", "")
+        if not secret:
+            return {}
+        from kindling import jobsig
+        from kindling.signed import Keyring, boto3_fetch
+
+        if self._keyring is None:
+            self._keyring = Keyring(secret, fetch=boto3_fetch(self.session))
+        value = self._keyring.sign(jobsig.sqs_destination(queue_url), body)
+        return {"MessageAttributes": {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}}
 
     @property
     def session(self):

@@ -201,8 +201,9 @@ def _send(stack: Stack, job_id: str, body: str) -> str:
         raise RetryRefused(f"job {job_id}: its message is not a job this kindling can send ({exc.reason})") from None
     if job.id != job_id:
         raise RetryRefused(f"job {job_id}: its message names job {job.id}")
-    response = stack.sqs.send_message(QueueUrl=stack.need_queue(), MessageBody=encode_job(again).decode(),
-                                      **_trace_attribute())
+    body = encode_job(again).decode()
+    response = stack.sqs.send_message(QueueUrl=stack.need_queue(), MessageBody=body, **_trace_attribute(),
+                                      **stack.signature_attributes(stack.need_queue(), body))
     return response["MessageId"]
 
 
