@@ -1,0 +1,296 @@
+"""Capacity and cost on real AWS, on paper: a model fed by one bench run, not a measurement.
+
+    python infra/bench/costmodel.py bench-results/bench-<stamp>.json [--memory-mb 512] [--job-ms 100]
+
+Measured here (read from the bench JSON, printed first): the warm per-instance rate of the
+Lambda worker (``dynamodb`` scenario: the SQS handler called with events of 10 noop jobs,
+each event a duplicate check and a write to DynamoDB, on LocalStack on the bench machine)
+and Celery's rates (``throughput`` scenario: noop and sleep-10-ms jobs, threads c=100, on
+the bench machine's CPUs, broker and worker together). Everything else is a published AWS
+price or limit (the constants below, us-east-1, on-demand; check them before relying on
+them) or an assumption stated where it is made:
+
+* a job's batch on Lambda takes the measured per-batch time (10 jobs / the per-instance
+  rate) plus, for timed jobs, ``batch x job time``: synchronous tasks run one by one;
+* producers send batches of 10 (``SendMessageBatch``); the event source mapping receives
+  and deletes in batches of 10; every job succeeds (no DLQ, no retries, no conditional
+  puts);
+* a record is under 1 KB (a noop record is ~270 bytes), so one write request unit each for
+  the table and for its one index entry (``by_task``; a succeeded record has no
+  ``by_status`` entry), and one strongly consistent read request unit for the duplicate
+  check (charged whether or not the item exists);
+* a Celery node has the bench machine's CPUs and runs at the measured rate (the bench ran
+  broker and worker on the same CPUs, so this may overstate the fleet); its broker and
+  result store are not priced.
+
+Not priced anywhere: free tiers, CloudWatch Logs and metrics, X-Ray, point-in-time
+recovery, KMS, data transfer, idle polling of an empty queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+# -- published prices, us-east-1, on-demand (USD) -------------------------------------------
+# As last known from the AWS pricing pages; the date is when each price came into force.
+LAMBDA_REQUEST_USD = 0.20 / 1e6  # per request; unchanged since Lambda's launch pricing (2014)
+LAMBDA_GB_S_X86_USD = 0.0000166667  # per GB-second, first tier, x86_64 (since 1 ms billing, 2020-12-01)
+LAMBDA_GB_S_ARM_USD = 0.0000133334  # per GB-second, first tier, arm64 (since Graviton2 Lambda, 2021-09-29)
+SQS_STANDARD_REQUEST_USD = 0.40 / 1e6  # per request (64 KB chunk), standard queue, beyond the free tier
+SQS_FIFO_REQUEST_USD = 0.50 / 1e6  # per request, FIFO queue
+PRICES_AS_OF = {"Lambda": "2021-09-29", "SQS": "2021 (unchanged since)", "DynamoDB on-demand": "2024-11-01",
+                "EC2 c6i/c7g on-demand": "2022-05 (c7g launch; unchanged since)"}
+DDB_WRU_USD = 0.625 / 1e6  # per write request unit, on-demand, standard table class (50% cut of 2024-11-01)
+DDB_RRU_USD = 0.125 / 1e6  # per read request unit, on-demand (same cut)
+DDB_STORAGE_GB_MONTH_USD = 0.25  # per GB-month, standard table class, beyond the first 25 GB
+EC2_X86 = ("c6i.large", 2, 0.085)  # (type, vCPUs, USD per hour), Linux on-demand
+EC2_ARM = ("c7g.large", 2, 0.0725)
+
+# -- published limits (defaults; those marked adjustable move through Service Quotas) --------
+LAMBDA_ACCOUNT_CONCURRENCY = 1_000  # concurrent executions per Region, adjustable
+ESM_MAX_CONCURRENCY_SETTING = 1_000  # ScalingConfig.MaximumConcurrency's highest value (template MaxValue)
+ESM_SQS_MAX_BATCHES = 1_250  # batches one SQS event source mapping processes at once, at most
+SQS_STANDARD_IN_FLIGHT = 120_000  # received but not deleted messages per standard queue
+SQS_FIFO_TPS = 300  # API calls per second per action, FIFO without high-throughput mode
+SQS_FIFO_HIGH_THROUGHPUT_TPS = 70_000  # per action, high-throughput FIFO, us-east-1
+SQS_BATCH = 10  # messages per SendMessageBatch / ReceiveMessage / DeleteMessageBatch
+DDB_PARTITION_WCU = 1_000  # write units per second per partition (table or index)
+DDB_PARTITION_RCU = 3_000  # read units per second per partition
+DDB_NEW_ON_DEMAND_WRU = 4_000  # a new on-demand table serves this at once; more after it has scaled
+DDB_NEW_ON_DEMAND_RRU = 12_000
+DDB_TABLE_WRU_QUOTA = 40_000  # per table (and per index), on-demand, adjustable
+DDB_TABLE_RRU_QUOTA = 40_000
+DDB_ACCOUNT_WCU_QUOTA = 80_000  # per Region, provisioned tables; adjustable
+
+# -- kindling's own figures (template.yaml, kindling.records) --------------------------------
+EVENT_BATCH = 10  # the template's BatchSize default: jobs per invocation
+INDEX_SHARDS = 4  # kindling.records.SHARDS: by_task's key is <task>#<0..3>
+TABLE_WRU_PER_JOB = 1  # BatchWriteItem put of the succeeded record (under 1 KB)
+INDEX_WRU_PER_JOB = 1  # its by_task entry
+RRU_PER_JOB = 1  # the BatchGetItem duplicate check, strongly consistent
+SQS_REQUESTS_PER_BATCH = 3  # SendMessageBatch, the mapping's ReceiveMessage, its DeleteMessageBatch
+RECORD_GB = (270 + 100 + 250 + 100) / 1e9  # item + overhead, index entry + overhead (noop record)
+RESULT_TTL_DAYS = 14  # the template's ResultTtlDays default
+
+HANDLER = "kindling SQS handler"
+CELERY = "Celery"
+RATES = (1_000, 10_000, 100_000)
+
+
+# -- inputs -------------------------------------------------------------------------------------
+
+
+def _median_rate(runs: dict, prefix: str) -> tuple[str, float, list[float]]:
+    for name, values in runs.items():
+        if name.startswith(prefix):
+            rates = [r["jobs_per_s"] for r in values]
+            return name, statistics.median(rates), rates
+    raise KeyError(f"no system starting with {prefix!r} in {sorted(runs)}")
+
+
+def read_inputs(bench: dict) -> dict:
+    """The measured figures the model uses, from a bench JSON (``make bench``)."""
+    if "dynamodb" not in bench or "throughput" not in bench:
+        raise ValueError("the bench JSON needs the dynamodb and throughput scenarios "
+                         "(make bench ONLY=dynamodb,throughput)")
+    handler, rate, rates = _median_rate(bench["dynamodb"]["runs"], HANDLER)
+    workloads = bench["throughput"]["workloads"]
+    sleep = next((w for w in workloads if w.startswith("sleep")), None)
+    if "noop" not in workloads or sleep is None:
+        raise ValueError(f"the throughput scenario needs the noop and sleep workloads, has {sorted(workloads)}")
+    celery, celery_noop, noop_runs = _median_rate(workloads["noop"]["runs"], CELERY)
+    _, celery_sleep, sleep_runs = _median_rate(workloads[sleep]["runs"], CELERY)
+    meta = bench.get("meta", {})
+    return {"handler": handler, "handler_rate": rate, "handler_runs": rates,
+            "endpoint": bench["dynamodb"].get("endpoint", "?"), "celery": celery, "celery_noop": celery_noop,
+            "celery_noop_runs": noop_runs, "celery_sleep": celery_sleep, "celery_sleep_runs": sleep_runs,
+            "sleep_workload": sleep,
+            "cpus": meta.get("cpus", 2), "stamp": meta.get("stamp", "?"), "quick": meta.get("quick")}
+
+
+# -- the model (pure) ------------------------------------------------------------------------------
+
+
+def batch_seconds(handler_rate: float, job_s: float) -> float:
+    """One invocation's time: the measured per-batch time plus the jobs' own, one by one."""
+    return EVENT_BATCH / handler_rate + EVENT_BATCH * job_s
+
+
+def per_million(inputs: dict, job_s: float, memory_mb: int) -> dict[str, float]:
+    """USD per million jobs, by line item."""
+    batches = 1e6 / EVENT_BATCH
+    gb_s = batches * batch_seconds(inputs["handler_rate"], job_s) * memory_mb / 1024
+    sqs_requests = 1e6 / SQS_BATCH * SQS_REQUESTS_PER_BATCH
+    stored_gb_months = 1e6 * RECORD_GB * RESULT_TTL_DAYS / 30
+    return {
+        "lambda requests": batches * LAMBDA_REQUEST_USD,
+        "lambda GB-s x86": gb_s * LAMBDA_GB_S_X86_USD,
+        "lambda GB-s arm64": gb_s * LAMBDA_GB_S_ARM_USD,
+        "sqs standard": sqs_requests * SQS_STANDARD_REQUEST_USD,
+        "sqs fifo": sqs_requests * SQS_FIFO_REQUEST_USD,
+        "dynamodb writes": 1e6 * (TABLE_WRU_PER_JOB + INDEX_WRU_PER_JOB) * DDB_WRU_USD,
+        "dynamodb reads": 1e6 * RRU_PER_JOB * DDB_RRU_USD,
+        "dynamodb storage": stored_gb_months * DDB_STORAGE_GB_MONTH_USD,
+    }
+
+
+def totals(items: dict[str, float]) -> dict[str, float]:
+    """kindling on a standard queue, x86 and arm64."""
+    shared = items["lambda requests"] + items["sqs standard"] + items["dynamodb writes"] + items["dynamodb reads"] \
+        + items["dynamodb storage"]
+    return {"x86": shared + items["lambda GB-s x86"], "arm64": shared + items["lambda GB-s arm64"]}
+
+
+def celery_node_rate(inputs: dict, job_s: float) -> float:
+    """Jobs/s of one Celery node: the measured noop rate, or for timed jobs (waiting, not
+    computing) the lower of the measured sleep-workload rate and what 100 threads allow."""
+    if job_s <= 0:
+        return inputs["celery_noop"]
+    return min(inputs["celery_sleep"], 100 / job_s)
+
+
+def celery_per_million(inputs: dict, job_s: float) -> dict[str, float]:
+    rate = celery_node_rate(inputs, job_s)
+    hours = 1e6 / (rate * 3600)
+    return {"x86": hours * EC2_X86[2], "arm64": hours * EC2_ARM[2]}
+
+
+def limits(inputs: dict, job_s: float) -> list[tuple[str, float, str]]:
+    """Each limit as (name, the jobs/s it allows, what the user changes when it binds)."""
+    per_instance = EVENT_BATCH / batch_seconds(inputs["handler_rate"], job_s)
+    in_flight_s = batch_seconds(inputs["handler_rate"], job_s)
+    table_wru = TABLE_WRU_PER_JOB
+    return [
+        ("ESM MaximumConcurrency = 10 (template default)", 10 * per_instance,
+         "raise MaxConcurrency (up to 1,000)"),
+        ("new on-demand table: 4,000 WRU/s at once", DDB_NEW_ON_DEMAND_WRU / table_wru,
+         "pre-warm the table (warm throughput) or ramp up over ~30 min"),
+        (f"by_task index: {INDEX_SHARDS} shards x 1,000 WCU/s, one task",
+         INDEX_SHARDS * DDB_PARTITION_WCU / INDEX_WRU_PER_JOB,
+         "spread jobs over tasks or raise kindling.records.SHARDS"),
+        ("Lambda: 1,000 concurrent per Region", LAMBDA_ACCOUNT_CONCURRENCY * per_instance,
+         "raise the concurrency quota"),
+        ("ESM MaximumConcurrency at its maximum, 1,000", ESM_MAX_CONCURRENCY_SETTING * per_instance,
+         "several queues (a mapping each), or async tasks"),
+        ("one SQS mapping: 1,250 batches at once", ESM_SQS_MAX_BATCHES * per_instance,
+         "several queues"),
+        ("table: 40,000 WRU/s quota", DDB_TABLE_WRU_QUOTA / table_wru,
+         "raise the table's write quota"),
+        ("table: 40,000 RRU/s quota (duplicate check)", DDB_TABLE_RRU_QUOTA / RRU_PER_JOB,
+         "raise the table's read quota"),
+        ("SQS standard: 120,000 in flight", SQS_STANDARD_IN_FLIGHT / in_flight_s,
+         "several queues"),
+    ]
+
+
+FIFO_LIMITS = [
+    ("of FIFO's 300 calls/s per action", SQS_FIFO_TPS * SQS_BATCH, "high-throughput mode"),
+    ("of high-throughput FIFO's 70,000", SQS_FIFO_HIGH_THROUGHPUT_TPS * SQS_BATCH, "several queues"),
+]
+
+
+def binding(inputs: dict, rate: float, job_s: float) -> list[tuple[str, float, str]]:
+    """The limits the rate exceeds, in the order they bind as traffic grows (the lowest
+    first); if none, the nearest one. Each as (name, rate / allowed, change)."""
+    rows = sorted(((name, rate / allowed, change) for name, allowed, change in limits(inputs, job_s)),
+                  key=lambda row: -row[1])
+    over = [row for row in rows if row[1] > 1]
+    return over or rows[:1]
+
+
+def concurrency_needed(inputs: dict, rate: float, job_s: float) -> int:
+    return math.ceil(rate * batch_seconds(inputs["handler_rate"], job_s) / EVENT_BATCH)
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.3f}" if x < 10 else f"${x:,.0f}"
+
+
+def report(inputs: dict, path: str, memory_mb: int, job_ms: float) -> str:
+    job_s = job_ms / 1000
+    out = [f"Capacity and cost on paper (a model, not a measurement), from {path}", "",
+           "Measured in that bench run (LocalStack on the bench machine, not AWS):",
+           f"- {inputs['handler']}: median {inputs['handler_rate']:,.0f} jobs/s per warm instance "
+           f"(runs {', '.join(f'{r:,.0f}' for r in inputs['handler_runs'])}; endpoint {inputs['endpoint']}); "
+           f"{1000 * EVENT_BATCH / inputs['handler_rate']:.1f} ms per event of {EVENT_BATCH}",
+           f"- {inputs['celery']}, noop: median {inputs['celery_noop']:,.0f} jobs/s "
+           f"(runs {', '.join(f'{r:,.0f}' for r in inputs['celery_noop_runs'])}); "
+           f"{inputs['sleep_workload']}: {inputs['celery_sleep']:,.0f} jobs/s, on {inputs['cpus']} CPUs",
+           f"- bench stamp {inputs['stamp']}{' (QUICK)' if inputs['quick'] else ''}", "",
+           f"Model: Lambda {memory_mb} MB, events of {EVENT_BATCH}, standard queue, every job succeeds; "
+           f"prices us-east-1 on-demand as of {', '.join(f'{k} {v}' for k, v in PRICES_AS_OF.items())}.", ""]
+    for label, js in (("noop jobs", 0.0), (f"{job_ms:g} ms jobs", job_s)):
+        per_instance = EVENT_BATCH / batch_seconds(inputs["handler_rate"], js)
+        out += [f"### {label}: {per_instance:,.1f} jobs/s per instance", "",
+                "| jobs/s | Lambda concurrency | binds first (load / limit) | the user changes |",
+                "|---:|---:|---|---|"]
+        for rate in RATES:
+            rows = binding(inputs, rate, js)
+            first, load, _ = rows[0]
+            if load > 1:
+                then = f"; then {', '.join(n for n, _, _ in rows[1:])}" if rows[1:] else ""
+                binds, change = f"{first} ({load:.1f}x){then}", "; ".join(dict.fromkeys(c for _, _, c in rows))
+            else:
+                binds, change = f"nothing (nearest: {first}, {load:.0%})", "nothing"
+            out.append(f"| {rate:,} | {concurrency_needed(inputs, rate, js):,} | {binds} | {change} |")
+        out.append("")
+    fifo = [f"{rate:,}/s: " + ", ".join(f"{rate / allowed:.2f}x {n}" for n, allowed, _ in FIFO_LIMITS)
+            for rate in RATES]
+    out += ["A FIFO queue instead (load / limit, batches of 10 messages per call): " + "; ".join(fifo) + ".", ""]
+    out += ["### Cost per million jobs (USD)", "",
+            "| | Lambda requests | Lambda GB-s x86 / arm64 | SQS standard | DynamoDB writes | DynamoDB reads "
+            "| DynamoDB storage (14 d) | kindling x86 / arm64 | Celery on EC2 x86 / arm64 (compute only) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, js in (("noop", 0.0), (f"{job_ms:g} ms", job_s)):
+        items, celery = per_million(inputs, js, memory_mb), celery_per_million(inputs, js)
+        total = totals(items)
+        out.append(f"| {label} | {_usd(items['lambda requests'])} | {_usd(items['lambda GB-s x86'])} / "
+                   f"{_usd(items['lambda GB-s arm64'])} | {_usd(items['sqs standard'])} | "
+                   f"{_usd(items['dynamodb writes'])} | {_usd(items['dynamodb reads'])} | "
+                   f"{_usd(items['dynamodb storage'])} | {_usd(total['x86'])} / {_usd(total['arm64'])} | "
+                   f"{_usd(celery['x86'])} / {_usd(celery['arm64'])} |")
+    out += ["", "### Celery fleet on EC2 sized to the same rate (always on, compute only)", "",
+            f"| jobs/s | nodes for noop | nodes for {job_ms:g} ms jobs | USD per hour x86 ({EC2_X86[0]}) / arm64 "
+            f"({EC2_ARM[0]}), noop | kindling USD per hour x86, noop |", "|---:|---:|---:|---:|---:|"]
+    noop_total = totals(per_million(inputs, 0.0, memory_mb))["x86"]
+    for rate in RATES:
+        nodes = math.ceil(rate / celery_node_rate(inputs, 0.0))
+        timed = math.ceil(rate / celery_node_rate(inputs, job_s))
+        out.append(f"| {rate:,} | {nodes:,} | {timed:,} | {_usd(nodes * EC2_X86[2])} / {_usd(nodes * EC2_ARM[2])} | "
+                   f"{_usd(noop_total * rate * 3600 / 1e6)} |")
+    out += ["", "Not priced: free tiers, Celery's broker and result store, CloudWatch Logs and metrics, X-Ray, "
+            "point-in-time recovery, KMS, data transfer, idle polling."]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("bench_json", help="a bench JSON with the dynamodb and throughput scenarios")
+    ap.add_argument("--memory-mb", type=int, default=512, help="the worker's memory (template default 512)")
+    ap.add_argument("--job-ms", type=float, default=100.0, help="the timed job's duration")
+    ns = ap.parse_args(argv)
+    if not 128 <= ns.memory_mb <= 10_240:
+        ap.error("--memory-mb must be between 128 and 10240 (Lambda's range)")
+    if ns.job_ms <= 0:
+        ap.error("--job-ms must be positive")
+    path = Path(ns.bench_json)
+    try:
+        bench = json.loads(path.read_text())
+        inputs = read_inputs(bench)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"costmodel: {path}: {exc}", file=sys.stderr)
+        return 2
+    print(report(inputs, str(path), ns.memory_mb, ns.job_ms))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

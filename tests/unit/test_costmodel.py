@@ -1,0 +1,101 @@
+"""infra/bench/costmodel.py: the arithmetic, checked by hand on round inputs."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "infra/bench/costmodel.py"
+_spec = importlib.util.spec_from_file_location("costmodel", _PATH)
+cm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cm)
+
+
+def bench(handler=(400.0, 500.0, 600.0), celery_noop=(200.0,), celery_sleep=(250.0,)) -> dict:
+    def runs(values):
+        return [{"jobs_per_s": v} for v in values]
+
+    return {
+        "meta": {"cpus": 2, "stamp": "T", "quick": True},
+        "dynamodb": {"endpoint": "LocalStack", "runs": {
+            "BatchWriteItem alone (25 per call, 4 connections)": runs([9999.0]),
+            "kindling SQS handler, warm, events of 10 (1 connection)": runs(handler)}},
+        "throughput": {"workloads": {
+            "noop": {"runs": {"Celery (threads c=100)": runs(celery_noop), "kindling StreamWorker": runs([1.0])}},
+            "sleep 10 ms": {"runs": {"Celery (threads c=100)": runs(celery_sleep)}}}},
+    }
+
+
+@pytest.fixture
+def inputs():
+    return cm.read_inputs(bench())
+
+
+def test_the_measured_inputs_are_the_medians_of_the_runs(inputs):
+    assert inputs["handler_rate"] == 500.0 and inputs["celery_noop"] == 200.0 and inputs["celery_sleep"] == 250.0
+
+
+def test_cost_per_million_noop_jobs_by_hand(inputs):
+    items = cm.per_million(inputs, 0.0, 512)
+    # 100,000 invocations of 10 jobs, each 10 / 500 = 20 ms at 0.5 GB: 1,000 GB-s
+    assert items["lambda requests"] == pytest.approx(100_000 * 0.20 / 1e6)  # $0.02
+    assert items["lambda GB-s x86"] == pytest.approx(1_000 * 0.0000166667)  # $0.0166667
+    assert items["lambda GB-s arm64"] == pytest.approx(1_000 * 0.0000133334)
+    # 100,000 batches x (send, receive, delete) = 300,000 requests
+    assert items["sqs standard"] == pytest.approx(0.12) and items["sqs fifo"] == pytest.approx(0.15)
+    # per job: the record and its by_task entry (2 WRU), the duplicate check (1 RRU)
+    assert items["dynamodb writes"] == pytest.approx(2 * 0.625) and items["dynamodb reads"] == pytest.approx(0.125)
+    # 1M records x 720 bytes kept 14 of 30 days at $0.25 per GB-month
+    assert items["dynamodb storage"] == pytest.approx(0.72 * 14 / 30 * 0.25)
+    assert cm.totals(items)["x86"] == pytest.approx(0.02 + 0.0166667 + 0.12 + 1.25 + 0.125 + 0.084)
+
+
+def test_a_100_ms_job_adds_its_time_to_each_batch(inputs):
+    # 20 ms + 10 x 100 ms = 1.02 s per batch: 100,000 x 1.02 x 0.5 = 51,000 GB-s
+    assert cm.batch_seconds(500.0, 0.1) == pytest.approx(1.02)
+    assert cm.per_million(inputs, 0.1, 512)["lambda GB-s x86"] == pytest.approx(51_000 * 0.0000166667)
+    assert cm.per_million(inputs, 0.1, 1024)["lambda GB-s x86"] == pytest.approx(102_000 * 0.0000166667)
+
+
+def test_celery_is_priced_per_node_hour_at_the_measured_rate(inputs):
+    # 1M jobs at 200 jobs/s = 1.389 node-hours of c6i.large ($0.085) / c7g.large ($0.0725)
+    assert cm.celery_per_million(inputs, 0.0) == pytest.approx({"x86": 1e6 / 720_000 * 0.085,
+                                                                "arm64": 1e6 / 720_000 * 0.0725})
+    # a 100 ms job that waits: 100 threads allow 1,000/s, the measured sleep workload 250/s
+    assert cm.celery_node_rate(inputs, 0.1) == 250.0
+    assert cm.celery_node_rate(inputs, 1.0) == 100.0  # 100 threads of 1 s jobs
+
+
+def test_what_binds_first_at_each_rate(inputs):
+    # noop: 500 jobs/s per instance; nothing reaches a limit at 1,000/s, the nearest is the
+    # new table's 4,000 WRU/s (25%)
+    (name, load, _), = cm.binding(inputs, 1_000, 0.0)
+    assert name.startswith("new on-demand table") and load == pytest.approx(0.25)
+    assert cm.concurrency_needed(inputs, 1_000, 0.0) == 2
+    # 10,000/s: 2.5x the new table and the one-task index (4 x 1,000), 2x MaxConcurrency 10 (5,000/s)
+    rows = cm.binding(inputs, 10_000, 0.0)
+    assert [round(load, 2) for _, load, _ in rows] == [2.5, 2.5, 2.0]
+    assert rows[2][0].startswith("ESM MaximumConcurrency = 10")
+    # 100 ms jobs: 10 / 1.02 s = 9.8 jobs/s per instance; 10,000/s needs 1,020 instances
+    assert cm.concurrency_needed(inputs, 10_000, 0.1) == 1_020
+    names = [n for n, _, _ in cm.binding(inputs, 10_000, 0.1)]
+    assert "Lambda: 1,000 concurrent per Region" in names and "one SQS mapping: 1,250 batches at once" not in names
+
+
+def test_the_report_prints_the_inputs_it_used(inputs, tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench()))
+    assert cm.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "median 500 jobs/s per warm instance (runs 400, 500, 600" in out and "a model, not a measurement" in out
+    assert "| noop | $0.020 |" in out
+
+
+def test_a_bench_without_the_scenarios_it_needs_is_refused_clearly(tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"meta": {}, "cold": {}}))
+    assert cm.main([str(path)]) == 2
+    assert "needs the dynamodb and throughput scenarios" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cm.main([str(path), "--memory-mb", "64"])
