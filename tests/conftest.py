@@ -59,3 +59,26 @@ def table(moto_endpoint) -> str:
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
     )
     return name
+
+
+@pytest.fixture(scope="session")
+def otel_exporter():
+    """OpenTelemetry's global tracer provider, set once per process, exporting to memory."""
+    trace = pytest.importorskip("opentelemetry.trace")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+@pytest.fixture
+def spans(otel_exporter):
+    """The spans finished during the test (the in-memory exporter, emptied around it)."""
+    otel_exporter.clear()
+    yield otel_exporter
+    otel_exporter.clear()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ["boto3", "botocore", "aws_lambda_powertools", "asyncio", "valkey", "redis", "pydantic",
-             "urllib3", "requests", "orjson", "json", "typing", "inspect", "logging", "socket", "ssl"]
+             "urllib3", "requests", "orjson", "json", "typing", "inspect", "logging", "socket", "ssl",
+             "opentelemetry", "kindling.otel"]
 
 PROBE = """
 import sys
@@ -77,7 +78,7 @@ def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python):
                   if not (kindling / m.parent / "__pycache__" / f"{m.stem}.cpython-313.pyc").is_file()]
     assert not uncompiled, uncompiled
     top = {p.name for p in layer_python.iterdir()}
-    assert not {"boto3", "botocore", "tests"} & top
+    assert not {"boto3", "botocore", "tests", "opentelemetry"} & top
     assert "orjson" in top
 
 
@@ -113,9 +114,11 @@ print(" ".join(sorted(sys.modules)))
     import os
 
     env = dict(os.environ, KINDLING_TABLE=table)
+    env.pop("KINDLING_OTEL", None)  # spans are off by default: this is the default path
     out = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env, check=True)
     loaded = set(out.stdout.split())
-    assert not loaded & {"boto3", "botocore", "urllib3", "requests", "asyncio", "orjson", "valkey"}
+    assert not loaded & {"boto3", "botocore", "urllib3", "requests", "asyncio", "orjson", "valkey", "opentelemetry",
+                         "kindling.otel"}
     stdlib_heavy = {"http", "http.client", "email", "socket", "ssl", "hashlib", "hmac", "urllib", "urllib.parse",
                     "json", "re", "enum", "random", "threading"}
     assert not loaded & stdlib_heavy, sorted(loaded & stdlib_heavy)

@@ -131,7 +131,7 @@ class Outcome:
     """
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
-                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "unread", "error")
+                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -150,6 +150,7 @@ class Outcome:
         self.started_ms = 0
         self.t0 = 0.0
         self.trace_id: str | None = None  # the producer's X-Ray trace id
+        self.trace: str | None = None  # its whole header (read only for OpenTelemetry spans)
         self.unread = False  # not read before running (its task opted out of duplicate skipping)
         self.error: BaseException | None = None  # what a failed run raised
 
@@ -183,7 +184,7 @@ class Batch:
     :meth:`Runner.finish`): its outcomes so far and the store replies still to read."""
 
     __slots__ = ("deliveries", "outcomes", "runnable", "collect", "deadline", "read_by", "worker", "collect_write",
-                 "handed_back")
+                 "handed_back", "spans")
 
     def __init__(self, deliveries: Sequence[Delivery], outcomes: list[Outcome], runnable: list[Outcome],
                  collect: Callable[[], dict], deadline: float | None, read_by: float | None, worker: dict):
@@ -196,6 +197,7 @@ class Batch:
         self.worker = worker
         self.collect_write: Callable[[], dict] | None = None  # the write's reply, once sent
         self.handed_back: list[Outcome] | None = None  # the check failed: nothing ran
+        self.spans: list = []  # (outcome, span, start ns) of its runs, with KINDLING_OTEL=1
 
     def writing(self) -> set[str]:
         """The job ids whose records this batch's write carries."""
@@ -242,6 +244,9 @@ class Runner:
         verifier: signed jobs (:class:`kindling.signed.Verifier`): a delivery that is not
             validly signed is recorded ``rejected`` and never run; a batch for which the
             keys cannot be read is handed back. ``None`` (the default): no check at all.
+        otel: open an OpenTelemetry span per job run (:mod:`kindling.otel`). Default: only
+            where ``KINDLING_OTEL=1``; without opentelemetry installed it is logged once and
+            left off. Off, opentelemetry is never imported.
     """
 
     def __init__(
@@ -265,6 +270,7 @@ class Runner:
         payload_bucket: str | None = None,
         s3=None,
         verifier=None,
+        otel: bool | None = None,
     ):
         self.registry = registry
         self.store = store
@@ -289,6 +295,8 @@ class Runner:
             metrics = flag == "1" if flag in ("0", "1") else "AWS_LAMBDA_FUNCTION_NAME" in os.environ
         self.metrics = metrics
         self.verifier = verifier
+        self.otel = os.environ.get("KINDLING_OTEL") == "1" if otel is None else otel
+        self._spans: list = []  # the executing batch's spans (Batch.spans), while otel is on
         self.batches = 0
         if payload_bucket is None:
             payload_bucket = os.environ.get("KINDLING_PAYLOAD_BUCKET", "")
@@ -355,6 +363,18 @@ class Runner:
         :meth:`finish` does that). A check that fails hands the batch back unrun."""
         if batch.handed_back is not None:  # handed back at admission (no signing keys)
             return batch
+        if not self.otel:
+            return self._execute(batch)
+        # The jobs' spans stay open until finish() knows their outcomes as recorded.
+        self._spans = batch.spans = []
+        try:
+            return self._execute(batch)
+        except BaseException:
+            spans, batch.spans = batch.spans, []
+            self._end_spans(spans)
+            raise
+
+    def _execute(self, batch: Batch) -> Batch:
         # The batch's own, not the one begun since (a long-lived worker begins the next early).
         self._batch_worker, self._deadline = batch.worker, batch.deadline
         outcomes, deliveries, deadline, read_by = batch.outcomes, batch.deliveries, batch.deadline, batch.read_by
@@ -400,6 +420,15 @@ class Runner:
     def finish(self, batch: Batch) -> list[Outcome]:
         """Read the write's reply back; return the batch's outcomes. A write that fails hands
         the batch back; a record the store refused (it holds a later outcome) is ``skipped``."""
+        if not batch.spans:
+            return self._finish_batch(batch)
+        try:
+            return self._finish_batch(batch)
+        finally:
+            spans, batch.spans = batch.spans, []
+            self._end_spans(spans)
+
+    def _finish_batch(self, batch: Batch) -> list[Outcome]:
         if batch.handed_back is not None:
             return batch.handed_back
         outcomes = batch.outcomes
@@ -457,6 +486,7 @@ class Runner:
             from kindling.logs import trace_root
 
             o.trace_id = trace_root(d.trace)
+            o.trace = d.trace
         return o
 
     def _check(self, o: Outcome, d: Delivery) -> None:
@@ -689,6 +719,7 @@ class Runner:
         seconds, by_invocation = limit
         job, task = o.job, self._task(o)
         token = _current.set(self._context(o, seconds))
+        traced = self._open_span(o) if self.otel else None
         alarm = _alarm(seconds, by_invocation)
         try:
             with alarm:
@@ -701,6 +732,8 @@ class Runner:
             # A task that swallowed its timeout and returned late still ran past its limit.
             self._finish(o, value=value, error=alarm.fired)
         finally:
+            if traced is not None:
+                _otel().detach(traced)
             _current.reset(token)
 
     def _run_in_group_order(self, outcomes: list[Outcome], deliveries: Sequence[Delivery],
@@ -773,6 +806,8 @@ class Runner:
                 seconds, by_invocation = limit
                 job, task = o.job, self._task(o)
                 _current.set(self._context(o, seconds))
+                if self.otel:  # each job's coroutine runs in a context of its own: no detach needed
+                    self._open_span(o)
                 try:
                     if job.payload is not None:  # type: ignore[union-attr]
                         # A blocking read: the loop waits for it, as for any job's start.
@@ -839,6 +874,27 @@ class Runner:
             return None, PayloadUnavailable(f"the result ({len(text.encode()):,} bytes) is too large for its record "
                                             f"and could not be stored in s3://{self.payload_bucket}: {exc}",
                                             retryable=exc.retryable)
+
+    def _open_span(self, o: Outcome):
+        """Open the job's span and make it current; the token to detach it, or ``None``."""
+        try:
+            otel = _otel()
+        except ImportError as exc:
+            self.otel = False
+            if self.log:
+                self.log({"level": "WARNING", "location": "kindling.runner:run", "kindling": "otel_unavailable",
+                          "message": "KINDLING_OTEL=1 but opentelemetry cannot be imported: no spans",
+                          "error": f"{type(exc).__name__}: {exc}"[:300]})
+            return None
+        span, started = otel.start(o, o.trace)
+        self._spans.append((o, span, started))
+        return otel.attach(span)
+
+    def _end_spans(self, spans: list) -> None:
+        otel = _otel()
+        for o, span, started in spans:
+            known = self.registry._tasks.get(o.task)  # type: ignore[arg-type]
+            otel.end(span, started, o, redact=known is not None and known.redact)
 
     def _finish(self, o: Outcome, *, value=None, error: BaseException | None = None) -> None:
         result = result_payload = None
@@ -973,6 +1029,12 @@ def _timeout_error(seconds: float, by_invocation: bool) -> JobTimeout:
     if by_invocation:
         return JobTimeout(f"stopped after {seconds:.3f}s: the invocation's remaining time ran out")
     return JobTimeout(f"job exceeded its timeout of {seconds:g}s")
+
+
+def _otel():
+    from kindling import otel  # only where KINDLING_OTEL=1: it imports opentelemetry
+
+    return otel
 
 
 _LEVEL = {FAILED: "WARNING", DEAD: "ERROR", REJECTED: "WARNING"}

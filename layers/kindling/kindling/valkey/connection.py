@@ -10,6 +10,8 @@ FIELD = b"job"
 """The field of a stream entry holding the job's envelope JSON (beside it, a signed job's
 ``sig``: :mod:`kindling.jobsig`)."""
 SIG_FIELD = b"sig"
+TRACE_FIELD = b"trace"
+"""The producer's X-Ray trace header, on entries sent where one was set (``_X_AMZN_TRACE_ID``)."""
 URL_SECRET_ENV = "KINDLING_VALKEY_URL_SECRET"
 
 _secret_urls: dict[str, str] = {}

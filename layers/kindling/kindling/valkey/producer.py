@@ -21,7 +21,7 @@ from __future__ import annotations
 from kindling import codec
 from kindling.envelope import encode_job, new_job, now_ms
 from kindling.errors import EnqueueError
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, _s, connect
+from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD, _s, connect
 from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaInvoker
 from kindling.valkey.scheduled import schedule
 
@@ -134,6 +134,11 @@ class StreamProducer:
             destination = stream_destination(self.stream)
             prepared = [(job, body, self.keyring.sign(destination, body)) for job, body in prepared]
         sent: list[Sent] = []
+        # The caller's X-Ray trace travels as a field of each entry, as SQS's AWSTraceHeader
+        # does (a delayed job's entry is made when it is due, without it).
+        import os
+
+        header = os.environ.get("_X_AMZN_TRACE_ID")
         for start in range(0, len(prepared), CHUNK):
             chunk = prepared[start : start + CHUNK]
             if self.maxlen is not None:
@@ -143,10 +148,13 @@ class StreamProducer:
                 signature = signed[0] if signed else None
                 if job.not_before is not None:
                     schedule(pipe, self.stream, body, job.not_before, signature)
-                elif signature is not None:
-                    pipe.xadd(self.stream, {FIELD: body, SIG_FIELD: signature})
                 else:
-                    pipe.xadd(self.stream, {FIELD: body})
+                    fields = {FIELD: body}
+                    if signature is not None:
+                        fields[SIG_FIELD] = signature
+                    if header:
+                        fields[TRACE_FIELD] = header
+                    pipe.xadd(self.stream, fields)
             if self.kicker is not None:
                 self.kicker.queue(pipe)  # after the XADDs: see kindling.valkey.kick
             try:

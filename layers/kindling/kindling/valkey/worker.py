@@ -52,7 +52,16 @@ from kindling.runner import (
     Runner,
 )
 from kindling.valkey import errors
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, _s, connect, default_consumer
+from kindling.valkey.connection import (
+    DEFAULT_GROUP,
+    DEFAULT_STREAM,
+    FIELD,
+    SIG_FIELD,
+    TRACE_FIELD,
+    _s,
+    connect,
+    default_consumer,
+)
 from kindling.valkey.heartbeat import Heartbeat
 from kindling.valkey.scheduled import MOVE_DUE, member, move_args, scheduled_key
 
@@ -225,7 +234,9 @@ class StreamWorker:
             body = b""
         # A signature is kept with the entry wherever it goes (dead stream, scheduled set),
         # and checked against the stream it was read from when signing is on.
-        d = Delivery(_s(entry_id), body, attempts, signature=fields.get(SIG_FIELD) or fields.get("sig"))
+        trace = fields.get(TRACE_FIELD) or fields.get("trace")
+        d = Delivery(_s(entry_id), body, attempts, trace=_s(trace) if trace else None,
+                     signature=fields.get(SIG_FIELD) or fields.get("sig"))
         if self.runner.verifier is not None:
             from kindling.jobsig import stream_destination
 
@@ -370,6 +381,8 @@ class StreamWorker:
                 }
                 if delivered[o.ref].signature:  # kept, so a job put back on its stream still verifies
                     fields[SIG_FIELD] = delivered[o.ref].signature
+                if delivered[o.ref].trace:  # kept for a redrive (kindling dlq redrive --valkey)
+                    fields[TRACE_FIELD] = delivered[o.ref].trace
                 pipe.xadd(self.dead_stream, fields, maxlen=self.dead_maxlen, approximate=True)
                 dead += 1
                 done.append(o.ref)
