@@ -94,3 +94,219 @@ def test_without_a_trace_the_entry_has_only_its_job(url, stream, monkeypatch):
     monkeypatch.delenv("_X_AMZN_TRACE_ID", raising=False)
     StreamProducer(url, stream).enqueue("ok", 1)
     assert set(connect(url).xrange(stream)[0][1]) == {b"job"}
+
+
+# -- the dead stream from the command line ---------------------------------------------------
+
+_broken: set[str] = set()
+
+
+def flaky_registry() -> Registry:
+    """``mail`` fails for good while its argument is in ``_broken`` (one attempt), then works."""
+    reg = Registry()
+
+    @reg.task(name="mail", max_attempts=1)
+    def mail(to):
+        if to in _broken:
+            raise RuntimeError(f"smtp refused {to}")
+        return f"sent {to}"
+
+    return reg
+
+
+def kill_jobs(url: str, stream: str, store, *targets: str) -> list:
+    """Send a ``mail`` job per target while it is broken; run them into the dead stream."""
+    _broken.update(targets)
+    sent = StreamProducer(url, stream).enqueue_many([("mail", (t,), {}) for t in targets])
+    counts = StreamWorker(url, registry=flaky_registry(), store=store, stream=stream, log=False,
+                          heartbeat=False).run(burst=True)
+    assert counts == {"dead": len(targets)}
+    _broken.clear()
+    return sent
+
+
+def drain(url: str, stream: str, store) -> dict:
+    return StreamWorker(url, registry=flaky_registry(), store=store, stream=stream, log=False,
+                        heartbeat=False).run(burst=True)
+
+
+def cli(monkeypatch, capsys, url: str | None, *argv: str) -> tuple[int, str, str]:
+    from kindling.cli import main
+
+    if url is None:
+        monkeypatch.delenv("KINDLING_VALKEY_URL", raising=False)
+    else:
+        monkeypatch.setenv("KINDLING_VALKEY_URL", url)
+    monkeypatch.delenv("KINDLING_RESULTS", raising=False)
+    monkeypatch.setenv("COLUMNS", "120")
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def store(url):
+    from kindling.valkey import ValkeyResultStore
+
+    return ValkeyResultStore(url, prefix=f"ops{uuid.uuid4().hex[:6]}")
+
+
+@pytest.fixture
+def prefix_env(store, monkeypatch):
+    # the CLI reads records under the worker's prefix; tests keep theirs apart
+    import kindling.ops.dead_stream as dead_stream
+
+    original = dead_stream.ValkeyRecords.__init__
+
+    def init(self, url, *, prefix="kindling", client=None):
+        original(self, url, prefix=store.prefix, client=client)
+
+    monkeypatch.setattr(dead_stream.ValkeyRecords, "__init__", init)
+
+
+def test_peek_shows_the_dead_entries_with_their_records(url, stream, store, prefix_env, monkeypatch, capsys):
+    sent = kill_jobs(url, stream, store, "ada@example.com", "bob@example.com")
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--results", "valkey")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith(f"dead stream {stream}:dead: 2 entries; oldest dead ")
+    assert lines[1].split() == ["DEAD", "AT", "(UTC)", "JOB", "ID", "TASK", "RECORD", "ATT", "REASON"]
+    for line, job in zip(lines[2:], sent, strict=True):
+        assert job.id in line and " mail " in line and " dead " in line
+        assert line.index(job.id) == lines[1].index("JOB ID")  # aligned columns
+    assert "RuntimeError: smtp refused ada@example.com" in lines[2] or "smtp refused ada@example.com" in lines[2]
+    assert all(len(line) <= 120 for line in lines)
+
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--results", "valkey",
+                       "--json", "--limit", "1")
+    from kindling import codec
+
+    report = codec.loads(out)
+    assert report["length"] == 2 and len(report["entries"]) == 1
+    (entry,) = report["entries"]
+    assert (entry["job_id"], entry["task"], entry["status"], entry["attempts"]) == (sent[0].id, "mail", "dead", 1)
+    assert entry["entry"] == sent[0].entry
+
+
+def test_redrive_revives_dead_jobs_and_they_run_again(url, stream, store, prefix_env, monkeypatch, capsys):
+    sent = kill_jobs(url, stream, store, "ada@example.com", "bob@example.com", "cy@example.com")
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
+                       "valkey")
+    assert code == 0, out
+    assert "3 entries in" in out and "moved 3 of 3" in out and "revived 3" in out
+    client = connect(url)
+    assert client.xlen(f"{stream}:dead") == 0 and client.xlen(stream) == 3
+    for job in sent:
+        assert store.get(job.id)["status"] == "queued"
+    assert drain(url, stream, store) == {"succeeded": 3}
+    for job in sent:
+        record = store.get(job.id)
+        assert (record["status"], record["attempts"]) == ("succeeded", 1)
+
+    code, out, _ = cli(monkeypatch, capsys, url, "jobs", "show", sent[0].id, "--valkey", "--results", "valkey")
+    assert code == 0
+    assert "succeeded (generation 2)" in out and "generation 1  dead after 1 attempt(s)" in out
+    assert "smtp refused ada@example.com" in out
+
+
+def test_without_revive_a_dead_job_goes_straight_back(url, stream, store, prefix_env, monkeypatch, capsys):
+    (job,) = kill_jobs(url, stream, store, "ada@example.com")
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+    assert code == 0 and "moved 1 of 1" in out
+    assert drain(url, stream, store) == {"dead": 1}  # "already dead; not run again"
+    (_, fields), = connect(url).xrange(f"{stream}:dead")
+    assert fields[b"error"] == b"already dead; not run again"
+
+
+def test_redrive_keeps_the_trace_and_the_body_unchanged(url, stream, store, monkeypatch, capsys):
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", PRODUCER)
+    kill_jobs(url, stream, store, "ada@example.com")
+    monkeypatch.delenv("_X_AMZN_TRACE_ID")
+    client = connect(url)
+    (_, dead), = client.xrange(f"{stream}:dead")
+    code, _, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+    assert code == 0
+    (_, fields), = client.xrange(stream)
+    assert fields == {b"job": dead[b"job"], b"trace": PRODUCER.encode()}
+
+
+def test_an_entry_is_deleted_only_once_its_copy_was_added(url, stream, store, monkeypatch, capsys):
+    kill_jobs(url, stream, store, "ada@example.com", "bob@example.com")
+    client = connect(url)
+    client.delete(stream)
+    client.set(stream, "not a stream")  # every XADD to it fails
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+    assert code == 1
+    assert "2 entries could not be added" in out and "WRONGTYPE" in out
+    assert client.xlen(f"{stream}:dead") == 2
+    client.delete(stream)
+
+
+def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(url, stream, store, monkeypatch):
+    from kindling.ops.dead_stream import DeadStream, redrive
+
+    kill_jobs(url, stream, store, *(f"u{n}@example.com" for n in range(7)))
+    lines = []
+    dead = DeadStream(url, stream)
+    client = connect(url)
+    original = client.xdel
+
+    def xdel_then_die_again(name, *ids):
+        done = original(name, *ids)
+        client.xadd(f"{stream}:dead", {"job": b"{}", "job_id": "late"})  # a job dying meanwhile
+        return done
+
+    dead.client.xdel = xdel_then_die_again
+    report = redrive(dead, revive_dead=False, progress=lines.append, chunk=3)
+    assert report == {"moved": 7, "revived": 0, "revive_refused": 0, "total": 7}
+    assert lines[1:] == ["moved 3 of 7", "moved 6 of 7", "moved 7 of 7"]
+    assert client.xlen(stream) == 7 and client.xlen(f"{stream}:dead") == 3
+
+
+def test_redrive_revives_records_in_the_results_table(url, stream, table, monkeypatch, capsys):
+    from kindling.results import DynamoResultStore
+
+    dynamo = DynamoResultStore(table)
+    (job,) = kill_jobs(url, stream, dynamo, "ada@example.com")
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--table", table)
+    assert code == 0 and job.id in out and " dead " in out
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", table)
+    assert code == 0 and "revived 1" in out
+    assert dynamo.read_states([job.id])[job.id][0] == "queued"
+    assert drain(url, stream, dynamo) == {"succeeded": 1}
+    code, out, _ = cli(monkeypatch, capsys, None, "jobs", "show", job.id, "--table", table)
+    assert "succeeded (generation 2)" in out
+
+
+@pytest.mark.parametrize("argv,env_url,message", [
+    (["--valkey", "redis://:s3cret@127.0.0.1:1/0"], None, "holds a password"),
+    (["--valkey"], None, "no URL"),
+    (["--valkey-url-file", "/nonexistent/kindling-url"], None, "--valkey-url-file"),
+])
+def test_the_url_comes_as_the_worker_takes_it_never_a_password_on_argv(monkeypatch, capsys, argv, env_url, message):
+    with pytest.raises(SystemExit) if "file" in message else _no_raise():
+        code, out, err = cli(monkeypatch, capsys, env_url, "dlq", "peek", *argv)
+        assert code == 2 and message in err and "s3cret" not in out + err
+
+
+def test_a_url_file_is_read(url, stream, store, monkeypatch, capsys, tmp_path):
+    kill_jobs(url, stream, store, "ada@example.com")
+    path = tmp_path / "url"
+    path.write_text(url + "\n")
+    code, out, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url-file", str(path), "--stream", stream)
+    assert code == 0 and f"dead stream {stream}:dead: 1 entries" in out
+
+
+def test_redrive_without_records_asks_for_them_or_no_revive(url, stream, monkeypatch, capsys):
+    monkeypatch.delenv("KINDLING_TABLE", raising=False)
+    code, _, err = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", "")
+    assert code == 2 and "--no-revive" in err
+
+
+class _no_raise:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

@@ -1,5 +1,6 @@
 """The operator's subcommands of ``kindling``: ``jobs list|show|retry|revoke``, ``dlq peek|redrive``
-and ``dashboard``. :func:`add_parsers` wires them into the main parser (kindling.cli).
+(the SQS DLQ, or with ``--valkey`` the Valkey dead stream) and ``dashboard``. :func:`add_parsers`
+wires them into the main parser (kindling.cli).
 
 Output fits a terminal: aligned columns, long text cut to the width (``--json`` prints
 whole records for scripts). Times are UTC.
@@ -22,6 +23,17 @@ def add_parsers(sub, env) -> None:
             p.add_argument("--dlq-url", default=env("KINDLING_DLQ_URL"),
                            help="dead-letter queue (KINDLING_DLQ_URL; default: the jobs queue's redrive policy)")
 
+    def valkey(p, what: str) -> None:
+        p.add_argument("--valkey", nargs="?", const="", metavar="URL",
+                       help=f"{what}; the URL from KINDLING_VALKEY_URL or --valkey-url-file (a URL given here "
+                            "must not hold a password: any user can read a command line)")
+        p.add_argument("--valkey-url-file", metavar="PATH", help="read the Valkey URL from this file")
+        p.add_argument("--stream", default=env("KINDLING_VALKEY_STREAM", "kindling:jobs"),
+                       help="the job stream (its dead stream is <stream>:dead; default kindling:jobs)")
+        p.add_argument("--results", choices=["dynamodb", "valkey"],
+                       default="valkey" if env("KINDLING_RESULTS") == "valkey" else "dynamodb",
+                       help="where the worker records outcomes (KINDLING_RESULTS; default dynamodb)")
+
     jobs = sub.add_parser("jobs", help="list, show and retry jobs (results table indexes)",
                           description="Find jobs by status or task, show one, retry one.")
     jsub = jobs.add_subparsers(dest="jobs_command", required=True)
@@ -41,6 +53,7 @@ def add_parsers(sub, env) -> None:
     show.add_argument("job_id")
     show.add_argument("--json", action="store_true")
     common(show)
+    valkey(show, "read the record from the Valkey result store (with --results valkey)")
     show.set_defaults(fn=cmd_jobs_show)
 
     retry = jsub.add_parser("retry", help="send a job again under its id (a dead one is revived first)",
@@ -66,6 +79,7 @@ def add_parsers(sub, env) -> None:
     pk.add_argument("--limit", type=int, default=10)
     pk.add_argument("--json", action="store_true")
     common(pk, queue=True)
+    valkey(pk, "the Valkey dead stream instead of the SQS DLQ")
     pk.set_defaults(fn=cmd_dlq_peek)
     rd = dsub.add_parser("redrive", help="move the DLQ back to the jobs queue (reviving dead jobs first)",
                          description="Revive the dead jobs in the DLQ, then move every message back to the jobs "
@@ -74,6 +88,7 @@ def add_parsers(sub, env) -> None:
                     help="move the messages as they are: jobs recorded dead go straight back to the DLQ")
     rd.add_argument("--max-per-second", type=int, help="the move task's rate (default: SQS's)")
     common(rd, queue=True)
+    valkey(rd, "move the Valkey dead stream back to the job stream (XADD each entry, then XDEL it)")
     rd.set_defaults(fn=cmd_dlq_redrive)
 
     dash = sub.add_parser("dashboard", help="a local web page over the results table",
@@ -166,7 +181,13 @@ def _jobs_show(ns) -> int:
     from kindling.ops.query import get_job
 
     stack = _stack(ns)
-    record = get_job(stack, ns.job_id)
+    if _on_valkey(ns):
+        if ns.results != "valkey":
+            raise _ops_error("--valkey reads records from the Valkey result store: add --results valkey "
+                             "(or set KINDLING_RESULTS=valkey); without it records are in the results table")
+        record = _records(ns).read([ns.job_id]).get(ns.job_id)
+    else:
+        record = get_job(stack, ns.job_id)
     if record is None:
         print(f"kindling: no record of job {ns.job_id} (queued, running, or unknown)", file=sys.stderr)
         return 1
@@ -200,6 +221,13 @@ def _dlq_peek(ns) -> int:
     from kindling.ops import fmt
     from kindling.ops.dlq import peek
 
+    if _on_valkey(ns):
+        from kindling.ops import dead_stream
+
+        report = dead_stream.peek(_dead_stream(ns), _records(ns, optional=True), limit=ns.limit)
+        print(fmt.dumps(report) if ns.json else fmt.dead_stream_table(report, width=fmt.width()))
+        return 0
+
     report = peek(_stack(ns), limit=ns.limit)
     print(fmt.dumps(report) if ns.json else fmt.dlq_table(report, width=fmt.width()))
     return 0
@@ -208,10 +236,73 @@ def _dlq_peek(ns) -> int:
 def _dlq_redrive(ns) -> int:
     from kindling.ops.dlq import redrive
 
+    if _on_valkey(ns):
+        from kindling.ops import dead_stream
+
+        records = None if ns.no_revive else _records(ns)
+        report = dead_stream.redrive(_dead_stream(ns), records, revive_dead=not ns.no_revive,
+                                     progress=lambda line: print(line, flush=True))
+        print(f"done: moved {report['moved']} of {report['total']}, revived {report['revived']}"
+              + (f", {report['revive_refused']} not revived" if report["revive_refused"] else ""))
+        return 0 if report["moved"] == report["total"] and not report["revive_refused"] else 1
+
     report = redrive(_stack(ns), revive_dead=not ns.no_revive, max_per_second=ns.max_per_second,
                      progress=lambda line: print(line, flush=True))
     print(f"done ({report['method']}): moved {report['moved']}, revived {report['revived']}")
     return 0 if report["status"] == "COMPLETED" else 1
+
+
+def _ops_error(message: str):
+    from kindling.ops import OpsError
+
+    return OpsError(message)
+
+
+def _on_valkey(ns) -> bool:
+    return getattr(ns, "valkey", None) is not None or bool(getattr(ns, "valkey_url_file", None))
+
+
+def _valkey_url(ns) -> str:
+    """The URL as the worker takes it (KINDLING_VALKEY_URL or --valkey-url-file); one given on
+    the command line is refused if it holds a password."""
+    from urllib.parse import urlsplit
+
+    from kindling.cli import valkey_url
+
+    if ns.valkey:
+        try:
+            password = urlsplit(ns.valkey).password
+        except ValueError as exc:
+            raise _ops_error(f"--valkey: not a URL: {exc}") from None
+        if password:
+            raise _ops_error("--valkey: the URL holds a password, which any user can read on the command line "
+                             "(ps); pass it in KINDLING_VALKEY_URL or --valkey-url-file instead")
+    url = valkey_url(ns)
+    if not url:
+        raise _ops_error("--valkey: no URL: set KINDLING_VALKEY_URL, or pass --valkey-url-file PATH (or a URL "
+                         "without a password)")
+    return url
+
+
+def _dead_stream(ns):
+    from kindling.ops.dead_stream import DeadStream
+
+    return DeadStream(_valkey_url(ns), ns.stream)
+
+
+def _records(ns, optional: bool = False):
+    """Where the jobs' records are: the Valkey result store, or the results table (None if
+    ``optional`` and no table is named)."""
+    from kindling.ops import dead_stream
+
+    if ns.results == "valkey":
+        return dead_stream.ValkeyRecords(_valkey_url(ns))
+    if not ns.table:
+        if optional:
+            return None
+        raise _ops_error("--table / KINDLING_TABLE (or --results valkey) is needed to revive dead jobs; "
+                         "--no-revive moves the entries as they are")
+    return dead_stream.DynamoRecords(_stack(ns))
 
 
 def _dashboard(ns) -> int:

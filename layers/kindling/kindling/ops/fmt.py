@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 
-__all__ = ["dumps", "width", "jobs_table", "job_detail", "dlq_table", "when", "ms"]
+__all__ = ["dumps", "width", "jobs_table", "job_detail", "dlq_table", "dead_stream_table", "when", "ms"]
 
 
 def dumps(value) -> str:
@@ -147,3 +147,21 @@ def dlq_table(report: dict, width: int = 120) -> str:
     if not rows:
         return head + "\nno messages"
     return head + "\n" + table(["SENT (UTC)", "JOB ID", "TASK", "RECORD", "RECV", "REASON"], rows, width, right={4})
+
+
+def dead_stream_table(report: dict, width: int = 120) -> str:
+    """``kindling dlq peek --valkey``: the dead stream's oldest entries."""
+    head = f"dead stream {report['stream']}: {report['length']} entries"
+    if report.get("oldest_dead_at"):
+        age = ms(time.time() * 1000 - report["oldest_dead_at"])
+        head += f"; oldest dead {when(report['oldest_dead_at'])} ({age} ago)"
+    rows = []
+    for e in report["entries"]:
+        status = e.get("status") or ("no record" if "status" in e and e.get("job_id") else "-")
+        if (e.get("generation") or 1) > 1:
+            status += f" (gen {e['generation']})"
+        rows.append([when(e["dead_at"]), e.get("job_id") or "-", _cut(e.get("task") or "-", 28), status,
+                     str(e["attempts"]), e.get("reason") or ""])
+    if not rows:
+        return head + "\nno entries"
+    return head + "\n" + table(["DEAD AT (UTC)", "JOB ID", "TASK", "RECORD", "ATT", "REASON"], rows, width, right={4})

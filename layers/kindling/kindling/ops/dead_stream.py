@@ -1,0 +1,252 @@
+"""The Valkey dead stream: look at it, and move it back to the job stream.
+
+The stream worker (:mod:`kindling.valkey.worker`) copies every ``dead`` job to
+``<stream>:dead`` (capped, ``MAXLEN ~``) with fields ``job`` (the body as delivered),
+``error``, ``entry`` (its entry id on the job stream), ``job_id``, ``attempts``, ``dead_at``
+and, when the producer sent one, ``trace``. This is ``kindling dlq peek|redrive --valkey``:
+the same operations as :mod:`kindling.ops.dlq` over SQS.
+
+``peek`` reads the oldest entries (``XRANGE``: nothing is received or hidden, a stream can
+be read as it is) and each job's current record, from DynamoDB or from the Valkey result
+store, whichever the worker writes to.
+
+``redrive`` moves the entries that were in the dead stream when it started (up to its last
+id then: a job that dies again meanwhile is not moved twice in one run), oldest first, a
+chunk at a time: one pipelined round trip of ``XADD`` s to the job stream (``job`` and
+``trace``: the body is moved unchanged, as SQS's move task does), then, for the entries
+whose copy was added, one of ``XDEL`` s from the dead stream. An entry is deleted only after
+its copy is on the job stream, so a redrive that stops half way leaves an entry in both
+places at worst (its job then runs once and is skipped once as a duplicate, or dies again),
+never in neither. The copy is a new entry: the stream's delivery count starts again.
+
+Before moving, it revives the jobs recorded ``dead``, as ``kindling jobs retry`` does: a
+record that is still the ``dead`` one read is replaced by a ``queued`` record of the next
+generation (attempts 0), and the generation is counted in the job's revive ledger. The
+worker reads ``queued`` as no record, so the job runs again from attempt 1; without the
+revive it would see ``dead`` and move the job straight back. ``revive=False`` moves entries
+as they are. DynamoDB records are revived by :func:`kindling.ops.revive.revive`; Valkey
+records by one server-side script (the same check and replace, the ledger at
+``<prefix>:revive:<id>``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from kindling import codec
+from kindling.ops import OpsError
+from kindling.status import DEAD, QUEUED
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["DeadStream", "ValkeyRecords", "DynamoRecords", "peek", "redrive", "CHUNK"]
+
+CHUNK = 100
+"""Entries moved per round trip pair (XADDs, then XDELs)."""
+
+HISTORY = 20
+
+# KEYS: the record, the revive ledger. ARGV: finished_at as read, queued record JSON, ledger
+# JSON, ttl s. Replaces the record only if it is still the dead one read.
+_REVIVE = """
+local old = redis.call('GET', KEYS[1])
+if not old then return 'none' end
+local rec = cjson.decode(old)
+if rec.status ~= 'dead' or tonumber(rec.finished_at) ~= tonumber(ARGV[1]) then return rec.status end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[4])
+redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4])
+return false
+"""
+
+
+def _s(value) -> str:
+    return value.decode() if isinstance(value, bytes | bytearray) else str(value)
+
+
+class DeadStream:
+    """A job stream and its dead stream on one Valkey."""
+
+    def __init__(self, url: str, stream: str = "kindling:jobs", *, client=None):
+        from kindling.valkey.connection import connect
+
+        if not url:
+            raise OpsError("no Valkey URL: set KINDLING_VALKEY_URL or pass --valkey-url-file")
+        self.url = url
+        self.stream = stream
+        self.dead = f"{stream}:dead"
+        self.client = client or connect(url, socket_timeout=10)
+
+
+class DynamoRecords:
+    """Job records in the results table (what the worker writes by default)."""
+
+    def __init__(self, stack):
+        self.stack = stack
+
+    def read(self, ids: list[str]) -> dict[str, dict]:
+        from kindling.ops.dlq import _records
+
+        return _records(self.stack, ids) if ids else {}
+
+    def revive(self, record: dict) -> int:
+        from kindling.ops.revive import revive
+
+        return revive(self.stack, record)
+
+
+class ValkeyRecords:
+    """Job records in the Valkey result store (``KINDLING_RESULTS=valkey``)."""
+
+    def __init__(self, url: str, *, prefix: str = "kindling", client=None):
+        from kindling.valkey.results import ValkeyResultStore
+
+        self.store = ValkeyResultStore(url, prefix=prefix, client=client)
+        self.client = self.store.client
+
+    def _ledger(self, job_id: str) -> str:
+        return f"{self.store.prefix}:revive:{job_id}"
+
+    def read(self, ids: list[str]) -> dict[str, dict]:
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        values = self.client.mget([self.store._key(i) for i in ids] + [self._ledger(i) for i in ids])
+        out = {}
+        for n, job_id in enumerate(ids):
+            value, ledger = values[n], values[len(ids) + n]
+            if value is None:
+                continue
+            record = codec.loads(value)
+            ledger = codec.loads(ledger) if ledger is not None else {}
+            record.setdefault("generation", ledger.get("generation", 1))
+            record["previous"] = ledger.get("history", [])
+            out[job_id] = record
+        return out
+
+    def revive(self, record: dict, *, now_ms: int | None = None) -> int:
+        from kindling.ops.revive import RetryRefused
+        from kindling.records import build_record
+
+        job_id = record["id"]
+        if record.get("status") != DEAD:
+            raise RetryRefused(f"job {job_id} is {record.get('status')}, not dead: nothing to revive")
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        generation = int(record.get("generation") or 1)
+        ttl_s = self.store.ttl_s
+        queued = build_record(key=job_id, task=record.get("task"), status=QUEUED, attempts=0, started_at=now_ms,
+                              finished_at=now_ms, ttl_s=ttl_s, trace_id=record.get("trace_id"),
+                              generation=generation + 1)
+        error = record.get("error") or {}
+        summary = {"generation": generation, "status": DEAD, "attempts": record.get("attempts", 0),
+                   "finished_at": record.get("finished_at", 0),
+                   "error": {"type": error.get("type", ""), "message": str(error.get("message", ""))[:1000]},
+                   "revived_at": now_ms}
+        ledger = {"job_id": job_id, "generation": generation + 1, "revived_at": now_ms,
+                  "history": (list(record.get("previous") or []) + [summary])[-HISTORY:]}
+        script = self.client.register_script(_REVIVE)
+        refused = script(keys=[self.store._key(job_id), self._ledger(job_id)],
+                         args=[record.get("finished_at", 0), codec.dumps(queued), codec.dumps(ledger), ttl_s])
+        if refused is not None:
+            raise RetryRefused(f"job {job_id} changed while it was being revived (now {_s(refused)}): "
+                               "look again before retrying")
+        return generation + 1
+
+
+def _entries(dead: DeadStream, start: str, end: str, count: int) -> list[tuple[str, dict]]:
+    return [(_s(i), {_s(k): v for k, v in (f or {}).items()}) for i, f in
+            dead.client.xrange(dead.dead, min=start, max=end, count=count)]
+
+
+def _row(entry_id: str, fields: dict) -> dict:
+    body = fields.get("job") or b""
+    task = None
+    try:
+        data = codec.loads(body)
+        task = data.get("task") if isinstance(data, dict) else None
+        job_id = _s(fields.get("job_id") or b"") or (data.get("id") if isinstance(data, dict) else None)
+    except ValueError:
+        job_id = _s(fields.get("job_id") or b"") or None
+    return {"entry_id": entry_id, "job_id": job_id or None, "task": task if isinstance(task, str) else None,
+            "dead_at": int(_s(fields.get("dead_at") or b"0") or 0),
+            "attempts": int(_s(fields.get("attempts") or b"0") or 0),
+            "reason": _s(fields.get("error") or b"") or None, "entry": _s(fields.get("entry") or b"") or None}
+
+
+def peek(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = None, *, limit: int = 10) -> dict:
+    """The oldest ``limit`` dead entries (job id, task, reason, dead time, attempts, the job's
+    current record status and generation when ``records`` is given) and the dead stream's length."""
+    rows = [_row(i, f) for i, f in _entries(dead, "-", "+", limit)]
+    current = records.read([r["job_id"] for r in rows if r["job_id"]]) if records is not None else {}
+    for r in rows:
+        record = current.get(r["job_id"] or "", {})
+        r["status"], r["generation"] = record.get("status"), record.get("generation")
+    return {"stream": dead.dead, "length": int(dead.client.xlen(dead.dead)), "entries": rows,
+            "oldest_dead_at": rows[0]["dead_at"] if rows else None}
+
+
+def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = None, *, revive_dead: bool = True,
+            progress: Callable[[str], None] = print, chunk: int = CHUNK) -> dict:
+    """Move the dead stream's entries back to the job stream (reviving dead jobs first, when
+    ``records`` is given); report ``{"moved", "revived", "revive_refused", "total"}``."""
+    from kindling.ops.revive import RetryRefused
+
+    if revive_dead and records is None:
+        raise OpsError("redrive needs the results (--table, or --results valkey) to revive dead jobs; "
+                       "--no-revive moves the entries as they are")
+    last = dead.client.xrevrange(dead.dead, count=1)
+    report = {"moved": 0, "revived": 0, "revive_refused": 0, "total": int(dead.client.xlen(dead.dead))}
+    if not last:
+        progress(f"{dead.dead} is empty: nothing to move")
+        return report
+    end = _s(last[0][0])
+    progress(f"{report['total']} entries in {dead.dead}; moving them to {dead.stream}")
+    start = "-"
+    while True:
+        entries = _entries(dead, start, end, chunk)
+        if not entries:
+            break
+        start = "(" + entries[-1][0]
+        if revive_dead:
+            revived, refused = _revive(entries, records, progress, RetryRefused)  # type: ignore[arg-type]
+            report["revived"] += revived
+            report["revive_refused"] += refused
+        pipe = dead.client.pipeline(transaction=False)
+        for _, fields in entries:
+            copy = {"job": fields.get("job") or b""}
+            if fields.get("trace"):
+                copy["trace"] = fields["trace"]
+            pipe.xadd(dead.stream, copy)
+        added = pipe.execute(raise_on_error=False)
+        moved = [entry_id for (entry_id, _), reply in zip(entries, added, strict=True)
+                 if not isinstance(reply, Exception)]
+        if moved:
+            dead.client.xdel(dead.dead, *moved)
+        report["moved"] += len(moved)
+        progress(f"moved {report['moved']} of {report['total']}")
+        if len(moved) < len(entries):
+            failed = next(r for r in added if isinstance(r, Exception))
+            progress(f"{len(entries) - len(moved)} entries could not be added to {dead.stream} ({failed}); "
+                     "they stay in the dead stream")
+            break
+    return report
+
+
+def _revive(entries, records, progress, refused_error) -> tuple[int, int]:
+    ids = list(dict.fromkeys(r["job_id"] for r in (_row(i, f) for i, f in entries) if r["job_id"]))
+    current = records.read(ids)
+    revived = refused = 0
+    for job_id in ids:
+        record = current.get(job_id)
+        if record is None or record.get("status") != DEAD:
+            continue
+        try:
+            records.revive(record)
+            revived += 1
+        except refused_error as exc:
+            refused += 1
+            progress(f"not revived: {exc}")
+    if revived:
+        progress(f"revived {revived} dead job(s) as a new generation")
+    return revived, refused
