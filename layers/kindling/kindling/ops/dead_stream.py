@@ -178,10 +178,11 @@ def peek(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = None,
     """The oldest ``limit`` dead entries (job id, task, reason, dead time, attempts, the job's
     current record status and generation when ``records`` is given) and the dead stream's length."""
     rows = [_row(i, f) for i, f in _entries(dead, "-", "+", limit)]
-    current = records.read([r["job_id"] for r in rows if r["job_id"]]) if records is not None else {}
-    for r in rows:
-        record = current.get(r["job_id"] or "", {})
-        r["status"], r["generation"] = record.get("status"), record.get("generation")
+    if records is not None:
+        current = records.read([r["job_id"] for r in rows if r["job_id"]])
+        for r in rows:
+            record = current.get(r["job_id"] or "", {})
+            r["status"], r["generation"] = record.get("status"), record.get("generation")
     return {"stream": dead.dead, "length": int(dead.client.xlen(dead.dead)), "entries": rows,
             "oldest_dead_at": rows[0]["dead_at"] if rows else None}
 
