@@ -232,6 +232,15 @@ def test_redrive_keeps_the_trace_and_the_body_unchanged(url, stream, store, monk
     assert fields == {b"job": dead[b"job"], b"trace": PRODUCER.encode()}
 
 
+def test_redrive_keeps_a_signed_jobs_signature(url, stream, monkeypatch, capsys):
+    client = connect(url)
+    client.xadd(f"{stream}:dead", {"job": b'{"id": "j1"}', "sig": b"v1:abc", "error": b"x", "job_id": b"j1"})
+    code, _, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+    assert code == 0
+    (_, fields), = client.xrange(stream)
+    assert fields == {b"job": b'{"id": "j1"}', b"sig": b"v1:abc"}
+
+
 def test_an_entry_is_deleted_only_once_its_copy_was_added(url, stream, store, monkeypatch, capsys):
     kill_jobs(url, stream, store, "ada@example.com", "bob@example.com")
     client = connect(url)

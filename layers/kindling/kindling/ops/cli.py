@@ -25,9 +25,11 @@ def add_parsers(sub, env) -> None:
 
     def valkey(p, what: str) -> None:
         p.add_argument("--valkey", nargs="?", const="", metavar="URL",
-                       help=f"{what}; the URL from KINDLING_VALKEY_URL or --valkey-url-file (a URL given here "
-                            "must not hold a password: any user can read a command line)")
+                       help=f"{what}; the URL as the worker takes it: KINDLING_VALKEY_URL, --valkey-url-file, "
+                            "a secret (a URL given here must not hold a password: any user can read a command line)")
         p.add_argument("--valkey-url-file", metavar="PATH", help="read the Valkey URL from this file")
+        p.add_argument("--valkey-url-secret", metavar="ARN",
+                       help="read the Valkey URL from this Secrets Manager secret or SSM parameter")
         p.add_argument("--stream", default=env("KINDLING_VALKEY_STREAM", "kindling:jobs"),
                        help="the job stream (its dead stream is <stream>:dead; default kindling:jobs)")
         p.add_argument("--results", choices=["dynamodb", "valkey"],
@@ -259,12 +261,13 @@ def _ops_error(message: str):
 
 
 def _on_valkey(ns) -> bool:
-    return getattr(ns, "valkey", None) is not None or bool(getattr(ns, "valkey_url_file", None))
+    return (getattr(ns, "valkey", None) is not None or bool(getattr(ns, "valkey_url_file", None))
+            or bool(getattr(ns, "valkey_url_secret", None)))
 
 
 def _valkey_url(ns) -> str:
-    """The URL as the worker takes it (KINDLING_VALKEY_URL or --valkey-url-file); one given on
-    the command line is refused if it holds a password."""
+    """The URL as the worker takes it (KINDLING_VALKEY_URL, a file, a secret: kindling.cli.valkey_url);
+    one given on the command line is refused if it holds a password."""
     from urllib.parse import urlsplit
 
     from kindling.cli import valkey_url
@@ -279,8 +282,8 @@ def _valkey_url(ns) -> str:
                              "(ps); pass it in KINDLING_VALKEY_URL or --valkey-url-file instead")
     url = valkey_url(ns)
     if not url:
-        raise _ops_error("--valkey: no URL: set KINDLING_VALKEY_URL, or pass --valkey-url-file PATH (or a URL "
-                         "without a password)")
+        raise _ops_error("--valkey: no URL: set KINDLING_VALKEY_URL (or KINDLING_VALKEY_URL_SECRET), or pass "
+                         "--valkey-url-file PATH, --valkey-url-secret ARN, or a URL without a password")
     return url
 
 

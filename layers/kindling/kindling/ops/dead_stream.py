@@ -3,8 +3,8 @@
 The stream worker (:mod:`kindling.valkey.worker`) copies every ``dead`` job to
 ``<stream>:dead`` (capped, ``MAXLEN ~``) with fields ``job`` (the body as delivered),
 ``error``, ``entry`` (its entry id on the job stream), ``job_id``, ``attempts``, ``dead_at``
-and, when the producer sent one, ``trace``. This is ``kindling dlq peek|redrive --valkey``:
-the same operations as :mod:`kindling.ops.dlq` over SQS.
+and, when the producer sent them, ``sig`` (:mod:`kindling.jobsig`) and ``trace``. This is
+``kindling dlq peek|redrive --valkey``: the same operations as :mod:`kindling.ops.dlq` over SQS.
 
 ``peek`` reads the oldest entries (``XRANGE``: nothing is received or hidden, a stream can
 be read as it is) and each job's current record, from DynamoDB or from the Valkey result
@@ -12,8 +12,9 @@ store, whichever the worker writes to.
 
 ``redrive`` moves the entries that were in the dead stream when it started (up to its last
 id then: a job that dies again meanwhile is not moved twice in one run), oldest first, a
-chunk at a time: one pipelined round trip of ``XADD`` s to the job stream (``job`` and
-``trace``: the body is moved unchanged, as SQS's move task does), then, for the entries
+chunk at a time: one pipelined round trip of ``XADD`` s to the job stream (``job``, ``sig``
+and ``trace``: the body is moved unchanged, as SQS's move task does, so a signed job still
+verifies), then, for the entries
 whose copy was added, one of ``XDEL`` s from the dead stream. An entry is deleted only after
 its copy is on the job stream, so a redrive that stops half way leaves an entry in both
 places at worst (its job then runs once and is skipped once as a duplicate, or dies again),
@@ -216,8 +217,9 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
         pipe = dead.client.pipeline(transaction=False)
         for _, fields in entries:
             copy = {"job": fields.get("job") or b""}
-            if fields.get("trace"):
-                copy["trace"] = fields["trace"]
+            for kept in ("sig", "trace"):  # a signed job still verifies on its own stream
+                if fields.get(kept):
+                    copy[kept] = fields[kept]
             pipe.xadd(dead.stream, copy)
         added = pipe.execute(raise_on_error=False)
         moved = [entry_id for (entry_id, _), reply in zip(entries, added, strict=True)
