@@ -318,3 +318,34 @@ def test_redrive_without_records_asks_for_them_or_no_revive(url, stream, monkeyp
     monkeypatch.delenv("KINDLING_TABLE", raising=False)
     code, _, err = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", "")
     assert code == 2 and "--no-revive" in err
+
+
+def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, store, prefix_env, monkeypatch, capsys):
+    import base64
+    import json
+
+    from kindling.signed import Keyring, Verifier
+
+    value = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(b"v" * 32).decode()}})
+
+    def keyring():
+        return Keyring("arn:test", fetch=lambda ref, deadline: value)
+
+    def worker():
+        return StreamWorker(url, registry=flaky_registry(), store=store, stream=stream, log=False, heartbeat=False,
+                            verifier=Verifier(keyring()), metrics=False)
+
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", PRODUCER)
+    _broken.add("ada@example.com")
+    (job,) = StreamProducer(url, stream, signing=keyring()).enqueue_many([("mail", ("ada@example.com",), {})])
+    monkeypatch.delenv("_X_AMZN_TRACE_ID")
+    assert set(connect(url).xrange(stream)[0][1]) == {b"job", b"sig", b"trace"}
+    assert worker().run(burst=True) == {"dead": 1}
+    _broken.clear()
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
+                       "valkey")
+    assert code == 0 and "revived 1" in out
+    assert set(connect(url).xrange(stream)[0][1]) == {b"job", b"sig", b"trace"}
+    assert worker().run(burst=True) == {"succeeded": 1}
+    record = store.get(job.id)
+    assert record["status"] == "succeeded" and record["trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
