@@ -7,7 +7,8 @@ The worker side needs only this::
     @task(timeout=30)
     def resize(key: str) -> str: ...
 
-Producers use :class:`kindling.client.Client` (boto3, outside Lambda). Importing this
+Producers use :class:`kindling.client.Client` (boto3, outside Lambda); chains and groups
+are ``chain``, ``group`` and ``task.s()`` (:mod:`kindling.canvas`). Importing this
 package loads no AWS SDK and opens no connection.
 """
 
@@ -16,8 +17,11 @@ from kindling.policy import Backoff
 from kindling.registry import Registry, Task, task
 from kindling.runner import current_job
 
-__all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry", "Task", "current_job", "task"]
+__all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry", "Signature", "Task", "chain",
+           "chord", "current_job", "group", "task"]
 __version__ = "0.1.0"
+
+_CANVAS = frozenset({"Signature", "chain", "chord", "group"})
 
 
 def __getattr__(name: str):
@@ -25,4 +29,8 @@ def __getattr__(name: str):
         from kindling.client import Client
 
         return Client
+    if name in _CANVAS:  # chains and groups: loaded by the programs that build them
+        from kindling import canvas
+
+        return getattr(canvas, name)
     raise AttributeError(f"module 'kindling' has no attribute {name!r}")

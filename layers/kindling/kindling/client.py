@@ -46,15 +46,19 @@ SQS_MAX_DELAY = 900
 class Call:
     """One job to send with :meth:`Client.enqueue_many`, with its per-job options."""
 
-    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group", "queue")
+    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group", "queue", "chain",
+                 "parent")
 
     def __init__(self, task: str | Task, args: Sequence = (), kwargs: dict | None = None, *,
                  delay: int = 0, job_id: str | None = None, max_attempts: int | None = None,
-                 timeout: float | None = None, group: str | None = None, queue: str | None = None):
+                 timeout: float | None = None, group: str | None = None, queue: str | None = None,
+                 chain: list[dict] | None = None, parent: dict | None = None):
         self.task, self.args, self.kwargs = task, args, kwargs or {}
         self.delay, self.job_id, self.max_attempts, self.timeout = delay, job_id, max_attempts, timeout
         self.group = group  # a FIFO queue's message group: jobs of one group run in order
         self.queue = queue  # a named queue, over the task's own (kindling.routing)
+        # What kindling.canvas sets: the calls to run after this one, the chord it belongs to.
+        self.chain, self.parent = chain, parent
 
 
 class JobHandle:
@@ -244,8 +248,8 @@ class Client:
             raise ValueError(f"a FIFO queue needs group= on every job ({name!r} has none)")
         if call.group and not fifo:
             raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {url!r}")
-        job = new_job(name, call.args, call.kwargs, job_id=call.job_id,
-                      max_attempts=call.max_attempts, timeout=call.timeout)
+        job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
+                      timeout=call.timeout, chain=call.chain, parent=call.parent)
         body = encode_job(job).decode()
         options: dict = {}
         size = len(body.encode())

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from kindling.client import Call
     from kindling.registry import Registry
 
-__all__ = ["producer", "send", "set_producer"]
+__all__ = ["producer", "reader", "send", "send_many", "set_producer"]
 
 _producer = None
 _eager = None  # the active kindling.testing.Eager, if any
@@ -68,3 +68,26 @@ def send(call: Call, registry: Registry):
     target = producer()
     send_one = getattr(target, "send", None)
     return send_one(call) if send_one is not None else target.enqueue_many([call])[0]
+
+
+def send_many(calls: list[Call], registry: Registry) -> list:
+    """Send several calls at once (a group's members): inline under eager mode, else in the
+    producer's batches (``enqueue_many``) when it has them."""
+    if _eager is not None or os.environ.get("KINDLING_EAGER") == "1":
+        from kindling.testing import current_eager
+
+        return [current_eager().run(call, registry) for call in calls]
+    target = producer()
+    many = getattr(target, "enqueue_many", None)
+    return many(calls) if many is not None else [target.send(call) for call in calls]
+
+
+def reader():
+    """Where handles read outcomes (anything with ``record(job_id)``): the eager session's
+    memory store, or the producer if it reads the results table (a ``Client``); else ``None``."""
+    if _eager is not None or os.environ.get("KINDLING_EAGER") == "1":
+        from kindling.testing import current_eager
+
+        return current_eager()
+    target = producer()
+    return target if hasattr(target, "record") else None

@@ -105,6 +105,7 @@ class LambdaWorker:
         self.signing_secret = env.get("KINDLING_SIGNING_SECRET", "")
         self._runner: Runner | None = None
         self._cold = True
+        self._deadline: float | None = None  # the invocation's, for sends after the batch
 
     @property
     def runner(self) -> Runner:
@@ -130,13 +131,15 @@ class LambdaWorker:
     def __call__(self, event: dict, context=None) -> dict:
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         request_id = getattr(context, "aws_request_id", None)
+        self._deadline = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
         from kindling import logs  # with the first batch: its lines are the first thing logged
 
         logs.invocation(context, cold_start=self._cold)
         self._cold = False
         if sqs.is_sqs_event(event):
             runner = self.runner
-            outcomes = runner.run(sqs.deliveries(event, signed=runner.verifier is not None), remaining, request_id)
+            outcomes = runner.run(sqs.deliveries(event, signed=runner.verifier is not None), remaining, request_id,
+                                  send=self._send)
             # SQS calls after the batch must not outlive the invocation either.
             until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
             moved = self._move_dead(event, outcomes, until) if self.dlq_url or self.dlq_urls else set()
@@ -196,7 +199,8 @@ class LambdaWorker:
         return {"kindling": "ticked", "enqueued": sent, "failed": failed}
 
     def _signer(self, queue_url: str):
-        """What the worker's own sends (scheduled fires) go through: signed when signing is on."""
+        """What the worker's own sends (scheduled fires, chain steps, chord callbacks) go
+        through: signed when signing is on."""
         verifier = self.runner.verifier
         if verifier is None:
             return lambda entry: entry
@@ -210,6 +214,24 @@ class LambdaWorker:
             return entry
 
         return sign
+
+    def _send(self, jobs: list) -> None:
+        """Enqueue a chain's next step or a chord's callback on its task's queue (the jobs
+        queue, ``KINDLING_QUEUE_URL``, or the task's named queue from ``KINDLING_QUEUES``);
+        raises unless SQS took every one."""
+        from kindling import routing
+
+        queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
+        by_url: dict[str, list] = {}
+        for job in jobs:
+            task = self.registry._tasks.get(job.task)  # a task this worker does not run: the default queue
+            name = routing.queue_name(None, getattr(task, "queue", None))
+            by_url.setdefault(routing.resolve(name, os.environ.get("KINDLING_QUEUE_URL", ""), queues), []).append(job)
+        for url, chunk_jobs in by_url.items():
+            for start in range(0, len(chunk_jobs), 10):
+                _, refused = _send_batch(url, chunk_jobs[start : start + 10], self._deadline, self._signer(url))
+                if refused:
+                    raise KindlingError(f"SQS refused {len(refused)} job(s): {next(iter(refused.values()))}"[:500])
 
     def _move_dead(self, event: dict, outcomes, deadline: float | None) -> set[str]:
         """Send the messages of jobs recorded ``dead`` to the DLQ of the queue each came
@@ -268,3 +290,26 @@ class LambdaWorker:
                 except aws.AwsError as exc:
                     if self.runner.log:
                         self.runner.log({"kindling": "visibility_not_changed", "queue": arn, "error": str(exc)})
+
+
+def _send_batch(queue_url: str, jobs: list, deadline: float | None = None, sign=None
+                ) -> tuple[list[str], dict[str, str]]:
+    """One ``SendMessageBatch`` of up to 10 jobs: the ids sent, and ``{id: reason}`` refused.
+
+    On a FIFO queue each job is its own message group (a chain orders its steps itself),
+    deduplicated by its id: a follow-up sent twice within five minutes is dropped by SQS."""
+    from kindling import aws
+    from kindling.envelope import encode_job
+
+    fifo = queue_url.endswith(".fifo")
+    entries = []
+    for n, job in enumerate(jobs):
+        entry = {"Id": str(n), "MessageBody": encode_job(job).decode()}
+        if fifo:
+            entry["MessageGroupId"] = job.id
+            entry["MessageDeduplicationId"] = job.id[:128]
+        entries.append(sign(entry) if sign is not None else entry)
+    response = aws.sqs().call("SendMessageBatch", {"QueueUrl": queue_url, "Entries": entries}, deadline=deadline)
+    sent = [jobs[int(e["Id"])].id for e in response.get("Successful", [])]
+    refused = {jobs[int(e["Id"])].id: f"{e.get('Code')}: {e.get('Message', '')}" for e in response.get("Failed", [])}
+    return sent, refused

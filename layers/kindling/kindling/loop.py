@@ -18,6 +18,7 @@ import signal
 import time
 
 from kindling import codec, sqs
+from kindling.envelope import encode_job
 from kindling.registry import default_registry
 from kindling.results import DynamoResultStore
 from kindling.runner import Runner
@@ -111,7 +112,7 @@ class SqsWorker:
                                    for name, a in m.get("MessageAttributes", {}).items()}}
             for m in messages
         ]}
-        outcomes = self.runner.run(sqs.deliveries(event, signed=self.runner.verifier is not None))
+        outcomes = self.runner.run(sqs.deliveries(event, signed=self.runner.verifier is not None), send=self.send)
         receipts = {m["MessageId"]: m["ReceiptHandle"] for m in messages}
         moved = self._move_dead(event, outcomes)
         done = [o.ref for o in outcomes if o.status in SETTLED or o.ref in moved]
@@ -124,6 +125,25 @@ class SqsWorker:
             self.sqs.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=entries)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
+
+    def send(self, jobs: list) -> None:
+        """Enqueue follow-ups (a chain's next step, a chord's callback) on this queue."""
+        for start in range(0, len(jobs), 10):
+            entries = [self._signed({"Id": str(n), "MessageBody": encode_job(job).decode()}) for n, job in
+                       enumerate(jobs[start : start + 10])]
+            failed = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries).get("Failed")
+            if failed:
+                raise RuntimeError(f"SQS refused {len(failed)} job(s): {failed[0].get('Message', '')}"[:500])
+
+    def _signed(self, entry: dict) -> dict:
+        """The entry with its signature, bound to this queue, when signing is on."""
+        verifier = self.runner.verifier
+        if verifier is not None:
+            from kindling import jobsig
+
+            value = verifier.keyring.sign(jobsig.sqs_destination(self.queue_arn), entry["MessageBody"])
+            entry["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}
+        return entry
 
     def _move_dead(self, event: dict, outcomes) -> set[str]:
         dead = sqs.dead_letters(event, outcomes)

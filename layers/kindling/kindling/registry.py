@@ -16,6 +16,7 @@ Celery names them (:mod:`kindling.dispatch` says where they go, or runs them eag
 
     resize.delay("a.png", width=64)                       # -> a handle: .status(), .result()
     resize.apply_async(["a.png"], {"width": 64}, countdown=60, job_id="a-png")
+    chain(fetch.s("a.png"), resize.s(width=64)).delay()     # kindling.canvas
 
 The type of ``delay`` follows the function's signature (``registry.pyi``, read by type
 checkers only: the worker never imports :mod:`typing`).
@@ -138,6 +139,12 @@ class Task:
     def delay(self, *args: Any, **kwargs: Any):
         """Send a job running this task with these arguments; return its handle."""
         return self.apply_async(args, kwargs)
+
+    def s(self, *args: Any, **kwargs: Any):
+        """A signature of this call, for chains and groups (:mod:`kindling.canvas`)."""
+        from kindling.canvas import Signature
+
+        return Signature(self, args, kwargs)
 
     def apply_async(self, args=(), kwargs=None, *, countdown: int = 0, job_id: str | None = None,
                     max_attempts: int | None = None, timeout: float | None = None, queue: str | None = None):

@@ -2,6 +2,7 @@
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
+from kindling.canvas import Signature
 from kindling.policy import Backoff
 
 P = ParamSpec("P")
@@ -43,6 +44,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
+    def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature: ...
     def apply_async(
         self,
         args: Iterable[Any] = ...,

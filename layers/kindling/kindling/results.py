@@ -56,6 +56,7 @@ class MemoryResultStore:
         self.writes = 0
         self.events: list[tuple] = []  # what was sent and collected, in order (tests)
         self.fail = False  # set True to simulate an unreachable store
+        self.counts = 0  # chord member counts (UpdateItem in DynamoDB)
 
     def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
         if self.fail:
@@ -89,6 +90,39 @@ class MemoryResultStore:
             return self.write(records, deadline=deadline)
 
         return collect
+
+    def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None
+                     ) -> dict[str, tuple[str, str | None]]:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        self.reads += 1
+        return {i: (self.records[i]["status"], self.records[i].get("result")) for i in job_ids if i in self.records}
+
+    def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
+                     ttl_s: int = 0, deadline: float | None = None) -> dict:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        self.counts += 1
+        record = self.records.setdefault(key, {"id": key, "kind": "chord", "done": set(), "dead": set()})
+        old = {k: set(v) if isinstance(v, set) else v for k, v in record.items()}
+        record["done"].add(str(index))
+        record.update(size=size, updated_at=at_ms)
+        if ok:
+            record.setdefault("status", "waiting")
+        else:
+            record["dead"].add(str(index))
+            record["status"] = "dead"
+            record.setdefault("error", _chord_error(index, reason))
+        return old
+
+    def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        record = self.records[key]
+        if record.get("status") != "dead":
+            record["status"] = status
+            if callback:
+                record["callback"] = callback
 
     def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
         if self.fail:
@@ -234,6 +268,79 @@ class DynamoResultStore:
 
         return collect
 
+    def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None
+                     ) -> dict[str, tuple[str, str | None]]:
+        """``{job_id: (status, result JSON text or None)}`` for the ids that have a record:
+        consistent ``BatchGetItem`` calls of 100 keys (chains and chords only)."""
+        ids = list(dict.fromkeys(job_ids))
+        deadline = self._deadline(deadline)
+        found: dict[str, tuple[str, str | None]] = {}
+        for start in range(0, len(ids), READ_CHUNK):
+            request = self._read_request(ids[start : start + READ_CHUNK], "#i, #s, #r", {"#r": "result"})
+            for rnd in range(self.max_rounds):
+                response = self._call("BatchGetItem", {"RequestItems": request}, deadline)
+                for item in response.get("Responses", {}).get(self.table, []):
+                    result = item.get("result")
+                    found[item["id"]["S"]] = (item["status"]["S"], result["S"] if result else None)
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                _backoff(rnd, deadline)
+            else:
+                raise StoreUnavailable(f"BatchGetItem left keys unprocessed after {self.max_rounds} rounds")
+        return found
+
+    def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
+                     ttl_s: int = 0, deadline: float | None = None) -> dict:
+        """Count chord member ``index`` on the chord record ``key``; return the record as it
+        was before (plain values; string sets as lists).
+
+        One ``UpdateItem``: ``ADD`` of the index to the string set ``done`` (and ``dead``
+        unless ``ok``), so counting a member twice changes nothing. Retried through
+        transient failures like every write: a retry cannot count twice either.
+        """
+        names = {"#done": "done", "#size": "size", "#st": "status", "#at": "updated_at", "#kind": "kind"}
+        values: dict = {":i": {"SS": [str(index)]}, ":n": {"N": str(size)}, ":at": {"N": str(at_ms)},
+                        ":kind": {"S": "chord"}}
+        adds, sets = ["#done :i"], ["#size = :n", "#at = :at", "#kind = :kind"]
+        if ok:
+            sets.append("#st = if_not_exists(#st, :waiting)")
+            values[":waiting"] = {"S": "waiting"}
+        else:
+            names.update({"#dead": "dead", "#err": "error"})
+            adds.append("#dead :i")
+            sets += ["#st = :dead", "#err = if_not_exists(#err, :err)"]
+            values[":dead"] = {"S": "dead"}
+            values[":err"] = _av(_chord_error(index, reason))
+        if ttl_s:
+            names["#exp"] = "expires_at"
+            sets.append("#exp = :exp")
+            values[":exp"] = {"N": str(at_ms // 1000 + ttl_s)}
+        response = self._call("UpdateItem", {
+            "TableName": self.table, "Key": {"id": {"S": key}},
+            "UpdateExpression": f"ADD {', '.join(adds)} SET {', '.join(sets)}",
+            "ExpressionAttributeNames": names, "ExpressionAttributeValues": values, "ReturnValues": "ALL_OLD",
+        }, self._deadline(deadline))
+        return from_item(response.get("Attributes") or {})
+
+    def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
+        """Set the chord record's status (``completed``) and callback id, unless it is ``dead``."""
+        names = {"#st": "status"}
+        values = {":st": {"S": status}, ":dead": {"S": "dead"}}
+        sets = ["#st = :st"]
+        if callback:
+            names["#cb"] = "callback"
+            values[":cb"] = {"S": callback}
+            sets.append("#cb = :cb")
+        try:
+            self._call("UpdateItem", {
+                "TableName": self.table, "Key": {"id": {"S": key}}, "UpdateExpression": f"SET {', '.join(sets)}",
+                "ConditionExpression": "attribute_exists(#st) AND #st <> :dead",
+                "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
+            }, self._deadline(deadline))
+        except _ConditionFailed:  # dead (or never counted): a failed chord is not completed
+            return
+
     def close(self) -> None:
         """Stop the chunk threads (if any were started)."""
         pools, self._pool, self._read_pool = (self._pool, self._read_pool), None, None
@@ -246,12 +353,12 @@ class DynamoResultStore:
     def _deadline(self, deadline: float | None) -> float:
         return time.monotonic() + self.call_timeout_s if deadline is None else deadline
 
-    def _read_request(self, ids: list[str]) -> dict:
+    def _read_request(self, ids: list[str], projection: str = "#i, #s, #a", names: dict | None = None) -> dict:
         return {
             self.table: {
                 "Keys": [{"id": {"S": i}} for i in ids],
-                "ProjectionExpression": "#i, #s, #a",
-                "ExpressionAttributeNames": {"#i": "id", "#s": "status", "#a": "attempts"},
+                "ProjectionExpression": projection,
+                "ExpressionAttributeNames": {"#i": "id", "#s": "status", **(names or {"#a": "attempts"})},
                 "ConsistentRead": True,
             }
         }
@@ -404,7 +511,8 @@ class DynamoResultStore:
             raise StoreUnavailable(f"DynamoDB {operation} on {self.table}: {exc}") from exc
 
 
-_WRITES = frozenset({"BatchWriteItem", "PutItem"})
+# UpdateItem: a chord count (an ADD to a set, so a retry cannot count twice) or its mark.
+_WRITES = frozenset({"BatchWriteItem", "PutItem", "UpdateItem"})
 
 
 class _ConditionFailed(Exception):
@@ -427,6 +535,10 @@ def _results(futures: list) -> list:
     if error is not None:
         raise error
     return results
+
+def _chord_error(index: int, reason: str | None) -> dict:
+    """Why a chord failed: the first member that did not succeed."""
+    return {"type": "ChordFailed", "message": f"member {index} did not succeed: {reason or 'dead'}"[:1000]}
 
 
 def _backoff(round_: int, deadline: float) -> None:
@@ -476,6 +588,8 @@ def _plain(av: dict):
         return {k: _plain(v) for k, v in value.items()}
     if kind == "L":
         return [_plain(v) for v in value]
+    if kind == "SS":
+        return sorted(value)
     if kind == "BOOL":
         return value
     if kind == "NULL":

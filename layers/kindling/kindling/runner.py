@@ -131,7 +131,8 @@ class Outcome:
     """
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
-                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error")
+                 "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error",
+                 "previous", "result")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -153,6 +154,8 @@ class Outcome:
         self.trace: str | None = None  # its whole header (read only for OpenTelemetry spans)
         self.unread = False  # not read before running (its task opted out of duplicate skipping)
         self.error: BaseException | None = None  # what a failed run raised
+        self.previous: str | None = None  # the status the store held before this delivery
+        self.result: str | None = None  # a succeeded run's result, as recorded JSON (chains read it)
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -311,14 +314,19 @@ class Runner:
         deliveries: Sequence[Delivery],
         remaining_ms: Callable[[], int] | None = None,
         request_id: str | None = None,
+        send: Callable[[list[Job]], object] | None = None,
     ) -> list[Outcome]:
         """Run one batch; return an outcome for every delivery, in the same order.
+
+        ``send`` enqueues jobs on the trigger the batch came from: the next step of a chain
+        and a chord's callback go through it (:mod:`kindling.followups`), once the batch's
+        outcomes are recorded.
 
         Never raises because of one message or one task; raises only for a bug in
         kindling itself outside any job. The three phases back to back: :meth:`begin`,
         :meth:`execute`, :meth:`finish`.
         """
-        return self.finish(self.execute(self.begin(deliveries, remaining_ms, request_id)))
+        return self.finish(self.execute(self.begin(deliveries, remaining_ms, request_id)), send=send)
 
     def begin(
         self,
@@ -417,18 +425,20 @@ class Runner:
             batch.collect_write = self._begin_write(records, write_by)
         return batch
 
-    def finish(self, batch: Batch) -> list[Outcome]:
+    def finish(self, batch: Batch, send: Callable[[list[Job]], object] | None = None) -> list[Outcome]:
         """Read the write's reply back; return the batch's outcomes. A write that fails hands
-        the batch back; a record the store refused (it holds a later outcome) is ``skipped``."""
+        the batch back; a record the store refused (it holds a later outcome) is ``skipped``.
+        Then, once every record is written, a chain's next step and a chord's count
+        (:mod:`kindling.followups`, enqueueing through ``send``)."""
         if not batch.spans:
-            return self._finish_batch(batch)
+            return self._finish_batch(batch, send)
         try:
-            return self._finish_batch(batch)
+            return self._finish_batch(batch, send)
         finally:
             spans, batch.spans = batch.spans, []
             self._end_spans(spans)
 
-    def _finish_batch(self, batch: Batch) -> list[Outcome]:
+    def _finish_batch(self, batch: Batch, send: Callable[[list[Job]], object] | None) -> list[Outcome]:
         if batch.handed_back is not None:
             return batch.handed_back
         outcomes = batch.outcomes
@@ -442,6 +452,11 @@ class Runner:
                     o.status = SKIPPED
                     o.reason = f"not recorded: the store already holds a later outcome ({refused[o.record['id']]})"
                     o.retry_in = None
+        if any(o.job is not None and (o.job.chain or o.job.parent) for o in outcomes):
+            from kindling import followups  # only batches with chains or chords load it
+
+            deadline = batch.deadline
+            followups.run(self, outcomes, send, None if deadline is None else deadline - self.safety_ms / 4000)
         if self.log:
             _log_batch(outcomes, self.log)
         if self.metrics:
@@ -624,6 +639,7 @@ class Runner:
                     self._dead_undelivered(o)
                 continue
             previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
+            o.previous = previous
             if previous == SUCCEEDED:
                 o.status = SKIPPED
                 o.reason = "already succeeded (duplicate delivery)"
@@ -911,6 +927,7 @@ class Runner:
             duration = round((time.perf_counter() - o.t0) * 1000, 3)
             if error is None:
                 status = SUCCEEDED
+                o.result = result
             else:
                 o.error = error
                 o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]

@@ -57,20 +57,33 @@ class Eager:
         self._runners: dict[int, Runner] = {}
 
     def run(self, call: Call, registry: Registry) -> EagerHandle:
+        """Run the call's job inline, then whatever it enqueues (a chain's next step, a
+        chord's callback), in order, before returning its handle."""
         from kindling.registry import Task
 
         name = call.task.name if isinstance(call.task, Task) else call.task
         # Built and encoded as a producer would: arguments JSON cannot hold fail here too.
         job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
-                      timeout=call.timeout)
+                      timeout=call.timeout, chain=call.chain, parent=call.parent)
         runner = self._runners.get(id(registry))
         if runner is None:
             runner = self._runners[id(registry)] = Runner(registry, self.store, log=None, metrics=False,
                                                                      payload_bucket="")  # no S3 in tests
-        outcome = runner.run([Delivery(f"eager-{job.id}", encode_job(job).decode(), 1)])[0]
+        pending = [job]
+        first = None
+        while pending:
+            next_job = pending.pop(0)
+            outcome = runner.run([Delivery(f"eager-{next_job.id}", encode_job(next_job).decode(), 1)],
+                                 send=pending.extend)[0]
+            if first is None:
+                first = outcome
         # What the store holds now (a duplicate of a succeeded job writes nothing new).
-        key = outcome.record["id"] if outcome.record else job.id
+        key = first.record["id"] if first.record else job.id  # type: ignore[union-attr]
         return EagerHandle(job.id, name, self.records.get(key))
+
+    def record(self, job_id: str) -> dict | None:
+        """The record of ``job_id`` (or of a chord, ``chord#<id>``), as canvas handles read it."""
+        return self.records.get(job_id)
 
 
 _process_eager: Eager | None = None

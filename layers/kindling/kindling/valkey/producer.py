@@ -126,7 +126,8 @@ class StreamProducer:
                 raise UnknownQueue(f"job for {name!r} is routed to queue {routed!r}: named queues are SQS queues, "
                                    "and a stream producer has only its stream (send it with a kindling.Client)")
             job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
-                          timeout=call.timeout, not_before=now_ms() + int(call.delay * 1000) if call.delay else None)
+                          timeout=call.timeout, not_before=now_ms() + int(call.delay * 1000) if call.delay else None,
+                          chain=call.chain, parent=call.parent)
             prepared.append((job, encode_job(job)))
         if self.keyring is not None:
             from kindling.jobsig import stream_destination

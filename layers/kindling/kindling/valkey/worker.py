@@ -36,7 +36,7 @@ import time
 
 from kindling import codec, policy
 from kindling.backoff import compute_backoff
-from kindling.envelope import decode_job, now_ms
+from kindling.envelope import decode_job, encode_job, now_ms
 from kindling.errors import InvalidJob, KindlingError, StoreUnavailable
 from kindling.records import build_record, describe_error, rejected_key
 from kindling.results import FINAL
@@ -287,7 +287,7 @@ class StreamWorker:
         if b.done:
             return b.outcomes
         if b.outcomes is None:
-            self._contain(b, lambda: setattr(b, "outcomes", b.exhausted + self.runner.finish(b.run)))
+            self._contain(b, lambda: setattr(b, "outcomes", b.exhausted + self.runner.finish(b.run, send=self.send)))
         b.release()
         b.done = True  # settled at most once: a settlement cut off by Valkey leaves entries pending
         self._settle(b.outcomes, b.deliveries)
@@ -317,10 +317,27 @@ class StreamWorker:
         outcomes = []
         for d in deliveries:
             try:
-                outcomes.extend(self.runner.run([d], remaining_ms, request_id))
+                outcomes.extend(self.runner.run([d], remaining_ms, request_id, send=self.send))
             except Exception as exc:  # noqa: BLE001
                 outcomes.append(self._poisoned(d, exc))
         return outcomes
+
+    def send(self, jobs: list) -> None:
+        """Put jobs on this worker's stream in one pipelined round trip (a chain's next step,
+        a chord's callback: :mod:`kindling.followups`), signed for the stream when signing is on."""
+        verifier = self.runner.verifier
+        if verifier is not None:
+            from kindling import jobsig
+
+            destination = jobsig.stream_destination(self.stream)
+        pipe = self.client.pipeline(transaction=False)
+        for job in jobs:
+            body = encode_job(job)
+            fields = {FIELD: body}
+            if verifier is not None:
+                fields[SIG_FIELD] = verifier.keyring.sign(destination, body)
+            pipe.xadd(self.stream, fields)
+        pipe.execute()
 
     def _poisoned(self, d: Delivery, exc: Exception) -> Outcome:
         """An entry that breaks the runner, recorded ``rejected`` under a key of its own with

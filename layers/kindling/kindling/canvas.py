@@ -1,0 +1,315 @@
+"""Chains and groups: jobs that feed each other, and a callback after a group.
+
+Example::
+
+    from kindling import chain, group
+
+    # fetch's result is add_tax's first argument, add_tax's is notify's.
+    handle = chain(fetch.s("order-1"), add_tax.s(rate=0.2), notify.s()).delay()
+    handle.result(timeout=60)            # notify's result (raises JobFailed if a step died)
+
+    # A chord: total runs once, with [price("a"), price("b"), ...] in the order given.
+    handle = group([price.s(k) for k in keys]).then(total.s(currency="EUR")).delay()
+    handle.result(timeout=60)            # total's result; JobFailed if a member died
+
+``task.s(*args, **kwargs)`` is a :class:`Signature` (a call not sent yet); ``a.s() | b.s()``
+is ``chain(a.s(), b.s())``. Jobs go where task handles send theirs
+(:mod:`kindling.dispatch`: a Client from the environment, a Valkey producer, or eager mode).
+
+The rules the worker applies (:mod:`kindling.followups`):
+
+* a chain step runs only after the one before it succeeded, with that result prepended to
+  its positional arguments; a step that dies ends the chain;
+* a group's members run in parallel; the callback runs once, after every member has
+  succeeded, with their results as a list in the order of the group. A member that ends
+  ``dead`` (or ``rejected``, or revoked) fails the chord: the callback never runs and the
+  chord's record (``chord#<id>`` in the results table) says ``dead``, naming the member;
+* every id is known when the canvas is sent: members are ``<chord id>.<index>``, the
+  callback ``<chord id>.then``, each chain step :func:`kindling.followups.next_id` of the
+  one before. So a follow-up enqueued twice runs once.
+
+Limits (envelope version 2): a chain holds at most 101 signatures, a chord id at most 100
+characters, and a chain step or a callback is one task call (not itself a group).
+"""
+
+from __future__ import annotations
+
+import time
+
+from kindling import dispatch
+from kindling.errors import JobFailed, KindlingError
+from kindling.followups import (
+    COMPLETED,
+    callback_id,
+    check_chord_id,
+    chord_key,
+    member_id,
+    next_id,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    from kindling.registry import Registry, Task
+
+__all__ = ["ChainHandle", "GroupHandle", "Signature", "chain", "chord", "group"]
+
+MAX_CHAIN = 101  # the first job and the 100 calls its envelope's chain holds
+MAX_GROUP = 1000
+
+
+class Signature:
+    """A task call not sent yet: ``task.s(*args, **kwargs)``. ``sig.set(timeout=30)`` adds
+    per-job options; ``sig.delay()`` sends it as a plain job."""
+
+    __slots__ = ("task", "args", "kwargs", "max_attempts", "timeout")
+
+    def __init__(self, task: Task | str, args: Iterable[Any] = (), kwargs: dict | None = None, *,
+                 max_attempts: int | None = None, timeout: float | None = None):
+        from kindling.registry import Task
+
+        if not isinstance(task, Task | str):
+            raise TypeError(f"a signature needs a task or a task name, got {task!r:.80}")
+        self.task, self.args, self.kwargs = task, list(args), dict(kwargs or {})
+        self.max_attempts, self.timeout = max_attempts, timeout
+
+    @property
+    def name(self) -> str:
+        return self.task if isinstance(self.task, str) else self.task.name
+
+    def set(self, *, max_attempts: int | None = None, timeout: float | None = None) -> Signature:
+        """A copy with these per-job options."""
+        return Signature(self.task, self.args, self.kwargs,
+                         max_attempts=self.max_attempts if max_attempts is None else max_attempts,
+                         timeout=self.timeout if timeout is None else timeout)
+
+    def call_object(self) -> dict:
+        """The envelope's call object: ``{"task", "args", "kwargs"}`` and any options."""
+        obj: dict = {"task": self.name, "args": self.args, "kwargs": self.kwargs}
+        if self.max_attempts is not None:
+            obj["max_attempts"] = self.max_attempts
+        if self.timeout is not None:
+            obj["timeout"] = self.timeout
+        return obj
+
+    def delay(self):
+        """Send this call as a plain job; return its handle."""
+        return dispatch.send(self._call(), _registry(self))
+
+    def __or__(self, other: Signature | chain) -> chain:
+        return chain(self, *(other.steps if isinstance(other, chain) else (other,)))
+
+    def __repr__(self) -> str:
+        return f"{self.name}.s(*{self.args!r}, **{self.kwargs!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Signature) and self.call_object() == other.call_object()
+
+    def _call(self, **options):
+        from kindling.client import Call
+
+        return Call(self.task, self.args, self.kwargs, max_attempts=self.max_attempts, timeout=self.timeout,
+                    **options)
+
+
+class chain:
+    """Signatures run one after another, each result the next one's first argument."""
+
+    def __init__(self, *steps: Signature):
+        if len(steps) == 1 and not isinstance(steps[0], Signature) and hasattr(steps[0], "__iter__"):
+            steps = tuple(steps[0])  # type: ignore[arg-type]
+        _check_signatures("chain", steps)
+        if len(steps) > MAX_CHAIN:
+            raise ValueError(f"a chain holds at most {MAX_CHAIN} signatures, got {len(steps)}")
+        self.steps = tuple(steps)
+
+    def __or__(self, other: Signature | chain) -> chain:
+        return chain(*self.steps, *(other.steps if isinstance(other, chain) else (other,)))
+
+    def apply_async(self, *, job_id: str | None = None) -> ChainHandle:
+        """Send the first step, carrying the rest; ``job_id`` names the first step's job."""
+        first, rest = self.steps[0], [s.call_object() for s in self.steps[1:]]
+        handle = dispatch.send(first._call(job_id=job_id, chain=rest or None), _registry(first))
+        ids = [handle.id]
+        for _ in rest:
+            ids.append(next_id(ids[-1]))
+        return ChainHandle(ids, dispatch.reader())
+
+    def delay(self) -> ChainHandle:
+        return self.apply_async()
+
+    def __repr__(self) -> str:
+        return " | ".join(map(repr, self.steps))
+
+
+class group:
+    """Signatures run in parallel; ``.then(sig)`` makes it a chord."""
+
+    def __init__(self, members: Iterable[Signature]):
+        members = tuple(members)
+        _check_signatures("group", members)
+        if len(members) > MAX_GROUP:
+            raise ValueError(f"a group holds at most {MAX_GROUP} signatures, got {len(members)}")
+        self.members = members
+
+    def then(self, callback: Signature) -> chord:
+        """The chord: ``callback`` runs once every member has succeeded."""
+        return chord(self, callback)
+
+    def apply_async(self, *, group_id: str | None = None) -> GroupHandle:
+        return chord(self, None).apply_async(chord_id=group_id)
+
+    def delay(self) -> GroupHandle:
+        return self.apply_async()
+
+
+class chord:
+    """A group and the callback that runs once with all its results (``group(...).then(...)``)."""
+
+    def __init__(self, members: group | Iterable[Signature], callback: Signature | None):
+        self.group = members if isinstance(members, group) else group(members)
+        if callback is not None and not isinstance(callback, Signature):
+            raise TypeError(f"a chord's callback is a signature (task.s(...)), got {callback!r:.80}")
+        self.callback = callback
+
+    def apply_async(self, *, chord_id: str | None = None) -> GroupHandle:
+        """Send every member in one go; ``chord_id`` (at most 100 characters) names the chord,
+        its members (``<id>.<index>``) and its callback (``<id>.then``)."""
+        from kindling.envelope import new_job_id
+
+        cid = check_chord_id(chord_id if chord_id is not None else new_job_id())
+        then = self.callback.call_object() if self.callback is not None else None
+        members = self.group.members
+        calls = [s._call(job_id=member_id(cid, i), parent={"id": cid, "index": i, "size": len(members), "then": then})
+                 for i, s in enumerate(members)]
+        dispatch.send_many(calls, _registry(members[0]))
+        return GroupHandle(cid, len(members), then is not None, dispatch.reader())
+
+    def delay(self) -> GroupHandle:
+        return self.apply_async()
+
+
+class ChainHandle:
+    """A sent chain: ``ids`` of every step (known in advance), ``result()`` of the last."""
+
+    __slots__ = ("ids", "reader")
+
+    def __init__(self, ids: list[str], reader=None):
+        self.ids, self.reader = ids, reader
+
+    @property
+    def id(self) -> str:
+        return self.ids[0]
+
+    def status(self) -> str | None:
+        """The status of the first step not succeeded yet (the last one's once all have)."""
+        for job_id in self.ids:
+            record = _reader(self.reader).record(job_id)
+            if record is None or record["status"] != "succeeded":
+                return record["status"] if record else None
+        return "succeeded"
+
+    def result(self, timeout: float = 30.0) -> Any:
+        """Wait for every step in turn and return the last one's result; :class:`JobFailed`
+        names the first step that did not succeed."""
+        deadline = time.monotonic() + timeout
+        value = None
+        for job_id in self.ids:
+            value = _wait_result(_reader(self.reader), job_id, deadline, timeout)
+        return value
+
+    def __repr__(self) -> str:
+        return f"ChainHandle({self.ids[0]!r}, steps={len(self.ids)})"
+
+
+class GroupHandle:
+    """A sent group or chord: its ``id``, ``member_ids``, and ``callback_id`` (or ``None``)."""
+
+    __slots__ = ("id", "size", "has_callback", "reader")
+
+    def __init__(self, id: str, size: int, has_callback: bool, reader=None):
+        self.id, self.size, self.has_callback, self.reader = id, size, has_callback, reader
+
+    @property
+    def member_ids(self) -> list[str]:
+        return [member_id(self.id, i) for i in range(self.size)]
+
+    @property
+    def callback_id(self) -> str | None:
+        return callback_id(self.id) if self.has_callback else None
+
+    def record(self) -> dict | None:
+        """The chord's record: ``status`` (``waiting``, ``completed`` or ``dead``), ``done``
+        and ``dead`` member indexes, ``error`` naming the first member that died."""
+        return _reader(self.reader).record(chord_key(self.id))
+
+    def status(self) -> str | None:
+        record = self.record()
+        return record.get("status") if record else None
+
+    def result(self, timeout: float = 30.0) -> Any:
+        """The callback's result, or (a group without one) the members' results in order.
+        Raises :class:`JobFailed` as soon as the chord is recorded ``dead``."""
+        reader = _reader(self.reader)
+        deadline = time.monotonic() + timeout
+        delay = 0.02
+        while True:
+            record = self.record()
+            if record and record.get("status") == "dead":
+                raise JobFailed(self.id, "dead", record.get("error"))
+            if record and record.get("status") == COMPLETED:
+                if not self.has_callback:
+                    return [_wait_result(reader, i, deadline, timeout) for i in self.member_ids]
+                return _wait_result(reader, self.callback_id, deadline, timeout)  # type: ignore[arg-type]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"chord {self.id}: not completed within {timeout}s")
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 1.0)
+
+    def __repr__(self) -> str:
+        return f"GroupHandle({self.id!r}, members={self.size}, callback={self.has_callback})"
+
+
+def _wait_result(reader, job_id: str, deadline: float, timeout: float) -> Any:
+    from kindling import codec
+
+    delay = 0.02
+    while True:
+        record = reader.record(job_id)
+        status = record["status"] if record else None
+        if status == "succeeded":
+            raw = record.get("result")  # type: ignore[union-attr]
+            return codec.loads(raw) if raw is not None else None
+        if status in ("dead", "rejected", "revoked"):
+            raise JobFailed(job_id, status, record.get("error"))  # type: ignore[union-attr]
+        left = deadline - time.monotonic()
+        if left <= 0:
+            if status == "failed":
+                raise JobFailed(job_id, status, record.get("error"))  # type: ignore[union-attr]
+            raise TimeoutError(f"job {job_id}: no outcome recorded within {timeout}s")
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 1.0)
+
+
+def _reader(reader):
+    if reader is None or not hasattr(reader, "record"):
+        raise KindlingError("this handle cannot read outcomes: its producer has no results table "
+                            "(pass reader=Client(table=...) to the handle)")
+    return reader
+
+
+def _check_signatures(kind: str, steps: tuple) -> None:
+    if not steps:
+        raise ValueError(f"a {kind} needs at least one signature")
+    for s in steps:
+        if not isinstance(s, Signature):
+            raise TypeError(f"a {kind} takes signatures (task.s(...)), got {s!r:.80}")
+
+
+def _registry(sig: Signature) -> Registry:
+    from kindling.registry import Task, default_registry
+
+    return (sig.task.registry if isinstance(sig.task, Task) else None) or default_registry

@@ -1,0 +1,206 @@
+"""Chains and chords on the worker: what a finished job enqueues next.
+
+Imported by the runner only for a batch holding a job with a ``chain`` or a ``parent``
+(envelope version 2); a batch of plain jobs never loads it.
+
+Chain. A job that succeeds with ``chain`` enqueues ``chain[0]`` with its result prepended
+as the first positional argument (Celery's rule) and ``chain[1:]`` as that job's own chain.
+A job that does not succeed ends its chain: nothing after it runs.
+
+Chord. A job with ``parent`` is member ``index`` of a group of ``size``. When it reaches a
+final status it is counted on the chord's record (key ``chord#<chord id>`` in the results
+table: ``#`` occurs in no job id) by one atomic ``UpdateItem`` that ADDs its index to the
+string set ``done``, and to ``dead`` unless it succeeded, returning the item as it was
+(``ReturnValues=ALL_OLD``). Adding to a set is idempotent, so a member counted twice (a
+duplicate delivery, a retried update, a worker that died after counting) counts once. The
+update that leaves ``done`` holding every index completes the chord: it reads every
+member's result (one ``BatchGetItem`` per 100 ids, members being ``<chord id>.<index>``),
+enqueues ``then`` with the list of results in index order as its first argument, and marks
+the record ``completed``.
+
+Failure rule: a member that ends ``dead`` (or ``rejected``, or revoked) fails the chord.
+Its count marks the record ``dead`` with the member's index and reason, and the callback is
+never enqueued, whatever the other members do. Celery's chord does the same (its error
+callback aside).
+
+Ids are derived, never drawn: the next step of a chain is :func:`next_id` of the job that
+ran, the callback is :func:`callback_id` of the chord. A worker that enqueues a follow-up
+and dies before acknowledging runs the job's follow-ups again on redelivery (the job is then
+skipped as already succeeded): the copy carries the same id, so the batch's duplicate check
+skips it once the first has finished. A record still ``waiting`` with every member counted
+means the completing worker died before marking it, so any later count of a member sends the
+callback again, with the same id.
+
+If a follow-up cannot be sent or counted (the queue or the table is down), the job's outcome
+becomes ``deferred``: its message comes back, the job is skipped as already finished, and
+its follow-ups are tried again. Its record is already written, so nothing runs twice.
+"""
+
+from __future__ import annotations
+
+from kindling import codec, policy
+from kindling.envelope import new_job, now_ms
+from kindling.status import DEAD, DEFERRED, REJECTED, REVOKED, SKIPPED, SUCCEEDED
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kindling.envelope import Job
+    from kindling.runner import Outcome, Runner
+
+__all__ = ["CHORD_PREFIX", "COMPLETED", "MAX_CHORD_ID_LENGTH", "WAITING", "callback", "callback_id", "check_chord_id",
+           "chord_key", "member_id", "next_id", "next_step", "run"]
+
+CHORD_PREFIX = "chord#"
+MAX_CHORD_ID_LENGTH = 100
+"""A chord id leaves room for ``.<index>`` and ``.then`` within the 128 characters of a job id."""
+WAITING = "waiting"
+COMPLETED = "completed"
+_NEXT = ".next-"
+
+
+def next_id(job_id: str) -> str:
+    """The id of the chain step after ``job_id``: its readable stem (the chain's first id, up
+    to 64 characters) and 80 bits of SHA-256 of ``job_id``, so every step has its own."""
+    stem = job_id.partition(_NEXT)[0][:64]
+    return f"{stem}{_NEXT}{_sha256(job_id)[:20]}"
+
+
+def member_id(chord_id: str, index: int) -> str:
+    return f"{chord_id}.{index}"
+
+
+def callback_id(chord_id: str) -> str:
+    return f"{chord_id}.then"
+
+
+def chord_key(chord_id: str) -> str:
+    return CHORD_PREFIX + chord_id
+
+
+def check_chord_id(chord_id: object) -> str:
+    """``chord_id`` if it is a valid job id short enough for its members' ids; else ValueError."""
+    if (not isinstance(chord_id, str) or not 0 < len(chord_id) <= MAX_CHORD_ID_LENGTH
+            or not all(c.isascii() and (c.isalnum() or c in "-_.:") for c in chord_id)):
+        raise ValueError(f"a chord id is 1-{MAX_CHORD_ID_LENGTH} characters of letters, digits and -_.:, "
+                         f"got {chord_id!r:.80}")
+    return chord_id
+
+
+def _sha256(text: str) -> str:
+    try:
+        from _sha2 import sha256
+    except ImportError:  # pragma: no cover - a build without it
+        from hashlib import sha256
+    return sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- which outcomes have follow-ups ---------------------------------------------------------
+
+
+def _ended(o: Outcome) -> str | None:
+    """``succeeded`` or ``dead`` if this delivery leaves its job finished, else ``None``."""
+    if o.status == SUCCEEDED or (o.status == SKIPPED and o.previous == SUCCEEDED):
+        return SUCCEEDED
+    if o.status in (DEAD, REJECTED) or (o.status == SKIPPED and o.previous == REVOKED):
+        return DEAD
+    return None
+
+
+# -- the step after a batch --------------------------------------------------------------------
+
+
+def run(runner: Runner, outcomes: list[Outcome], send: Callable[[list[Job]], object] | None,
+        deadline: float | None) -> None:
+    """Enqueue every chain step and count every chord member this batch finished.
+
+    An outcome whose follow-ups fail becomes ``deferred`` (see the module's docstring).
+    """
+    for o in outcomes:
+        job = o.job
+        if job is None or not (job.chain or job.parent):
+            continue
+        ended = _ended(o)
+        if ended is None:
+            continue
+        if send is None:
+            _log(runner, "ERROR", o, "follow-ups not sent: this trigger cannot enqueue jobs")
+            continue
+        try:
+            if job.chain and ended == SUCCEEDED:
+                send([next_step(job, _result_of(runner, o, deadline))])
+            if job.parent:
+                _count(runner, o, ended, send, deadline)
+        except Exception as exc:  # noqa: BLE001 - the message comes back and tries again
+            reason = f"follow-ups not sent: {type(exc).__name__}: {exc}"[:1000]
+            _log(runner, "WARNING", o, reason)
+            o.status = DEFERRED
+            o.reason = reason
+            o.retry_in = policy.store_backoff_s(o.deliveries)
+
+
+def next_step(job: Job, result: object) -> Job:
+    """The chain's next job: ``chain[0]`` called with ``result`` first, carrying ``chain[1:]``."""
+    step, rest = job.chain[0], job.chain[1:]
+    return new_job(step["task"], [result, *step.get("args", [])], step.get("kwargs", {}), job_id=next_id(job.id),
+                   max_attempts=step.get("max_attempts"), timeout=step.get("timeout"), chain=rest or None)
+
+
+def callback(parent: dict, results: list) -> Job:
+    """The chord's callback job: ``then`` called with the members' results first."""
+    then = parent["then"]
+    return new_job(then["task"], [results, *then.get("args", [])], then.get("kwargs", {}),
+                   job_id=callback_id(parent["id"]), max_attempts=then.get("max_attempts"),
+                   timeout=then.get("timeout"))
+
+
+def _result_of(runner: Runner, o: Outcome, deadline: float | None) -> object:
+    """The job's result: from this run, or (a duplicate delivery) from its record."""
+    text = o.result
+    if text is None:
+        found = runner.store.read_results([o.job_id], deadline=deadline).get(o.job_id)
+        if found is None or found[0] != SUCCEEDED:
+            raise LookupError(f"job {o.job_id} has no succeeded record to read its result from")
+        text = found[1]
+    return None if text is None else codec.loads(text)
+
+
+def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None) -> None:
+    parent = o.job.parent  # type: ignore[union-attr]
+    chord, index, size = parent["id"], parent["index"], parent["size"]
+    ok = ended == SUCCEEDED
+    old = runner.store.count_member(chord_key(chord), index, size, ok=ok, reason=None if ok else (o.reason or ended),
+                                    at_ms=now_ms(), ttl_s=runner.ttl_s, deadline=deadline)
+    done = set(old.get("done") or ()) | {str(index)}
+    dead = set(old.get("dead") or ()) | (set() if ok else {str(index)})
+    if dead:
+        if not ok and str(index) not in (old.get("dead") or ()):
+            _log(runner, "WARNING", o, f"chord {chord} failed: member {index} ended {o.status}; its callback "
+                                       "will not run")
+        return
+    if len(done) < size or old.get("status") == COMPLETED:
+        return
+    then = parent.get("then")
+    if then is not None:
+        ids = [member_id(chord, i) for i in range(size)]
+        found = runner.store.read_results(ids, deadline=deadline)
+        missing = [i for i in ids if found.get(i, (None,))[0] != SUCCEEDED]
+        if missing:
+            raise LookupError(f"chord {chord}: {len(missing)} counted member(s) have no succeeded record "
+                              f"({', '.join(missing[:3])})")
+        results = [None if found[i][1] is None else codec.loads(found[i][1]) for i in ids]
+        send([callback(parent, results)])
+    runner.store.mark_chord(chord_key(chord), COMPLETED, callback_id(chord) if then is not None else None,
+                            deadline=deadline)
+    if runner.log:
+        runner.log({"level": "INFO", "location": "kindling.followups:run", "message": "chord completed",
+                    "kindling": "chord_completed", "chord": chord, "members": size,
+                    "callback": callback_id(chord) if then is not None else None})
+
+
+def _log(runner: Runner, level: str, o: Outcome, message: str) -> None:
+    if runner.log:
+        runner.log({"level": level, "location": "kindling.followups:run", "message": message,
+                    "kindling": "followups", "job_id": o.job_id, "task": o.task})
+

@@ -1,0 +1,495 @@
+"""Chains and chords: the worker's rules (kindling.followups) and the API (kindling.canvas).
+
+The runner runs against a memory store with a ``send`` that collects what it enqueues; the
+DynamoDB store's count and reads run on moto; the SQS handler's sends on moto's SQS.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kindling import chain, codec, group
+from kindling.canvas import MAX_CHAIN, ChainHandle, Signature, chord
+from kindling.envelope import MAX_ID_LENGTH, decode_job, encode_job, new_job
+from kindling.errors import JobFailed
+from kindling.followups import callback_id, chord_key, member_id, next_id
+from kindling.registry import Registry
+from kindling.results import DynamoResultStore, MemoryResultStore
+from kindling.runner import Delivery, Runner
+from kindling.testing import eager
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def reg():
+    r = Registry()
+    r.runs = []
+
+    @r.task(name="add")
+    def add(a, b=0):
+        r.runs.append(("add", a, b))
+        return a + b
+
+    @r.task(name="total")
+    def total(results, extra=0):
+        r.runs.append(("total", results, extra))
+        return sum(results) + extra
+
+    @r.task(name="boom", max_attempts=1)
+    def boom(*args):
+        raise RuntimeError("member failed")
+
+    @r.task(name="flaky", max_attempts=3)
+    def flaky(x):
+        from kindling import current_job
+
+        if current_job().attempt == 1:
+            raise RuntimeError("first attempt fails")
+        return x
+
+    return r
+
+
+class Sent(list):
+    """A trigger's send: collects jobs; ``fail`` makes it raise like a queue that is down."""
+
+    fail = False
+
+    def __call__(self, jobs):
+        if self.fail:
+            raise ConnectionError("queue unreachable")
+        self.extend(jobs)
+
+
+@pytest.fixture
+def store():
+    return MemoryResultStore()
+
+
+@pytest.fixture
+def runner(reg, store):
+    return Runner(reg, store, log=None, metrics=False)
+
+
+def deliver(runner, job, send, attempts=1):
+    return runner.run([Delivery(f"m-{job.id}-{attempts}", encode_job(job).decode(), attempts)], send=send)[0]
+
+
+def members(chord_id, calls, then):
+    size = len(calls)
+    return [new_job(task, args, job_id=member_id(chord_id, i),
+                    parent={"id": chord_id, "index": i, "size": size, "then": then})
+            for i, (task, args) in enumerate(calls)]
+
+
+TOTAL = {"task": "total", "args": [], "kwargs": {"extra": 1}}
+
+
+# -- chains -----------------------------------------------------------------------------------
+
+
+def test_a_chain_step_gets_the_result_first_and_carries_the_rest(runner):
+    sent = Sent()
+    job = new_job("add", [1, 2], job_id="c1", chain=[{"task": "add", "args": [10], "kwargs": {}},
+                                                     {"task": "add", "args": [], "kwargs": {"b": 100}}])
+    assert deliver(runner, job, sent).status == "succeeded"
+    (step,) = sent
+    assert (step.task, step.args, step.kwargs, step.id) == ("add", [3, 10], {}, next_id("c1"))
+    assert step.chain == [{"task": "add", "args": [], "kwargs": {"b": 100}}]
+    deliver(runner, decode_job(encode_job(step)), sent)  # as the queue carries it
+    last = sent[1]
+    assert (last.args, last.kwargs, last.chain, last.id) == ([13], {"b": 100}, None, next_id(step.id))
+    deliver(runner, last, sent)
+    assert len(sent) == 2 and runner.store.records[last.id]["result"] == "113"
+
+
+def test_a_chain_step_keeps_its_own_options(runner):
+    sent = Sent()
+    job = new_job("add", [1], chain=[{"task": "add", "args": [], "kwargs": {}, "max_attempts": 7, "timeout": 9}])
+    deliver(runner, job, sent)
+    assert (sent[0].max_attempts, sent[0].timeout) == (7, 9)
+
+
+def test_a_step_that_does_not_succeed_ends_its_chain(runner):
+    sent = Sent()
+    deliver(runner, new_job("boom", chain=[{"task": "add", "args": [], "kwargs": {}}]), sent)
+    deliver(runner, new_job("flaky", [1], chain=[{"task": "add", "args": [], "kwargs": {}}]), sent)  # failed
+    assert sent == []
+
+
+def test_chain_ids_are_derived_stable_distinct_and_valid():
+    ids = ["01JD3ROOT"]
+    for _ in range(MAX_CHAIN):
+        ids.append(next_id(ids[-1]))
+    assert len(set(ids)) == len(ids)
+    assert next_id("01JD3ROOT") == next_id("01JD3ROOT")
+    assert all(i.startswith("01JD3ROOT.next-") for i in ids[1:])
+    longest = next_id("x" * MAX_ID_LENGTH)
+    for job_id in [*ids, longest]:
+        new_job("add", [1], job_id=job_id)  # valid envelope ids, all of them
+    assert len(longest) <= MAX_ID_LENGTH
+
+
+def test_a_duplicate_delivery_of_a_finished_step_sends_the_same_next_job(runner):
+    """A worker that died after sending (before acknowledging) sends again on redelivery:
+    the same id, with the result read back from the record."""
+    sent = Sent()
+    job = new_job("add", [2, 3], chain=[{"task": "add", "args": [], "kwargs": {}}])
+    deliver(runner, job, sent)
+    again = deliver(runner, job, sent, attempts=2)
+    assert again.status == "skipped"
+    assert [(j.id, j.args) for j in sent] == [(next_id(job.id), [5])] * 2
+    # and the runner's duplicate check runs that next job once
+    first, second = (deliver(runner, j, Sent()) for j in sent)
+    assert (first.status, second.status) == ("succeeded", "skipped")
+
+
+def test_a_chain_whose_send_fails_is_handed_back_and_sent_on_redelivery(runner, store):
+    sent = Sent()
+    sent.fail = True
+    job = new_job("add", [1, 1], chain=[{"task": "add", "args": [], "kwargs": {}}])
+    outcome = deliver(runner, job, sent)
+    assert outcome.status == "deferred" and "queue unreachable" in outcome.reason
+    assert outcome.retry_in and store.records[job.id]["status"] == "succeeded"  # recorded, not run again
+    sent.fail = False
+    assert deliver(runner, job, sent, attempts=2).status == "skipped"
+    assert [j.args for j in sent] == [[2]]
+    assert [r for r in runner.registry.runs if r[0] == "add"] == [("add", 1, 1)]
+
+
+# -- chords -----------------------------------------------------------------------------------
+
+
+def test_the_callback_runs_once_after_every_member_with_results_in_order(runner, store):
+    sent = Sent()
+    jobs = members("g1", [("add", [i, i]) for i in range(5)], TOTAL)
+    for job in reversed(jobs):  # finishing order is not the group's order
+        deliver(runner, job, sent)
+    (cb,) = sent
+    assert (cb.id, cb.task, cb.args, cb.kwargs) == (callback_id("g1"), "total", [[0, 2, 4, 6, 8]], {"extra": 1})
+    record = store.records[chord_key("g1")]
+    assert record["status"] == "completed" and record["done"] == {"0", "1", "2", "3", "4"}
+    assert record["callback"] == "g1.then"
+    assert deliver(runner, cb, Sent()).status == "succeeded"
+    assert store.records["g1.then"]["result"] == "21"
+
+
+def test_duplicate_deliveries_of_members_count_once_and_send_the_callback_once(runner, store):
+    sent = Sent()
+    a, b, c = members("g2", [("add", [1]), ("add", [2]), ("add", [3])], TOTAL)
+    for job in (a, a, b, a, b):  # duplicates before the chord completes
+        deliver(runner, job, sent)
+    assert store.records[chord_key("g2")]["done"] == {"0", "1"} and sent == []
+    deliver(runner, c, sent)
+    deliver(runner, c, sent, attempts=2)  # after it completed
+    deliver(runner, a, sent, attempts=3)
+    assert [j.id for j in sent] == ["g2.then"]
+    # two copies of the last member in one batch: run once, counted once
+    x, y = members("g3", [("add", [1]), ("add", [2])], TOTAL)
+    deliver(runner, x, sent)
+    body = encode_job(y).decode()
+    runner.run([Delivery("r1", body), Delivery("r2", body)], send=sent)
+    assert [j.id for j in sent] == ["g2.then", "g3.then"]
+
+
+def test_a_member_retried_is_counted_once_when_it_succeeds(runner, store):
+    sent = Sent()
+    a, b = members("g4", [("flaky", [7]), ("add", [1])], TOTAL)
+    deliver(runner, b, sent)
+    assert deliver(runner, a, sent).status == "failed"
+    assert store.records[chord_key("g4")]["done"] == {"1"}  # a failed attempt is not final
+    assert deliver(runner, a, sent, attempts=2).status == "succeeded"
+    assert [(j.id, j.args) for j in sent] == [("g4.then", [[7, 1]])]
+
+
+def test_a_dead_member_fails_the_chord_and_the_callback_never_runs(runner, store):
+    sent = Sent()
+    jobs = members("g5", [("add", [1]), ("boom", []), ("add", [3])], TOTAL)
+    outcomes = [deliver(runner, job, sent) for job in jobs]
+    assert [o.status for o in outcomes] == ["succeeded", "dead", "succeeded"]
+    assert sent == []
+    record = store.records[chord_key("g5")]
+    assert record["status"] == "dead" and record["dead"] == {"1"} and record["done"] == {"0", "1", "2"}
+    assert record["error"]["type"] == "ChordFailed" and "member 1" in record["error"]["message"]
+    assert "member failed" in record["error"]["message"]
+    deliver(runner, jobs[1], sent, attempts=2)  # the dead member again: still no callback
+    assert sent == []
+
+
+def test_a_rejected_member_fails_the_chord_too(runner, store):
+    sent = Sent()
+    a, b = members("g6", [("add", [1]), ("no_such_task", [])], TOTAL)
+    deliver(runner, a, sent)
+    assert deliver(runner, b, sent).status == "rejected"
+    assert store.records[chord_key("g6")]["status"] == "dead" and sent == []
+
+
+def test_a_callback_lost_after_the_count_is_sent_by_a_redelivery(runner, store):
+    """The completing worker counted the last member, then the send failed (or it died):
+    the record still says waiting with every member done, so the redelivery sends it."""
+    sent = Sent()
+    a, b = members("g7", [("add", [1]), ("add", [2])], TOTAL)
+    deliver(runner, a, sent)
+    sent.fail = True
+    assert deliver(runner, b, sent).status == "deferred"
+    assert store.records[chord_key("g7")]["status"] == "waiting"
+    sent.fail = False
+    assert deliver(runner, b, sent, attempts=2).status == "skipped"
+    assert [j.id for j in sent] == ["g7.then"] and store.records[chord_key("g7")]["status"] == "completed"
+
+
+def test_a_store_down_while_counting_hands_the_member_back(runner, store):
+    sent = Sent()
+    (a,) = members("g8", [("add", [1])], TOTAL)
+
+    def down(*args, **kwargs):
+        from kindling.errors import StoreUnavailable
+
+        raise StoreUnavailable("table unreachable")
+
+    store.count_member, real = down, store.count_member
+    assert deliver(runner, a, sent).status == "deferred"
+    store.count_member = real
+    deliver(runner, a, sent, attempts=2)
+    assert [j.id for j in sent] == ["g8.then"]
+
+
+def test_a_group_without_callback_is_completed_and_sends_nothing(runner, store):
+    sent = Sent()
+    for job in members("g9", [("add", [1]), ("add", [2])], None):
+        deliver(runner, job, sent)
+    assert sent == [] and store.records[chord_key("g9")]["status"] == "completed"
+
+
+def test_a_trigger_that_cannot_enqueue_logs_and_settles(reg, store):
+    lines = []
+    runner = Runner(reg, store, log=lines.append, metrics=False)
+    outcome = deliver(runner, new_job("add", [1], chain=[{"task": "add", "args": [], "kwargs": {}}]), None)
+    assert outcome.status == "succeeded"
+    assert any("cannot enqueue" in line.get("message", "") for line in lines)
+
+
+# -- the DynamoDB store: one UpdateItem per count, idempotent ---------------------------------
+
+
+def test_dynamo_counts_a_member_once_and_returns_the_record_before(table):
+    store = DynamoResultStore(table)
+    key = chord_key("d1")
+    assert store.count_member(key, 0, 2, ok=True, at_ms=1000, ttl_s=60) == {}
+    before = store.count_member(key, 0, 2, ok=True, at_ms=1001, ttl_s=60)  # a retried count
+    assert before["done"] == ["0"] and before["status"] == "waiting" and before["size"] == 2
+    assert store.count_member(key, 1, 2, ok=False, reason="dead: boom", at_ms=1002)["done"] == ["0"]
+    after = store.count_member(key, 1, 2, ok=False, reason="again", at_ms=1003)
+    assert after["done"] == ["0", "1"] and after["dead"] == ["1"] and after["status"] == "dead"
+    assert "dead: boom" in after["error"]["message"]  # the first reason stays
+    store.mark_chord(key, "completed", "d1.then")  # refused: a dead chord stays dead
+    assert store.count_member(key, 1, 2, ok=False)["status"] == "dead"
+
+
+def test_dynamo_reads_results_and_marks_a_chord(table):
+    store = DynamoResultStore(table)
+    from kindling.records import build_record
+
+    records = [build_record(key=member_id("d2", i), task="add", status="succeeded", attempts=1, started_at=1,
+                            finished_at=2, result=codec.dumps(i * 10)) for i in range(150)]
+    store.write(records)
+    found = store.read_results([r["id"] for r in records] + ["missing"])
+    assert len(found) == 150 and found["d2.149"] == ("succeeded", "1490")
+    store.count_member(chord_key("d2"), 0, 1, ok=True)
+    store.mark_chord(chord_key("d2"), "completed", "d2.then")
+    import boto3
+
+    item = boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": "chord#d2"}})["Item"]
+    assert item["status"]["S"] == "completed" and item["callback"]["S"] == "d2.then"
+    assert "status_shard" not in item and "task_shard" not in item  # off the jobs' indexes
+
+
+# -- the triggers ------------------------------------------------------------------------------
+
+
+def test_the_sqs_handler_sends_follow_ups_to_its_queue(reg, table, monkeypatch):
+    import boto3
+    from kindling.handler import LambdaWorker
+
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"canvas-{table}")["QueueUrl"]
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_QUEUE_URL", url)
+    worker = LambdaWorker(reg, log=None, metrics=False)
+
+    def event(*jobs):
+        return {"Records": [{"messageId": f"m{n}", "body": encode_job(j).decode(), "eventSource": "aws:sqs",
+                             "attributes": {"ApproximateReceiveCount": "1"}} for n, j in enumerate(jobs)]}
+
+    step = new_job("add", [1, 2], job_id="s1", chain=[{"task": "add", "args": [4], "kwargs": {}}])
+    assert worker(event(step), None) == {"batchItemFailures": []}
+    assert worker(event(*members("sg", [("add", [1]), ("add", [2])], TOTAL)), None) == {"batchItemFailures": []}
+    bodies = [decode_job(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    assert sorted((j.id, j.task, j.args) for j in bodies) == [(next_id("s1"), "add", [3, 4]),
+                                                              ("sg.then", "total", [[1, 2]])]
+
+
+def test_the_sqs_handler_hands_a_job_back_when_its_follow_up_cannot_be_sent(reg, table, monkeypatch):
+    from kindling.handler import LambdaWorker
+
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.delenv("KINDLING_QUEUE_URL", raising=False)
+    worker = LambdaWorker(reg, log=None, metrics=False)
+    job = new_job("add", [1], chain=[{"task": "add", "args": [], "kwargs": {}}])
+    event = {"Records": [{"messageId": "m1", "body": encode_job(job).decode(), "eventSource": "aws:sqs",
+                          "attributes": {"ApproximateReceiveCount": "1"}, "receiptHandle": "r",
+                          "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q"}]}
+    assert worker(event, None) == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
+
+
+def test_the_valkey_worker_gives_the_runner_its_stream_to_send_on():
+    from kindling.valkey.connection import FIELD
+    from kindling.valkey.worker import StreamWorker
+
+    class Pipe(list):
+        def xadd(self, stream, fields):
+            self.append((stream, fields))
+
+        def execute(self):
+            pipes.append(list(self))
+
+    class Client:
+        def register_script(self, script):
+            return None
+
+        def pipeline(self, transaction=False):
+            return Pipe()
+
+    pipes = []
+    seen = []
+
+    class FakeRunner:
+        max_attempts, attempts_cap, log = 3, None, None
+
+        def run(self, deliveries, remaining_ms=None, request_id=None, send=None):
+            seen.append(send)
+            send([new_job("add", [1], job_id="v1")])
+            return []
+
+    worker = StreamWorker("redis://127.0.0.1:1/0", runner=FakeRunner(), stream="s", client=Client(), heartbeat=False)
+    worker._run([Delivery("1-0", b"{}")], None)
+    assert seen == [worker.send]
+    assert [(s, decode_job(f[FIELD]).id) for s, f in pipes[0]] == [("s", "v1")]
+
+
+# -- the API -----------------------------------------------------------------------------------
+
+
+def test_signatures_chains_and_groups_are_checked_when_built(reg):
+    add = reg.get("add")
+    sig = add.s(1, b=2)
+    assert isinstance(sig, Signature) and sig.call_object() == {"task": "add", "args": [1], "kwargs": {"b": 2}}
+    assert sig.set(timeout=5, max_attempts=2).call_object()["timeout"] == 5
+    assert (add.s(1) | add.s() | add.s()).steps == chain(add.s(1), add.s(), add.s()).steps
+    with pytest.raises(ValueError, match="at least one"):
+        chain()
+    with pytest.raises(TypeError, match="signatures"):
+        chain(add.s(1), "add")
+    with pytest.raises(ValueError, match="at most 101"):
+        chain(*[add.s()] * 102)
+    with pytest.raises(ValueError, match="at least one"):
+        group([])
+    with pytest.raises(TypeError, match="callback is a signature"):
+        group([add.s(1)]).then(add)
+    with pytest.raises(ValueError, match="chord id"):
+        chord([add.s(1)], add.s()).apply_async(chord_id="x" * 101)
+    with pytest.raises(ValueError, match="chord id"):
+        chord([add.s(1)], add.s()).apply_async(chord_id="bad id")
+
+
+def test_chain_and_group_send_through_the_producer_with_derived_ids(reg):
+    import kindling.dispatch as dispatch
+    from kindling.client import Call, JobHandle
+
+    class Producer:
+        def __init__(self):
+            self.calls = []
+
+        def send(self, call):
+            self.calls.append(call)
+            return JobHandle(call.job_id or "first", "t", None)
+
+        def enqueue_many(self, calls):
+            self.calls.extend(calls)
+            return [JobHandle(c.job_id, "t", None) for c in calls]
+
+    producer = Producer()
+    dispatch.set_producer(producer)
+    try:
+        add, total = reg.get("add"), reg.get("total")
+        h = chain(add.s(1, 2), add.s(3), total.s()).apply_async(job_id="root")
+        g = group([add.s(i) for i in range(3)]).then(total.s(extra=1)).apply_async(chord_id="grp")
+    finally:
+        dispatch.set_producer(None)
+    first, *ms = producer.calls
+    assert isinstance(first, Call) and first.job_id == "root" and first.chain == [
+        {"task": "add", "args": [3], "kwargs": {}}, {"task": "total", "args": [], "kwargs": {}}]
+    assert h.ids == ["root", next_id("root"), next_id(next_id("root"))] and h.id == "root"
+    assert [c.job_id for c in ms] == ["grp.0", "grp.1", "grp.2"] == g.member_ids
+    assert ms[2].parent == {"id": "grp", "index": 2, "size": 3, "then": {"task": "total", "args": [],
+                                                                          "kwargs": {"extra": 1}}}
+    assert g.callback_id == "grp.then"
+    with pytest.raises(Exception, match="cannot read outcomes"):
+        h.result()
+
+
+def test_eager_mode_runs_chains_and_chords_inline(reg):
+    add, total, boom = reg.get("add"), reg.get("total"), reg.get("boom")
+    with eager() as jobs:
+        h = chain(add.s(1, 2), add.s(10), add.s(b=100)).delay()
+        assert isinstance(h, ChainHandle) and h.result() == 113 and h.status() == "succeeded"
+        g = group([add.s(i, i) for i in range(4)]).then(total.s(extra=1)).delay()
+        assert g.status() == "completed" and g.result() == 13
+        assert group([add.s(1), add.s(2)]).delay().result() == [1, 2]
+        bad = group([add.s(1), boom.s(), add.s(3)]).then(total.s()).delay()
+        assert bad.status() == "dead"
+        with pytest.raises(JobFailed, match="member 1"):
+            bad.result()
+        assert bad.callback_id not in jobs.records
+        stopped = chain(boom.s(), add.s()).delay()
+        with pytest.raises(JobFailed):
+            stopped.result()
+        assert stopped.ids[1] not in jobs.records
+    assert [r for r in reg.runs if r[0] == "total"] == [("total", [0, 2, 4, 6], 1)]
+
+
+def test_kindling_exports_the_canvas_lazily():
+    script = ("import sys, kindling\n"
+              "assert 'kindling.canvas' not in sys.modules\n"
+              "from kindling import chain, group, Signature\n"
+              "assert 'kindling.canvas' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env={"PYTHONPATH": str(ROOT / "layers/kindling")})
+
+
+def test_a_batch_of_plain_jobs_loads_neither_followups_nor_canvas():
+    script = ("import sys\n"
+              "from kindling.registry import Registry\n"
+              "from kindling.results import MemoryResultStore\n"
+              "from kindling.runner import Delivery, Runner\n"
+              "from kindling.envelope import encode_job, new_job\n"
+              "r = Registry()\n"
+              "r.task(name='noop')(lambda: None)\n"
+              "out = Runner(r, MemoryResultStore(), log=None, metrics=False).run(\n"
+              "    [Delivery('m', encode_job(new_job('noop')).decode())], send=print)\n"
+              "assert out[0].status == 'succeeded', out\n"
+              "assert not {'kindling.followups', 'kindling.canvas'} & set(sys.modules)\n")
+    subprocess.run([sys.executable, "-c", script], check=True, env={"PYTHONPATH": str(ROOT / "layers/kindling")})
+
+
+def test_the_worker_role_may_enqueue_follow_ups_and_count_members():
+    from cfnlint.decode import cfn_yaml
+
+    template = cfn_yaml.load(str(ROOT / "template.yaml"))
+    statements = template["Resources"]["WorkerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    by_sid = {s["Sid"]: s for s in statements if "Sid" in s}  # unconditional ones: whatever the parameters
+    assert by_sid["EnqueueJobs"]["Action"] == "sqs:SendMessage"
+    assert {"Fn::GetAtt": ["JobsQueue", "Arn"]} in by_sid["EnqueueJobs"]["Resource"]
+    assert "dynamodb:UpdateItem" in by_sid["RecordResults"]["Action"]
