@@ -55,3 +55,19 @@ def flaky(fails: int = 1) -> int:
     if attempt <= fails:
         raise RuntimeError(f"flaky: attempt {attempt} of {fails} planned failures")
     return attempt
+
+
+# Chains and groups (kindling.canvas): chain(add.s(1, 2), add.s(10)) feeds 3 into add(3, 10);
+# group([add.s(i, i) for i in range(10)]).then(total.s()) calls total once with the ten sums.
+
+
+@task(name="add")
+def add(x: float, y: float = 0) -> float:
+    """x + y: a chain step (the previous step's result arrives as ``x``)."""
+    return x + y
+
+
+@task(name="total")
+def total(values: list, extra: float = 0) -> float:
+    """The sum of a group's results (a chord's callback: they arrive as ``values``), plus ``extra``."""
+    return sum(values) + extra

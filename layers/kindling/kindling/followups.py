@@ -191,12 +191,12 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
                               f"({', '.join(missing[:3])})")
         results = [None if found[i][1] is None else codec.loads(found[i][1]) for i in ids]
         send([callback(parent, results)])
-    runner.store.mark_chord(chord_key(chord), COMPLETED, callback_id(chord) if then is not None else None,
-                            deadline=deadline)
-    if runner.log:
+    if runner.log:  # one line per callback enqueued: a second one would show here
         runner.log({"level": "INFO", "location": "kindling.followups:run", "message": "chord completed",
                     "kindling": "chord_completed", "chord": chord, "members": size,
                     "callback": callback_id(chord) if then is not None else None})
+    runner.store.mark_chord(chord_key(chord), COMPLETED, callback_id(chord) if then is not None else None,
+                            deadline=deadline)
 
 
 def _log(runner: Runner, level: str, o: Outcome, message: str) -> None:

@@ -1,0 +1,51 @@
+"""Chains and chords on the Valkey trigger: a real valkey-server (infra/valkey/ctl), the
+``kindling worker --valkey`` process, DynamoDB on moto. Follow-ups go back on the stream.
+
+Run: .venv/bin/python -m pytest tests/integration/test_valkey_canvas.py -q -m valkey
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.test_valkey import _counts, _empty, _scan, _worker, valkey_server, valkey_url  # noqa: F401
+
+pytestmark = pytest.mark.valkey
+
+
+@pytest.fixture
+def stream() -> str:
+    import uuid
+
+    return f"canvas:{uuid.uuid4().hex[:8]}"
+
+
+def test_a_chain_and_a_chord_run_through_the_stream_worker(valkey_url, stream, table):  # noqa: F811
+    import kindling.dispatch as dispatch
+    import tasks
+    from kindling import chain, group
+    from kindling.followups import chord_key
+    from kindling.valkey import StreamProducer
+
+    producer = StreamProducer(valkey_url, stream=stream)
+    dispatch.set_producer(producer)
+    try:
+        steps = chain(tasks.add.s(1, 2), tasks.add.s(10), tasks.add.s(y=100)).delay()
+        chord = group([tasks.add.s(i, i) for i in range(20)]).then(tasks.total.s(extra=1)).delay()
+        failed = group([tasks.add.s(1), tasks.always_fails.s("down").set(max_attempts=1)]).then(
+            tasks.total.s()).delay()
+    finally:
+        dispatch.set_producer(None)
+    worker = _worker(valkey_url, stream, table, KINDLING_VALKEY_BLOCK_MS=100)
+    out, err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, err
+    records = _scan(table)
+    assert [records[i]["result"] for i in steps.ids] == ["3", "13", "113"]
+    assert records[chord.callback_id]["result"] == str(sum(2 * i for i in range(20)) + 1)
+    assert records[chord.callback_id]["attempts"] == 1
+    assert records[chord_key(chord.id)]["status"] == "completed"
+    assert records[chord_key(failed.id)]["status"] == "dead" and failed.callback_id not in records
+    # 3 chain steps, 20 members and a callback, 2 members of the failed chord (one dead)
+    counts = _counts(out)
+    assert counts.get("succeeded") == 3 + 20 + 1 + 1 and counts.get("dead") == 1, counts
+    _empty(producer.client, stream)
