@@ -37,6 +37,7 @@ from __future__ import annotations
 import time
 
 from kindling import dispatch
+from kindling.envelope import MAX_CHAIN_LENGTH
 from kindling.errors import JobFailed, KindlingError
 from kindling.followups import (
     COMPLETED,
@@ -56,8 +57,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ChainHandle", "GroupHandle", "Signature", "chain", "chord", "group"]
 
-MAX_CHAIN = 101  # the first job and the 100 calls its envelope's chain holds
+MAX_CHAIN = MAX_CHAIN_LENGTH + 1  # the first job and the calls its envelope's chain holds
 MAX_GROUP = 1000
+"""Members of one group. The envelope takes up to 10,000, but the callback's message carries
+every result: past a thousand even small results outgrow a queue message."""
 
 
 class Signature:
