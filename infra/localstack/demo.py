@@ -5,7 +5,8 @@ It installs and starts LocalStack if needed (infra/localstack/ctl), deploys temp
 some CPU-bound, some flaky, some that always fail, and three messages that are not valid
 jobs), lets LocalStack's SQS event source mapping invoke the worker, waits for every
 outcome, and prints the results table, the cold invocation's init time next to the warm
-ones, and jobs/s. It stops LocalStack afterwards if it started it.
+ones, and jobs/s; then runs a chain of three and a group of 20 with a callback. It stops
+LocalStack afterwards if it started it.
 """
 
 from __future__ import annotations
@@ -140,8 +141,32 @@ def run(jobs: int) -> int:
         print(f"every job recorded at least once after {first_pass_s:.1f} s "
               f"({len(ids) / first_pass_s:,.0f} jobs/s end to end through the event source mapping)")
     print(f"all outcomes final after {total_s:.1f} s (retries wait their backoff: RetryDelay 1 s, doubling)")
+    canvas(client)
     operating(out, started_ms=int(time.time() * 1000 - (time.perf_counter() - t0) * 1000))
     return 0 if rows.keys() and not any(s == "missing" for _, s in rows) else 1
+
+
+def canvas(client) -> None:
+    """A chain of three and a group of 20 with a callback, run by the deployed worker."""
+    import kindling.dispatch
+    from kindling import Signature, chain, group
+    from kindling.followups import chord_key
+
+    def add(*args, **kwargs):  # a producer needs only the task's name (functions/worker/tasks.py has it)
+        return Signature("add", args, kwargs)
+
+    kindling.dispatch.set_producer(client)
+    t0 = time.perf_counter()
+    steps = chain(add(1, 2), add(10), add(y=100)).delay()
+    print(f"\nchain(add.s(1, 2), add.s(10), add.s(y=100)) -> {steps.result(timeout=120)} "
+          f"in {time.perf_counter() - t0:.1f} s; step ids derived from the first: {steps.ids[1]}")
+    t0 = time.perf_counter()
+    chord = group([add(i, i) for i in range(20)]).then(Signature("total")).delay()
+    value = chord.result(timeout=120)
+    record = client.record(chord_key(chord.id))
+    print(f"group([add.s(i, i) for i in range(20)]).then(total.s()) -> {value} in {time.perf_counter() - t0:.1f} s; "
+          f"chord record: {record['status']}, {len(record['done'])} of {record['size']} members counted, "
+          f"callback {record.get('callback')} ran {client.record(chord.callback_id)['attempts']} time(s)")
 
 
 def operating(out: dict, started_ms: int) -> None:

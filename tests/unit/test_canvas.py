@@ -379,6 +379,38 @@ def test_the_valkey_worker_gives_the_runner_its_stream_to_send_on():
     assert [(s, decode_job(f[FIELD]).id) for s, f in pipes[0]] == [("s", "v1")]
 
 
+def test_a_member_the_valkey_worker_records_dead_for_too_many_deliveries_fails_its_chord(reg, store):
+    """Entries whose workers kept dying are recorded dead before the runner sees them."""
+    from kindling.valkey.connection import FIELD
+    from kindling.valkey.worker import StreamWorker
+
+    class Pipe(list):
+        def xadd(self, stream, fields):
+            self.append(decode_job(fields[FIELD]))
+
+        def execute(self):
+            sent.extend(self)
+
+    class Client:
+        def register_script(self, script):
+            return None
+
+        def pipeline(self, transaction=False):
+            return Pipe()
+
+    sent = []
+    runner = Runner(reg, store, log=None, metrics=False)
+    worker = StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False)
+    (member,) = members("gv", [("add", [1])], TOTAL)
+    step = new_job("add", [1, 1], chain=[{"task": "add", "args": [], "kwargs": {}}])
+    deliver(runner, step, Sent())  # recorded succeeded; its worker died before sending the next step
+    crashed = [Delivery("1-0", encode_job(member).decode(), 9), Delivery("2-0", encode_job(step).decode(), 9)]
+    outcomes, rest = worker._split_exhausted(crashed)
+    assert [o.status for o in outcomes] == ["dead", "skipped"] and rest == []
+    assert store.records[chord_key("gv")]["status"] == "dead"
+    assert [(j.id, j.args) for j in sent] == [(next_id(step.id), [2])]
+
+
 # -- the API -----------------------------------------------------------------------------------
 
 

@@ -462,9 +462,11 @@ class StreamWorker:
             if previous in FINAL:
                 o = Outcome(d.ref, job.id, job.task, SKIPPED if previous != DEAD else DEAD, d.attempts)
                 o.reason = f"already {previous}"
+                o.job, o.previous = job, previous
                 outcomes.append(o)
                 continue
             o = Outcome(d.ref, job.id, job.task, DEAD, d.attempts)
+            o.job = job
             o.reason = f"delivered {d.attempts} times without finishing (its workers died)"
             o.record = build_record(key=job.id, task=job.task, status=DEAD, attempts=d.attempts, started_at=at,
                                     finished_at=at, job=job, error={"type": "TooManyDeliveries", "message": o.reason},
@@ -477,6 +479,10 @@ class StreamWorker:
                 if o.record is not None and o.job_id in refused:  # a final outcome got there first
                     o.status = SKIPPED
                     o.reason = f"already {refused[o.job_id]}"
+        if any(o.job.chain or o.job.parent for o in outcomes):  # a dead member fails its chord here too
+            from kindling import followups
+
+            followups.run(self.runner, outcomes, self.send, None)
         return outcomes, [d for d in deliveries if d.ref not in refs]
 
     def idle(self) -> bool:
