@@ -331,6 +331,26 @@ def test_the_sqs_handler_sends_follow_ups_to_its_queue(reg, table, monkeypatch):
                                                               ("sg.then", "total", [[1, 2]])]
 
 
+def test_the_sqs_handler_sends_a_follow_up_to_its_tasks_named_queue(reg, table, monkeypatch):
+    import boto3
+    from kindling.handler import LambdaWorker
+
+    reg.task(name="report", queue="reports")(lambda x: x)
+    sqs = boto3.client("sqs")
+    default = sqs.create_queue(QueueName=f"jobs-{table}")["QueueUrl"]
+    reports = sqs.create_queue(QueueName=f"reports-{table}")["QueueUrl"]
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_QUEUE_URL", default)
+    monkeypatch.setenv("KINDLING_QUEUES", f"reports={reports}")
+    step = new_job("add", [1, 2], job_id="r1", chain=[{"task": "report", "args": [], "kwargs": {}}])
+    event = {"Records": [{"messageId": "m1", "body": encode_job(step).decode(), "eventSource": "aws:sqs",
+                          "attributes": {"ApproximateReceiveCount": "1"}}]}
+    assert LambdaWorker(reg, log=None, metrics=False)(event, None) == {"batchItemFailures": []}
+    (message,) = sqs.receive_message(QueueUrl=reports, MaxNumberOfMessages=10)["Messages"]
+    assert decode_job(message["Body"]).args == [3]
+    assert "Messages" not in sqs.receive_message(QueueUrl=default, MaxNumberOfMessages=10)
+
+
 def test_the_sqs_handler_hands_a_job_back_when_its_follow_up_cannot_be_sent(reg, table, monkeypatch):
     from kindling.handler import LambdaWorker
 
