@@ -263,6 +263,41 @@ def test_a_group_without_callback_is_completed_and_sends_nothing(runner, store):
     assert sent == [] and store.records[chord_key("g9")]["status"] == "completed"
 
 
+def test_a_result_kept_in_s3_is_not_passed_on_it_ends_the_chain_and_fails_the_chord(reg, store):
+    """A result over the record's limit goes to the payload bucket; follow-ups do not carry it."""
+    lines = []
+    runner = Runner(reg, store, log=lines.append, metrics=False)
+    pointer = {"bucket": "b", "key": "results/x", "size": 1, "sha256": "0" * 64}
+
+    def offloaded(o, text):
+        return pointer, None
+
+    runner._store_result = offloaded
+    runner.payload_bucket = "b"
+    import kindling.runner as runner_module
+    from kindling.errors import ResultTooLarge
+
+    real = runner_module.encode_result
+
+    def too_large(value):
+        return None, ResultTooLarge("too large", text="1")
+
+    runner_module.encode_result = too_large
+    try:
+        sent = Sent()
+        step = new_job("add", [1], chain=[{"task": "add", "args": [], "kwargs": {}}])
+        (member,) = members("gs", [("add", [1])], TOTAL)
+        outcomes = [deliver(runner, step, sent), deliver(runner, member, sent)]
+    finally:
+        runner_module.encode_result = real
+    assert [o.status for o in outcomes] == ["succeeded", "succeeded"] and sent == []
+    assert store.records[chord_key("gs")]["status"] == "dead"
+    assert "too large" in store.records[chord_key("gs")]["error"]["message"]
+    # a duplicate delivery reads the record and finds the same
+    deliver(runner, step, sent, attempts=2)
+    assert sent == [] and sum("kept in S3" in line.get("message", "") for line in lines) == 3
+
+
 def test_a_trigger_that_cannot_enqueue_logs_and_settles(reg, store):
     lines = []
     runner = Runner(reg, store, log=lines.append, metrics=False)
@@ -296,7 +331,7 @@ def test_dynamo_reads_results_and_marks_a_chord(table):
                             finished_at=2, result=codec.dumps(i * 10)) for i in range(150)]
     store.write(records)
     found = store.read_results([r["id"] for r in records] + ["missing"])
-    assert len(found) == 150 and found["d2.149"] == ("succeeded", "1490")
+    assert len(found) == 150 and found["d2.149"] == ("succeeded", "1490", False)
     store.count_member(chord_key("d2"), 0, 1, ok=True)
     store.mark_chord(chord_key("d2"), "completed", "d2.then")
     import boto3

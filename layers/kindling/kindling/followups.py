@@ -128,8 +128,14 @@ def run(runner: Runner, outcomes: list[Outcome], send: Callable[[list[Job]], obj
             _log(runner, "ERROR", o, "follow-ups not sent: this trigger cannot enqueue jobs")
             continue
         try:
+            result = _result_of(runner, o, deadline) if ended == SUCCEEDED else None
+            if result is _IN_S3:
+                _log(runner, "ERROR", o, "its result is kept in S3 (too large for its record), so it is not passed "
+                                         "on: its chain ends here and its chord fails")
+                ended = DEAD
+                o.reason = "its result is too large to pass on (kept in S3)"
             if job.chain and ended == SUCCEEDED:
-                send([next_step(job, _result_of(runner, o, deadline))])
+                send([next_step(job, result)])
             if job.parent:
                 _count(runner, o, ended, send, deadline)
         except Exception as exc:  # noqa: BLE001 - the message comes back and tries again
@@ -155,13 +161,22 @@ def callback(parent: dict, results: list) -> Job:
                    timeout=then.get("timeout"))
 
 
+_IN_S3 = object()
+
+
 def _result_of(runner: Runner, o: Outcome, deadline: float | None) -> object:
-    """The job's result: from this run, or (a duplicate delivery) from its record."""
-    text = o.result
-    if text is None:
+    """The job's result: from this run, or (a duplicate delivery) from its record;
+    ``_IN_S3`` for a result too large for its record, which is not passed on."""
+    if o.status == SUCCEEDED:
+        if o.record is not None and "result_payload" in o.record:
+            return _IN_S3
+        text = o.result
+    else:
         found = runner.store.read_results([o.job_id], deadline=deadline).get(o.job_id)
         if found is None or found[0] != SUCCEEDED:
             raise LookupError(f"job {o.job_id} has no succeeded record to read its result from")
+        if found[2]:
+            return _IN_S3
         text = found[1]
     return None if text is None else codec.loads(text)
 
@@ -185,7 +200,7 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
     if then is not None:
         ids = [member_id(chord, i) for i in range(size)]
         found = runner.store.read_results(ids, deadline=deadline)
-        missing = [i for i in ids if found.get(i, (None,))[0] != SUCCEEDED]
+        missing = [i for i in ids if found.get(i, (None,))[0] != SUCCEEDED or found[i][2]]
         if missing:
             raise LookupError(f"chord {chord}: {len(missing)} counted member(s) have no succeeded record "
                               f"({', '.join(missing[:3])})")
