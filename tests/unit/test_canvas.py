@@ -399,16 +399,20 @@ def test_the_sqs_handler_hands_a_job_back_when_its_follow_up_cannot_be_sent(reg,
     assert worker(event, None) == {"batchItemFailures": [{"itemIdentifier": "m1"}]}
 
 
-def test_the_valkey_worker_gives_the_runner_its_stream_to_send_on():
+def test_the_valkey_worker_sends_follow_ups_on_its_stream(reg, store):
     from kindling.valkey.connection import FIELD
     from kindling.valkey.worker import StreamWorker
 
     class Pipe(list):
-        def xadd(self, stream, fields):
-            self.append((stream, fields))
+        def __getattr__(self, command):  # xack, xdel, ...: recorded, replies None
+            return lambda *args, **kwargs: self.append((command, args))
+
+        def xadd(self, stream, fields, **options):
+            self.append(("xadd", (stream, decode_job(fields[FIELD]))))
 
         def execute(self):
             pipes.append(list(self))
+            return [None] * len(self)
 
     class Client:
         def register_script(self, script):
@@ -418,20 +422,15 @@ def test_the_valkey_worker_gives_the_runner_its_stream_to_send_on():
             return Pipe()
 
     pipes = []
-    seen = []
-
-    class FakeRunner:
-        max_attempts, attempts_cap, log = 3, None, None
-
-        def run(self, deliveries, remaining_ms=None, request_id=None, send=None):
-            seen.append(send)
-            send([new_job("add", [1], job_id="v1")])
-            return []
-
-    worker = StreamWorker("redis://127.0.0.1:1/0", runner=FakeRunner(), stream="s", client=Client(), heartbeat=False)
-    worker._run([Delivery("1-0", b"{}")], None)
-    assert seen == [worker.send]
-    assert [(s, decode_job(f[FIELD]).id) for s, f in pipes[0]] == [("s", "v1")]
+    runner = Runner(reg, store, log=None, metrics=False)
+    worker = StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False)
+    step = new_job("add", [1, 2], chain=[{"task": "add", "args": [4], "kwargs": {}}])
+    (outcome,) = worker.process([Delivery("1-0", encode_job(step).decode())])
+    assert outcome.status == "succeeded"
+    sent = [args for pipe in pipes for command, args in pipe if command == "xadd"]
+    assert [(stream, job.id, job.args) for stream, job in sent] == [("s", next_id(step.id), [3, 4])]
+    order = [command for pipe in pipes for command, _ in pipe if command in ("xadd", "xack", "xdel")]
+    assert order == ["xadd", "xack", "xdel"]  # the next step is on the stream before this entry is acknowledged
 
 
 def test_a_member_the_valkey_worker_records_dead_for_too_many_deliveries_fails_its_chord(reg, store):
