@@ -386,6 +386,60 @@ def test_the_sqs_handler_sends_a_follow_up_to_its_tasks_named_queue(reg, table, 
     assert "Messages" not in sqs.receive_message(QueueUrl=default, MaxNumberOfMessages=10)
 
 
+def test_with_signing_on_the_worker_signs_its_follow_ups_for_their_queue_and_stream(reg, store, table, monkeypatch):
+    import base64
+    import json
+
+    import boto3
+    from kindling import jobsig
+    from kindling.handler import LambdaWorker
+    from kindling.signed import Keyring, Verifier
+    from kindling.valkey.connection import FIELD, SIG_FIELD
+    from kindling.valkey.worker import StreamWorker
+
+    key = b"s" * 32
+    secret = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(key).decode()}})
+
+    def verifier():
+        return Verifier(Keyring("arn:secret", fetch=lambda ref, deadline: secret))
+
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"signed-{table}")["QueueUrl"]
+    monkeypatch.setenv("KINDLING_QUEUE_URL", url)
+    worker = LambdaWorker(reg, store=store, log=None, metrics=False, verifier=verifier())
+    step = new_job("add", [1, 2], chain=[{"task": "add", "args": [], "kwargs": {}}])
+    text = encode_job(step).decode()
+    arn = "arn:aws:sqs:us-east-1:000000000000:" + url.rsplit("/", 1)[1]
+    event = {"Records": [{"messageId": "m1", "body": text, "eventSource": "aws:sqs", "eventSourceARN": arn,
+                          "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {
+                              jobsig.ATTRIBUTE: {"stringValue": jobsig.sign("k1", key, jobsig.sqs_destination(arn),
+                                                                            text), "dataType": "String"}}}]}
+    assert worker(event, None) == {"batchItemFailures": []}
+    (message,) = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"])["Messages"]
+    signature = message["MessageAttributes"][jobsig.ATTRIBUTE]["StringValue"]
+    assert jobsig.verify({"k1": key}, jobsig.sqs_destination(url), message["Body"], signature) is None
+
+    class Pipe(list):
+        def xadd(self, stream, fields):
+            self.append(fields)
+
+        def execute(self):
+            added.extend(self)
+
+    class Client:
+        def register_script(self, script):
+            return None
+
+        def pipeline(self, transaction=False):
+            return Pipe()
+
+    added = []
+    runner = Runner(reg, MemoryResultStore(), log=None, metrics=False, verifier=verifier())
+    StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False).send([step])
+    (fields,) = added
+    assert jobsig.verify({"k1": key}, jobsig.stream_destination("s"), fields[FIELD], fields[SIG_FIELD]) is None
+
+
 def test_the_sqs_handler_hands_a_job_back_when_its_follow_up_cannot_be_sent(reg, table, monkeypatch):
     from kindling.handler import LambdaWorker
 
