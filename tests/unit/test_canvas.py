@@ -633,3 +633,24 @@ def test_the_worker_role_may_enqueue_follow_ups_and_count_members():
     assert by_sid["EnqueueJobs"]["Action"] == "sqs:SendMessage"
     assert {"Fn::GetAtt": ["JobsQueue", "Arn"]} in by_sid["EnqueueJobs"]["Resource"]
     assert "dynamodb:UpdateItem" in by_sid["RecordResults"]["Action"]
+
+
+def test_the_local_sqs_loop_runs_a_chain_and_a_chord_on_its_queue(reg, table):
+    import uuid
+
+    import boto3
+    from kindling.client import Client
+    from kindling.loop import SqsWorker
+
+    url = boto3.client("sqs").create_queue(QueueName=f"loop-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    client = Client(queue_url=url, table=table)
+    import kindling.dispatch as dispatch
+
+    dispatch.set_producer(client)
+    try:
+        steps = chain(reg.get("add").s(1, 2), reg.get("add").s(10)).delay()
+        chord = group([reg.get("add").s(i, i) for i in range(3)]).then(reg.get("total").s()).delay()
+    finally:
+        dispatch.set_producer(None)
+    SqsWorker(url, table, registry=reg, wait=1, log=None).run(burst=True, idle_timeout=10)
+    assert steps.result(timeout=5) == 13 and chord.result(timeout=5) == 6
