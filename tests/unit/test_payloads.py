@@ -263,3 +263,37 @@ def test_every_way_of_running_reads_the_arguments(reg, s3, bucket, task, options
     deliveries = [pointer_job(s3, bucket, task, ["q" * (1000 + i)])[1] for i in range(3)]
     outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, s3=s3, **options).run(deliveries)
     assert [(o.status, o.record.get("result")) for o in outcomes] == [("succeeded", str(1000 + i)) for i in range(3)]
+
+
+# -- the worker's follow-ups: the producer's rule, in SendMessageBatch calls -----------------
+
+
+def test_fit_leaves_a_job_that_fits_and_asks_for_no_client():
+    job = new_job("size", ["x" * 100])
+
+    def no_client():
+        raise AssertionError("a job that fits needs no S3 client")
+
+    assert payloads.fit(job, 1024, "", no_client) == (job, encode_job(job))
+    with pytest.raises(PayloadTooLarge, match=r"the queue takes at most 100 .*KINDLING_PAYLOAD_BUCKET"):
+        payloads.fit(job, 100, "", no_client)
+
+
+def test_fit_keeps_the_id_chain_and_parent_and_refuses_a_chain_too_large_for_a_pointer(s3, bucket):
+    chain = [{"task": "size", "args": [], "kwargs": {}}]
+    job = new_job("size", ["x" * 5000], job_id="fit-1", chain=chain)
+    moved, body = payloads.fit(job, 1024, bucket, lambda: s3)
+    assert decode_job(body) == moved and (moved.id, moved.chain, moved.args) == ("fit-1", chain, [])
+    assert payloads.decode_arguments(payloads.fetch(s3, moved.payload)) == (["x" * 5000], {})
+    heavy = new_job("size", ["x" * 5000], chain=[{"task": "size", "args": ["y" * 5000], "kwargs": {}}])
+    with pytest.raises(PayloadTooLarge, match="even with its arguments in S3"):
+        payloads.fit(heavy, 1024, bucket, lambda: s3)
+
+
+def test_sqs_batches_hold_ten_entries_and_the_queues_limit_in_all():
+    small = [new_job("size", [n]) for n in range(23)]
+    assert [len(b) for b in payloads.sqs_batches(small, 1 << 20, 0, "", None)] == [10, 10, 3]
+    sizes = [len(encode_job(j)) for j in small[:4]]
+    limit = sizes[0] + sizes[1] + 2 * 160  # two signed messages a batch
+    batches = payloads.sqs_batches(small[:4], limit, 160, "", None)
+    assert [len(b) for b in batches] == [2, 2] and sum(batches, []) == small[:4]

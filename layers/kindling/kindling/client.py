@@ -32,14 +32,13 @@ from typing import Any
 from kindling import codec
 from kindling.backoff import compute_backoff
 from kindling.envelope import Job, encode_job, new_job
-from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge
+from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
+from kindling.payloads import SIGNATURE_BYTES, SQS_DEFAULT_MAX_BYTES
 from kindling.registry import Task
 from kindling.results import FINAL, from_item
 from kindling.routing import parse_queues, queue_name, resolve
 
-SQS_DEFAULT_MAX_BYTES = 262_144  # SQS's MaximumMessageSize when a queue does not say (the old hard limit)
 SQS_MAX_BATCH = 10
-SIGNATURE_BYTES = 160  # a signed message's attribute: name, type and "v1:<key id, <= 64>:<MAC, 44>" (136 at most)
 SQS_MAX_DELAY = 900
 
 
@@ -273,22 +272,12 @@ class Client:
         return job, body, options, url
 
     def _offload(self, call: Call, job: Job, name: str, size: int, limit: int) -> tuple[Job, str]:
-        """The job with its arguments put in the payload bucket, and its envelope (a pointer)."""
-        if not self.payload_bucket:
-            raise PayloadTooLarge(
-                f"job {job.id} for {name!r} is {size:,} bytes; the queue takes at most {limit:,} "
-                "(set KINDLING_PAYLOAD_BUCKET, the stack's PayloadBucketName, to send larger arguments through S3)"
-            )
+        """The job with its arguments put in the payload bucket, and its envelope (a pointer):
+        :func:`kindling.payloads.fit`, the rule the worker's follow-ups go by too."""
         from kindling import payloads
 
-        data = payloads.encode_arguments(job.args, job.kwargs)
-        ref = payloads.put(self.s3, self.payload_bucket, "args", job.id, data)
-        job = new_job(name, (), {}, job_id=job.id, max_attempts=call.max_attempts, timeout=call.timeout,
-                      payload=ref)
-        body = encode_job(job).decode()
-        if len(body.encode()) > limit:  # a pointer is a few hundred bytes: only an absurd limit gets here
-            raise PayloadTooLarge(f"job {job.id} for {name!r}: even its pointer is over the queue's {limit:,} bytes")
-        return job, body
+        job, body = payloads.fit(job, limit, self.payload_bucket, lambda: self.s3)
+        return job, body.decode()
 
     def _send_batch(self, url: str, chunk: list[tuple[Job, str, dict, str]]) -> tuple[list[Job], dict[str, str]]:
         pending = {str(i): item for i, item in enumerate(chunk)}

@@ -25,12 +25,17 @@ except ImportError:  # pragma: no cover - a build without it
     from hashlib import sha256
 
 from kindling import codec
-from kindling.errors import PayloadUnavailable
+from kindling.errors import PayloadTooLarge, PayloadUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.aws.s3 import S3Client
+    from collections.abc import Callable
 
+    from kindling.aws.s3 import S3Client
+    from kindling.envelope import Job
+
+SQS_DEFAULT_MAX_BYTES = 262_144  # SQS's MaximumMessageSize when a queue does not say (the old hard limit)
+SIGNATURE_BYTES = 160  # a signed message's attribute: name, type and "v1:<key id, <= 64>:<MAC, 44>" (136 at most)
 
 
 def pointer_problem(value: object) -> str | None:
@@ -68,6 +73,55 @@ def put(client: S3Client, bucket: str, kind: str, job_id: str, data: bytes, *,
     ref["key"] = f"{kind}/{job_id}/{ref['sha256']}"
     client.put_object(bucket, ref["key"], data, content_type=content_type, deadline=deadline)
     return ref
+
+
+def fit(job: Job, limit: int, bucket: str, client: Callable[[], S3Client], *,
+        deadline: float | None = None) -> tuple[Job, bytes]:
+    """``job`` as it goes on a queue taking at most ``limit`` bytes a message, and its envelope:
+    the job itself when it fits, else a copy with its arguments put in ``bucket`` and a
+    pointer in their place (the producer's rule, applied by the worker to the follow-ups it
+    sends). ``client`` makes the S3 client, called only for a job that does not fit.
+
+    Raises :class:`PayloadTooLarge` without a bucket, or when even the pointer does not fit
+    (a chain carrying large arguments for its later steps); AwsError when S3 refuses the upload.
+    The key is the job's id and the arguments' SHA-256, so an upload retried after a failure
+    writes the same object."""
+    from kindling.envelope import Job, encode_job
+
+    body = encode_job(job)
+    if len(body) <= limit:
+        return job, body
+    if not bucket:
+        raise PayloadTooLarge(
+            f"job {job.id} for {job.task!r} is {len(body):,} bytes; the queue takes at most {limit:,} "
+            "(set KINDLING_PAYLOAD_BUCKET, the stack's PayloadBucketName, to send larger arguments through S3)")
+    ref = put(client(), bucket, "args", job.id, encode_arguments(job.args, job.kwargs), deadline=deadline)
+    moved = Job(job.id, job.task, [], {}, job.enqueued_at, job.max_attempts, job.timeout, job.not_before,
+                job.chain, job.parent, ref)
+    body = encode_job(moved)
+    if len(body) > limit:
+        raise PayloadTooLarge(f"job {job.id} for {job.task!r}: even with its arguments in S3 it is {len(body):,} "
+                              f"bytes, over the queue's {limit:,} (its chain or chord callback carries the rest)")
+    return moved, body
+
+
+def sqs_batches(jobs: list[Job], limit: int, overhead: int, bucket: str, client: Callable[[], S3Client], *,
+                deadline: float | None = None) -> list[list[Job]]:
+    """Jobs for an SQS queue taking ``limit`` bytes a message, each :func:`fit` to it, in
+    SendMessageBatch calls of at most 10 entries and ``limit`` bytes in all (SQS holds a
+    batch to the queue's limit too). ``overhead``: the bytes of each message's attributes
+    (a signature), counted toward both."""
+    batches: list[list[Job]] = []
+    total = 0
+    for job in jobs:
+        job, body = fit(job, limit - overhead, bucket, client, deadline=deadline)
+        size = len(body) + overhead
+        if not batches or len(batches[-1]) == 10 or total + size > limit:
+            batches.append([])
+            total = 0
+        batches[-1].append(job)
+        total += size
+    return batches
 
 
 def fetch(client: S3Client, ref: dict, *, deadline: float | None = None) -> bytes:
@@ -110,9 +164,9 @@ def session_client(session) -> S3Client:
     return S3Client(region=session.region_name, credentials=credentials)
 
 
-def read_result(client: S3Client, record: dict) -> str | None:
+def read_result(client: S3Client, record: dict, *, deadline: float | None = None) -> str | None:
     """A record's result as JSON text: inline, or read from S3 through its pointer."""
     ref = record.get("result_payload")
     if ref is None:
         return record.get("result")
-    return fetch(client, ref).decode("utf-8")
+    return fetch(client, ref, deadline=deadline).decode("utf-8")
