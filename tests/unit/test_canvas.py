@@ -263,39 +263,172 @@ def test_a_group_without_callback_is_completed_and_sends_nothing(runner, store):
     assert sent == [] and store.records[chord_key("g9")]["status"] == "completed"
 
 
-def test_a_result_kept_in_s3_is_not_passed_on_it_ends_the_chain_and_fails_the_chord(reg, store):
-    """A result over the record's limit goes to the payload bucket; follow-ups do not carry it."""
+# -- large values: results kept in S3, follow-ups too large for their queue ------------------
+
+
+@pytest.fixture
+def bucket(moto_endpoint):
+    import uuid
+
+    import boto3
+
+    name = f"canvas-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def big(reg):
+    """Tasks with large values: ``big(n)`` returns n characters, ``length(x)`` their count."""
+    reg.task(name="big")(lambda n: "r" * n)
+    reg.task(name="length")(lambda x, *rest: len(x))
+    return reg
+
+
+def s3_runner(reg, store, bucket, moto_endpoint, **options):
+    from kindling.aws.s3 import S3Client
+
+    return Runner(reg, store, metrics=False, payload_bucket=bucket, s3=S3Client(endpoint=moto_endpoint),
+                  **{"log": None, **options})
+
+
+def test_a_result_kept_in_s3_is_passed_on_to_the_next_step_and_the_callback(big, store, bucket, moto_endpoint):
+    from kindling.records import MAX_RESULT_BYTES
+
+    n = MAX_RESULT_BYTES + 10
+    runner = s3_runner(big, store, bucket, moto_endpoint)
+    sent = Sent()
+    step = new_job("big", [n], chain=[{"task": "length", "args": [], "kwargs": {}}])
+    assert deliver(runner, step, sent).status == "succeeded"
+    assert "result_payload" in store.records[step.id]  # kept in S3, yet passed on from memory
+    (after,) = sent
+    assert after.id == next_id(step.id) and after.args == ["r" * n]
+    # a duplicate delivery reads the record and fetches the result from S3: the same job again
+    assert deliver(runner, step, sent, attempts=2).status == "skipped"
+    assert (sent[1].id, sent[1].task, sent[1].args) == (after.id, after.task, after.args)
+    # a chord's callback collects every member's result, fetching the one kept in S3
+    sent.clear()
+    for job in members("gl", [("big", [n]), ("add", [1])], {"task": "length", "args": [], "kwargs": {}}):
+        deliver(runner, job, sent)
+    (then,) = sent
+    assert then.id == callback_id("gl") and then.args == [["r" * n, 1]]
+    assert store.records[chord_key("gl")]["status"] == "completed"
+
+
+def test_a_result_kept_in_s3_that_cannot_be_fetched_hands_the_job_back(big, store, bucket, moto_endpoint):
+    """Fetching is retried on redelivery: the job is not lost, its chord is not failed."""
+    import boto3
+    from kindling.records import MAX_RESULT_BYTES
+
     lines = []
-    runner = Runner(reg, store, log=lines.append, metrics=False)
-    pointer = {"bucket": "b", "key": "results/x", "size": 1, "sha256": "0" * 64}
+    runner = s3_runner(big, store, bucket, moto_endpoint, log=lines.append)
+    n = MAX_RESULT_BYTES + 10
+    step = new_job("big", [n], chain=[{"task": "length", "args": [], "kwargs": {}}])
+    first, second = members("gm", [("big", [n]), ("add", [1])], TOTAL)
+    deliver(runner, step, Sent())
+    deliver(runner, first, Sent())
+    for key in (store.records[step.id]["result_payload"]["key"], store.records[first.id]["result_payload"]["key"]):
+        boto3.client("s3").delete_object(Bucket=bucket, Key=key)
+    sent = Sent()
+    again = deliver(runner, step, sent, attempts=2)
+    last = deliver(runner, second, sent)
+    assert (again.status, last.status, sent) == ("deferred", "deferred", [])
+    assert "PayloadUnavailable" in again.reason and "PayloadUnavailable" in last.reason
+    assert store.records[chord_key("gm")]["status"] == "waiting"
 
-    def offloaded(o, text):
-        return pointer, None
 
-    runner._store_result = offloaded
-    runner.payload_bucket = "b"
-    import kindling.runner as runner_module
-    from kindling.errors import ResultTooLarge
+def sqs_event(*jobs, attempts=1):
+    return {"Records": [{"messageId": f"m{n}", "body": encode_job(j).decode(), "eventSource": "aws:sqs",
+                         "receiptHandle": f"r{n}", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q",
+                         "attributes": {"ApproximateReceiveCount": str(attempts)}} for n, j in enumerate(jobs)]}
 
-    real = runner_module.encode_result
 
-    def too_large(value):
-        return None, ResultTooLarge("too large", text="1")
+def test_the_sqs_handler_sends_a_follow_up_too_large_for_its_queue_through_s3(big, table, bucket, monkeypatch):
+    import boto3
+    from kindling.handler import LambdaWorker
 
-    runner_module.encode_result = too_large
-    try:
-        sent = Sent()
-        step = new_job("add", [1], chain=[{"task": "add", "args": [], "kwargs": {}}])
-        (member,) = members("gs", [("add", [1])], TOTAL)
-        outcomes = [deliver(runner, step, sent), deliver(runner, member, sent)]
-    finally:
-        runner_module.encode_result = real
-    assert [o.status for o in outcomes] == ["succeeded", "succeeded"] and sent == []
-    assert store.records[chord_key("gs")]["status"] == "dead"
-    assert "too large" in store.records[chord_key("gs")]["error"]["message"]
-    # a duplicate delivery reads the record and finds the same
-    deliver(runner, step, sent, attempts=2)
-    assert sent == [] and sum("kept in S3" in line.get("message", "") for line in lines) == 3
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"small-{table}", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_QUEUE_URL", url)
+    monkeypatch.setenv("KINDLING_PAYLOAD_BUCKET", bucket)
+    worker = LambdaWorker(big, log=None, metrics=False)
+    step = new_job("big", [3000], job_id="l1", chain=[{"task": "length", "args": [], "kwargs": {}}])
+    # two steps whose next jobs fit one message each but not one batch together
+    pair = [new_job("big", [500], job_id=f"p{i}", chain=[{"task": "length", "args": [], "kwargs": {}}])
+            for i in range(2)]
+    chord_members = members("gs", [("big", [600]), ("big", [600])], {"task": "length", "args": [], "kwargs": {}})
+    assert worker(sqs_event(step, *pair, *chord_members), None) == {"batchItemFailures": []}
+    messages = []
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        messages += batch
+    jobs = {j.id: j for j in (decode_job(m["Body"]) for m in messages)}
+    assert set(jobs) == {next_id("l1"), next_id("p0"), next_id("p1"), "gs.then"}
+    assert jobs[next_id("l1")].payload["key"].startswith(f"args/{next_id('l1')}/") and jobs[next_id("l1")].args == []
+    assert jobs["gs.then"].payload is not None and jobs[next_id("p0")].payload is None
+    # the worker reads them back from S3 and runs them
+    assert worker(sqs_event(*jobs.values()), None) == {"batchItemFailures": []}
+    records = {i: boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": i}})["Item"] for i in jobs}
+    assert {i: r["result"]["S"] for i, r in records.items()} == {next_id("l1"): "3000", next_id("p0"): "500",
+                                                                 next_id("p1"): "500", "gs.then": "2"}
+
+
+def test_a_follow_up_too_large_for_its_queue_without_a_bucket_hands_the_job_back(big, table, monkeypatch):
+    import boto3
+    from kindling.handler import LambdaWorker
+
+    url = boto3.client("sqs").create_queue(QueueName=f"nob-{table}",
+                                           Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_QUEUE_URL", url)
+    monkeypatch.delenv("KINDLING_PAYLOAD_BUCKET", raising=False)
+    lines = []
+    worker = LambdaWorker(big, log=lines.append, metrics=False)
+    step = new_job("big", [3000], chain=[{"task": "length", "args": [], "kwargs": {}}])
+    assert worker(sqs_event(step), None) == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+    assert any("KINDLING_PAYLOAD_BUCKET" in str(line) for line in lines)
+    assert "Messages" not in boto3.client("sqs").receive_message(QueueUrl=url)
+
+
+def test_the_local_sqs_loop_sends_a_follow_up_too_large_for_its_queue_through_s3(big, table, bucket, monkeypatch):
+    import boto3
+    from kindling.loop import SqsWorker
+
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"loopl-{table}", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    monkeypatch.setenv("KINDLING_PAYLOAD_BUCKET", bucket)
+    step = new_job("big", [3000], chain=[{"task": "length", "args": [], "kwargs": {}}])
+    sqs.send_message(QueueUrl=url, MessageBody=encode_job(step).decode())
+    SqsWorker(url, table, registry=big, wait=1, log=None).run(burst=True, idle_timeout=10)
+    item = boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": next_id(step.id)}})["Item"]
+    assert item["status"]["S"] == "succeeded" and item["result"]["S"] == "3000"
+
+
+def test_the_valkey_worker_keeps_a_large_follow_up_inline_on_its_stream(big, store):
+    """A stream entry has no queue's 1 MiB limit: no S3 round trip, no bucket needed."""
+    from kindling.valkey.connection import FIELD
+    from kindling.valkey.worker import StreamWorker
+
+    class Pipe(list):
+        def xadd(self, stream, fields):
+            self.append(fields)
+
+        def execute(self):
+            added.extend(self)
+
+    class Client:
+        def register_script(self, script):
+            return None
+
+        def pipeline(self, transaction=False):
+            return Pipe()
+
+    added = []
+    runner = Runner(big, store, log=None, metrics=False, payload_bucket="")
+    step = new_job("length", ["x" * (2 * 1024 * 1024)])
+    StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False).send([step])
+    (fields,) = added
+    assert decode_job(fields[FIELD]) == step
 
 
 def test_a_trigger_that_cannot_enqueue_logs_and_settles(reg, store):
@@ -331,7 +464,11 @@ def test_dynamo_reads_results_and_marks_a_chord(table):
                             finished_at=2, result=codec.dumps(i * 10)) for i in range(150)]
     store.write(records)
     found = store.read_results([r["id"] for r in records] + ["missing"])
-    assert len(found) == 150 and found["d2.149"] == ("succeeded", "1490", False)
+    assert len(found) == 150 and found["d2.149"] == ("succeeded", "1490", None)
+    ref = {"bucket": "b", "key": "results/d2.big/" + "0" * 64, "size": 400_000, "sha256": "0" * 64}
+    store.write([build_record(key="d2.big", task="add", status="succeeded", attempts=1, started_at=1, finished_at=2,
+                              result_payload=ref)])
+    assert store.read_results(["d2.big"])["d2.big"] == ("succeeded", None, ref)  # the pointer, to fetch it
     store.count_member(chord_key("d2"), 0, 1, ok=True)
     store.mark_chord(chord_key("d2"), "completed", "d2.then")
     import boto3

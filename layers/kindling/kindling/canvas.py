@@ -59,8 +59,8 @@ __all__ = ["ChainHandle", "GroupHandle", "Signature", "chain", "chord", "group"]
 
 MAX_CHAIN = MAX_CHAIN_LENGTH + 1  # the first job and the calls its envelope's chain holds
 MAX_GROUP = 1000
-"""Members of one group. The envelope takes up to 10,000, but the callback's message carries
-every result: past a thousand even small results outgrow a queue message."""
+"""Members of one group. The envelope takes up to 10,000, but the completing member collects
+every result (a read per 100, a fetch per result kept in S3) within its batch's time."""
 
 
 class Signature:

@@ -31,9 +31,23 @@ skips it once the first has finished. A record still ``waiting`` with every memb
 means the completing worker died before marking it, so any later count of a member sends the
 callback again, with the same id.
 
-If a follow-up cannot be sent or counted (the queue or the table is down), the job's outcome
-becomes ``deferred``: its message comes back, the job is skipped as already finished, and
-its follow-ups are tried again. Its record is already written, so nothing runs twice.
+Large values. A result kept in S3 (a record's ``result_payload``: too large for DynamoDB's
+item) is passed on like any other: a step that just ran has it in memory; a duplicate
+delivery and a chord's collection read the record and fetch the object with kindling's S3
+client (size and sha256 checked) within the batch's deadline. A follow-up over its queue's
+``MaximumMessageSize`` (read once per queue) is sent as the producer sends a large job
+(:func:`kindling.payloads.fit`): its arguments go to the payload bucket
+(``args/<job id>/<sha256>``, so a retried upload writes the same object) and the message
+carries the envelope's ``payload`` pointer. The triggers' ``send`` applies it on SQS. A
+Valkey stream entry has no such limit (Valkey takes bulk strings up to 512 MB), and the
+Valkey producer keeps arguments inline too, so the stream worker sends follow-ups whole:
+no S3 round trip, and no bucket needed beside a stream; the entry's memory is freed when
+it is acknowledged (acked entries are deleted).
+
+If a follow-up cannot be sent or counted (the queue, the table or S3 is down, or a large
+follow-up has no bucket to go to), the job's outcome becomes ``deferred``: its message comes
+back, the job is skipped as already finished, and its follow-ups are tried again. Its record
+is already written, so nothing runs twice.
 """
 
 from __future__ import annotations
@@ -128,14 +142,8 @@ def run(runner: Runner, outcomes: list[Outcome], send: Callable[[list[Job]], obj
             _log(runner, "ERROR", o, "follow-ups not sent: this trigger cannot enqueue jobs")
             continue
         try:
-            result = _result_of(runner, o, deadline) if ended == SUCCEEDED else None
-            if result is _IN_S3:
-                _log(runner, "ERROR", o, "its result is kept in S3 (too large for its record), so it is not passed "
-                                         "on: its chain ends here and its chord fails")
-                ended = DEAD
-                o.reason = "its result is too large to pass on (kept in S3)"
             if job.chain and ended == SUCCEEDED:
-                send([next_step(job, result)])
+                send([next_step(job, _result_of(runner, o, deadline))])
             if job.parent:
                 _count(runner, o, ended, send, deadline)
         except Exception as exc:  # noqa: BLE001 - the message comes back and tries again
@@ -161,24 +169,27 @@ def callback(parent: dict, results: list) -> Job:
                    timeout=then.get("timeout"))
 
 
-_IN_S3 = object()
-
-
 def _result_of(runner: Runner, o: Outcome, deadline: float | None) -> object:
-    """The job's result: from this run, or (a duplicate delivery) from its record;
-    ``_IN_S3`` for a result too large for its record, which is not passed on."""
+    """The job's result: from this run (in memory, even when its record points to S3), or
+    (a duplicate delivery) from its record, read from S3 if it is kept there."""
     if o.status == SUCCEEDED:
-        if o.record is not None and "result_payload" in o.record:
-            return _IN_S3
         text = o.result
     else:
         found = runner.store.read_results([o.job_id], deadline=deadline).get(o.job_id)
         if found is None or found[0] != SUCCEEDED:
             raise LookupError(f"job {o.job_id} has no succeeded record to read its result from")
-        if found[2]:
-            return _IN_S3
-        text = found[1]
+        text = _text(runner, found, deadline)
     return None if text is None else codec.loads(text)
+
+
+def _text(runner: Runner, found: tuple[str, str | None, dict | None], deadline: float | None) -> str | None:
+    """A succeeded record's result as JSON text: inline, or fetched through its pointer with
+    kindling's S3 client (size and sha256 checked). PayloadUnavailable hands the job back."""
+    _, text, ref = found
+    if ref is None:
+        return text
+    s3, payloads = runner._payloads()
+    return payloads.fetch(s3, ref, deadline=deadline).decode("utf-8")
 
 
 def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None) -> None:
@@ -200,11 +211,12 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
     if then is not None:
         ids = [member_id(chord, i) for i in range(size)]
         found = runner.store.read_results(ids, deadline=deadline)
-        missing = [i for i in ids if found.get(i, (None,))[0] != SUCCEEDED or found[i][2]]
+        missing = [i for i in ids if found.get(i, (None,))[0] != SUCCEEDED]
         if missing:
             raise LookupError(f"chord {chord}: {len(missing)} counted member(s) have no succeeded record "
                               f"({', '.join(missing[:3])})")
-        results = [None if found[i][1] is None else codec.loads(found[i][1]) for i in ids]
+        texts = [_text(runner, found[i], deadline) for i in ids]
+        results = [None if text is None else codec.loads(text) for text in texts]
         send([callback(parent, results)])
     if runner.log:  # one line per callback enqueued: a second one would show here
         runner.log({"level": "INFO", "location": "kindling.followups:run", "message": "chord completed",

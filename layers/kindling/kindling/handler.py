@@ -106,6 +106,7 @@ class LambdaWorker:
         self._runner: Runner | None = None
         self._cold = True
         self._deadline: float | None = None  # the invocation's, for sends after the batch
+        self._max_bytes: dict[str, int] = {}  # each queue's MaximumMessageSize, read at its first follow-up
 
     @property
     def runner(self) -> Runner:
@@ -219,7 +220,7 @@ class LambdaWorker:
         """Enqueue a chain's next step or a chord's callback on its task's queue (the jobs
         queue, ``KINDLING_QUEUE_URL``, or the task's named queue from ``KINDLING_QUEUES``);
         raises unless SQS took every one."""
-        from kindling import routing
+        from kindling import payloads, routing  # batches with chains or chords only
 
         queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
         by_url: dict[str, list] = {}
@@ -227,11 +228,32 @@ class LambdaWorker:
             task = self.registry._tasks.get(job.task)  # a task this worker does not run: the default queue
             name = routing.queue_name(None, getattr(task, "queue", None))
             by_url.setdefault(routing.resolve(name, os.environ.get("KINDLING_QUEUE_URL", ""), queues), []).append(job)
-        for url, chunk_jobs in by_url.items():
-            for start in range(0, len(chunk_jobs), 10):
-                _, refused = _send_batch(url, chunk_jobs[start : start + 10], self._deadline, self._signer(url))
+        runner = self.runner
+        for url, queued in by_url.items():
+            limit = self._max_message_bytes(url)
+            # The signature attribute counts toward the queue's limit too.
+            overhead = 0 if runner.verifier is None else payloads.SIGNATURE_BYTES
+            for chunk in payloads.sqs_batches(queued, limit, overhead, runner.payload_bucket,
+                                              lambda: runner._payloads()[0], deadline=self._deadline):
+                _, refused = _send_batch(url, chunk, self._deadline, self._signer(url))
                 if refused:
                     raise KindlingError(f"SQS refused {len(refused)} job(s): {next(iter(refused.values()))}"[:500])
+
+    def _max_message_bytes(self, url: str) -> int:
+        """A queue's MaximumMessageSize, read once per worker at its first follow-up; SQS's
+        old 256 KiB if the queue cannot be asked (follow-ups then go to S3 a little sooner)."""
+        limit = self._max_bytes.get(url)
+        if limit is None:
+            from kindling import aws, payloads
+
+            try:
+                ask = {"QueueUrl": url, "AttributeNames": ["MaximumMessageSize"]}
+                reply = aws.sqs().call("GetQueueAttributes", ask, deadline=self._deadline)
+                value = str(reply.get("Attributes", {}).get("MaximumMessageSize", ""))
+            except aws.AwsError:
+                value = ""
+            limit = self._max_bytes[url] = int(value) if value.isdigit() else payloads.SQS_DEFAULT_MAX_BYTES
+        return limit
 
     def _move_dead(self, event: dict, outcomes, deadline: float | None) -> set[str]:
         """Send the messages of jobs recorded ``dead`` to the DLQ of the queue each came

@@ -45,13 +45,18 @@ class SqsWorker:
 
         import boto3
 
+        from kindling.payloads import SQS_DEFAULT_MAX_BYTES
+
         codec.use_orjson()  # a long-lived process: orjson's import pays for itself
         self.queue_url = queue_url
         self.wait = wait
         session = session or boto3.Session()
         self.sqs = session.client("sqs")
-        attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "RedrivePolicy"])
+        attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url,
+                                              AttributeNames=["QueueArn", "RedrivePolicy", "MaximumMessageSize"])
         self.queue_arn = attrs["Attributes"]["QueueArn"]
+        size = str(attrs["Attributes"].get("MaximumMessageSize", ""))
+        self.max_message_bytes = int(size) if size.isdigit() else SQS_DEFAULT_MAX_BYTES
         policy = attrs["Attributes"].get("RedrivePolicy")
         redrive = codec.loads(policy) if policy else {}
         receives = int(redrive["maxReceiveCount"]) if redrive else None
@@ -127,10 +132,16 @@ class SqsWorker:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
 
     def send(self, jobs: list) -> None:
-        """Enqueue follow-ups (a chain's next step, a chord's callback) on this queue."""
-        for start in range(0, len(jobs), 10):
-            entries = [self._signed({"Id": str(n), "MessageBody": encode_job(job).decode()}) for n, job in
-                       enumerate(jobs[start : start + 10])]
+        """Enqueue follow-ups (a chain's next step, a chord's callback) on this queue; one over
+        the queue's MaximumMessageSize has its arguments put in S3, as a producer's would."""
+        from kindling import payloads
+
+        runner = self.runner
+        overhead = 0 if runner.verifier is None else payloads.SIGNATURE_BYTES
+        for chunk in payloads.sqs_batches(jobs, self.max_message_bytes, overhead, runner.payload_bucket,
+                                          lambda: runner._payloads()[0]):
+            entries = [self._signed({"Id": str(n), "MessageBody": encode_job(job).decode()})
+                       for n, job in enumerate(chunk)]
             failed = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries).get("Failed")
             if failed:
                 raise RuntimeError(f"SQS refused {len(failed)} job(s): {failed[0].get('Message', '')}"[:500])

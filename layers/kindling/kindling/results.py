@@ -92,11 +92,11 @@ class MemoryResultStore:
         return collect
 
     def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None
-                     ) -> dict[str, tuple[str, str | None, bool]]:
+                     ) -> dict[str, tuple[str, str | None, dict | None]]:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
         self.reads += 1
-        return {i: (self.records[i]["status"], self.records[i].get("result"), "result_payload" in self.records[i])
+        return {i: (self.records[i]["status"], self.records[i].get("result"), self.records[i].get("result_payload"))
                 for i in job_ids if i in self.records}
 
     def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
@@ -270,22 +270,22 @@ class DynamoResultStore:
         return collect
 
     def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None
-                     ) -> dict[str, tuple[str, str | None, bool]]:
-        """``{job_id: (status, result JSON text or None, whether the result is kept in S3)}``
+                     ) -> dict[str, tuple[str, str | None, dict | None]]:
+        """``{job_id: (status, result JSON text or None, the pointer to a result kept in S3 or None)}``
         for the ids that have a record: consistent ``BatchGetItem`` calls of 100 keys (chains
         and chords only)."""
         ids = list(dict.fromkeys(job_ids))
         deadline = self._deadline(deadline)
-        found: dict[str, tuple[str, str | None, bool]] = {}
+        found: dict[str, tuple[str, str | None, dict | None]] = {}
         for start in range(0, len(ids), READ_CHUNK):
             request = self._read_request(ids[start : start + READ_CHUNK], "#i, #s, #r, #p",
                                          {"#r": "result", "#p": "result_payload"})
             for rnd in range(self.max_rounds):
                 response = self._call("BatchGetItem", {"RequestItems": request}, deadline)
                 for item in response.get("Responses", {}).get(self.table, []):
-                    result = item.get("result")
+                    result, ref = item.get("result"), item.get("result_payload")
                     found[item["id"]["S"]] = (item["status"]["S"], result["S"] if result else None,
-                                              "result_payload" in item)
+                                              _plain(ref) if ref else None)
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
                     break

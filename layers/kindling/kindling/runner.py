@@ -155,7 +155,7 @@ class Outcome:
         self.unread = False  # not read before running (its task opted out of duplicate skipping)
         self.error: BaseException | None = None  # what a failed run raised
         self.previous: str | None = None  # the status the store held before this delivery
-        self.result: str | None = None  # a succeeded run's result, as recorded JSON (chains read it)
+        self.result: str | None = None  # a succeeded run's result as JSON, inline or kept in S3 (chains read it)
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -913,21 +913,23 @@ class Runner:
             otel.end(span, started, o, redact=known is not None and known.redact)
 
     def _finish(self, o: Outcome, *, value=None, error: BaseException | None = None) -> None:
-        result = result_payload = None
+        result = result_payload = text = None
         if error is None and o.status is None:
             # Outside the lock: encoding runs the task's own code (__str__, isoformat), and a
             # large result goes to S3, while a pool's waiter may need the lock to time out others.
             result, error = encode_result(value)
+            text = result
             if (isinstance(error, ResultTooLarge) and error.text is not None and self.payload_bucket
                     and not self._task(o).redact):
-                result_payload, error = self._store_result(o, error.text)
+                text = error.text
+                result_payload, error = self._store_result(o, text)
         with self._finishing:  # a pool thread and the batch's waiter may both get here
             if o.status is not None:  # a thread that outlived its timeout: already recorded
                 return
             duration = round((time.perf_counter() - o.t0) * 1000, 3)
             if error is None:
                 status = SUCCEEDED
-                o.result = result
+                o.result = text  # kept in S3 or not: a chain's next step gets it from here
             else:
                 o.error = error
                 o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
