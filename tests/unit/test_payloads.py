@@ -120,6 +120,19 @@ def test_arguments_over_the_limit_go_to_s3_behind_a_pointer(queue, bucket, s3):
     assert len(d.body) < 1000  # what a pointer costs on the queue
 
 
+def test_a_chains_first_step_and_a_chord_member_keep_their_follow_ups_when_offloaded(queue, bucket, s3):
+    from kindling.client import Call
+
+    url = queue(MaximumMessageSize=4096)
+    client = Client(queue_url=url, table="unused", payload_bucket=bucket)
+    rest = [{"task": "size", "args": [], "kwargs": {}}]
+    parent = {"id": "big-chord", "index": 0, "size": 1, "then": {"task": "size", "args": [], "kwargs": {}}}
+    client.send(Call("size", ["z" * 10_000], chain=rest))
+    client.send(Call("size", ["z" * 10_000], job_id="big-chord.0", parent=parent))
+    jobs = sorted((decode_job(d.body) for d in receive(url)), key=lambda j: j.chain is None)
+    assert [(j.payload is not None, j.chain, j.parent) for j in jobs] == [(True, rest, None), (True, None, parent)]
+
+
 # -- the worker -----------------------------------------------------------------------------
 
 
