@@ -85,6 +85,31 @@ def test_the_ticker_event_enqueues_due_fires_on_the_jobs_queue(table, monkeypatc
     assert {b["task"] for b in bodies} == {"minutely"}
 
 
+def test_on_a_fifo_queue_the_ticker_sends_each_schedule_as_its_own_ordered_group(table, monkeypatch):
+    import boto3
+    from kindling import codec
+    from kindling.handler import LambdaWorker
+
+    reg = Registry()
+    reg.task(name="minutely", schedule="rate(1 minute)")(lambda: None)
+    reg.task(name="other", schedule="rate(1 minute)")(lambda: None)
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName="ticks.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_QUEUE_URL", url)
+    worker = LambdaWorker(reg, log=None, metrics=False)
+    response = worker({"kindling": "tick"}, None)
+    assert len(response["enqueued"]) == 4 and response["failed"] == []
+    assert worker({"kindling": "tick"}, None)["failed"] == []  # a doubled tick: deduplicated by job id
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
+                                   AttributeNames=["MessageGroupId", "MessageDeduplicationId"])["Messages"]
+    assert len(messages) == 4
+    for m in messages:
+        body = codec.loads(m["Body"])
+        assert m["Attributes"]["MessageGroupId"] == f"sched.{body['task']}"
+        assert m["Attributes"]["MessageDeduplicationId"] == body["id"]
+
+
 def test_kindling_schedules_prints_what_the_code_declares(tmp_path, capsys):
     from kindling.cli import main
 

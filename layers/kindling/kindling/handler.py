@@ -182,10 +182,16 @@ class LambdaWorker:
         client = aws.sqs()
         for url, jobs in by_queue.items():
             sign = self._signer(url)
+            fifo = url.endswith(".fifo")
             for start in range(0, len(jobs), 10):
                 chunk = {job.id: job for job in jobs[start : start + 10]}
-                entries = [sign({"Id": str(n), "MessageBody": encode_job(job).decode()})
-                           for n, job in enumerate(chunk.values())]
+                entries = []
+                for n, job in enumerate(chunk.values()):
+                    entry = {"Id": str(n), "MessageBody": encode_job(job).decode()}
+                    if fifo:  # one group per schedule keeps its fires in order; the id dedupes a doubled tick
+                        entry["MessageGroupId"] = job.id.rpartition(".")[0]
+                        entry["MessageDeduplicationId"] = job.id
+                    entries.append(sign(entry))
                 try:
                     response = client.call("SendMessageBatch", {"QueueUrl": url, "Entries": entries})
                 except aws.AwsError as exc:  # the next tick sends these fires again (their window overlaps)
