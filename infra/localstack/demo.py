@@ -5,7 +5,8 @@ It installs and starts LocalStack if needed (infra/localstack/ctl), deploys temp
 some CPU-bound, some flaky, some that always fail, and three messages that are not valid
 jobs), lets LocalStack's SQS event source mapping invoke the worker, waits for every
 outcome, and prints the results table, the cold invocation's init time next to the warm
-ones, and jobs/s; then runs a chain of three and a group of 20 with a callback. It stops
+ones, and jobs/s; then runs a chain of three, a group of 20 with a callback and a
+periodic task's tick (the stack is deployed with PeriodicTasks=true). It stops
 LocalStack afterwards if it started it.
 """
 
@@ -73,7 +74,7 @@ def run(jobs: int) -> int:
     from kindling.results import FINAL, from_item
 
     print("deploying template.yaml (sam build + sam deploy) ...", flush=True)
-    out = deploy("kindling-demo")
+    out = deploy("kindling-demo", {"PeriodicTasks": "true"})
     print(f"deployed in {out['DeploySeconds']} s: queue, dead-letter queue, results table, layer, worker function")
     client = Client(queue_url=out["QueueUrl"], table=out["ResultsTableName"])
     sqs = boto3.client("sqs")
@@ -142,8 +143,25 @@ def run(jobs: int) -> int:
               f"({len(ids) / first_pass_s:,.0f} jobs/s end to end through the event source mapping)")
     print(f"all outcomes final after {total_s:.1f} s (retries wait their backoff: RetryDelay 1 s, doubling)")
     canvas(client)
+    periodic(out, client)
     operating(out, started_ms=int(time.time() * 1000 - (time.perf_counter() - t0) * 1000))
     return 0 if rows.keys() and not any(s == "missing" for _, s in rows) else 1
+
+
+def periodic(out: dict, client) -> None:
+    """The ticker: the stack's rate(1 minute) rule invokes the worker with this event; the
+    demo sends one now instead of waiting for the next minute."""
+    import json
+
+    import boto3
+
+    reply = boto3.client("lambda").invoke(FunctionName=out["WorkerFunctionName"],
+                                          Payload=json.dumps({"kindling": "tick"}).encode())
+    body = json.loads(reply["Payload"].read())
+    print(f"\ntick -> enqueued {body.get('enqueued')} (heartbeat, rate(1 minute): this minute's fire and the "
+          f"one before; a doubled tick sends the same ids, so each fire runs once)")
+    for job_id in body.get("enqueued", []):
+        print(f"  {job_id} -> {client.result(job_id, timeout=60)}")
 
 
 def canvas(client) -> None:

@@ -1,5 +1,6 @@
 """template.yaml with FifoQueue=true and PeriodicTasks=true, deployed into LocalStack: the
-jobs of a message group run in order under failure, and the worker answers the ticker."""
+jobs of a message group run in order under failure, the worker answers the ticker, and the
+ticker rule runs the example periodic task (slow: waits for EventBridge's next minute)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,30 @@ def test_the_deployed_worker_answers_the_ticker(fifo_stack, localstack, monkeypa
     reply = boto3.client("lambda").invoke(FunctionName=fifo_stack["WorkerFunctionName"],
                                           Payload=json.dumps({"kindling": "tick"}).encode())
     body = json.loads(reply["Payload"].read())
-    assert body == {"kindling": "ticked", "enqueued": [], "failed": []}  # the example tasks declare no schedule
+    # functions/worker/periodic.py's heartbeat, rate(1 minute): this minute's fire and the one before
+    assert body["kindling"] == "ticked" and body["failed"] == [], body
+    assert len(body["enqueued"]) == 2 and all(i.startswith("sched.heartbeat.") for i in body["enqueued"])
+    from kindling.client import Client
+
+    client = Client(queue_url=fifo_stack["QueueUrl"], table=fifo_stack["ResultsTableName"])
+    for job_id in body["enqueued"]:
+        assert client.result(job_id, timeout=120) == int(job_id.rpartition(".")[2])
+
+
+def test_the_deployed_ticker_rule_runs_the_periodic_task_every_minute(fifo_stack, localstack, monkeypatch):
+    """No invoke by the test: EventBridge's rate(1 minute) rule fires the worker, which
+    enqueues the heartbeat's fire of a minute that starts after the test did."""
+    import time
+
+    from kindling.client import Client
+    from kindling.schedules import tick_job_id
+
+    for key, value in localstack.items():
+        monkeypatch.setenv(key, value)
+    client = Client(queue_url=fifo_stack["QueueUrl"], table=fifo_stack["ResultsTableName"])
+    next_minute = (int(time.time()) // 60 + 1) * 60_000
+    job_id = tick_job_id("heartbeat", next_minute)
+    assert client.result(job_id, timeout=180) == next_minute
     rules = boto3.client("events").list_rules()["Rules"]
     assert any(r.get("ScheduleExpression") == "rate(1 minute)" and "kindling-fifo" in r["Name"] for r in rules)
 
