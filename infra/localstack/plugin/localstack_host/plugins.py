@@ -32,3 +32,40 @@ def s3_storage_in_tmp():
         original_init(self, root_directory)
 
     store.__init__ = __init__
+
+
+RAW_BODY = "_kindling_raw_body"  # where an event keeps its body as received until filtering is done
+
+
+@hooks.on_infra_start()
+def sqs_bodies_as_sent():
+    """Deliver SQS message bodies to functions byte for byte, as AWS does.
+
+    LocalStack's SqsPoller.handle_messages (services/lambda_/event_source_mapping/pollers/
+    sqs_poller.py) parses each body with json.loads so filter criteria can match on it, then
+    puts back json.dumps(parsed) ("HACK for fixing parity with v1"): a JSON body reaches the
+    function with the standard library's separators and \\u escapes, a JSON string body loses
+    its quotes. Anything that checks the exact bytes (a signature over the body) then fails.
+    Here each event keeps its body as received (transform_into_events) and gets it back right
+    after filtering, which still matches on the parsed body as AWS does; handle_messages then
+    leaves a str body alone."""
+    from localstack.services.lambda_.event_source_mapping.pollers import sqs_poller
+
+    transform = sqs_poller.transform_into_events
+    filter_events = sqs_poller.SqsPoller.filter_events
+
+    def transform_into_events(messages):
+        events = transform(messages)
+        for event in events:
+            event[RAW_BODY] = event["body"]
+        return events
+
+    def filter_events_then_restore_bodies(self, events):
+        received = [(event, event.pop(RAW_BODY)) for event in events if RAW_BODY in event]
+        matching = filter_events(self, events)
+        for event, body in received:
+            event["body"] = body
+        return matching
+
+    sqs_poller.transform_into_events = transform_into_events
+    sqs_poller.SqsPoller.filter_events = filter_events_then_restore_bodies
