@@ -1,5 +1,6 @@
 """Chains and chords on the deployed stack (LocalStack): the worker enqueues a chain's next
-step and a chord's callback on the jobs queue and counts members with UpdateItem.
+step and a chord's callback on the jobs queue and counts members with UpdateItem; a result
+kept in the payload bucket is passed on, and a follow-up over the queue's limit goes there.
 
 Run: KINDLING_LOCALSTACK_PORT=P .venv/bin/python -m pytest tests/integration/test_canvas_stack.py -q
 """
@@ -20,7 +21,8 @@ pytestmark = pytest.mark.localstack
 def client(stack):
     import kindling.dispatch as dispatch
 
-    c = Client(queue_url=stack["QueueUrl"], table=stack["ResultsTableName"])
+    c = Client(queue_url=stack["QueueUrl"], table=stack["ResultsTableName"],
+               payload_bucket=stack["PayloadBucketName"])
     dispatch.set_producer(c)
     yield c
     dispatch.set_producer(None)
@@ -80,3 +82,20 @@ def test_a_dead_member_fails_the_chord_on_the_stack(client, tasks):
     assert client.record(chord_key(handle.id))["status"] == "dead"
     time.sleep(3)
     assert client.record(handle.callback_id) is None
+
+
+def test_a_2_mib_result_is_passed_on_to_the_next_step_through_s3(client, tasks, stack):
+    """echo's 2 MiB result is kept in S3 (too large for its record), the worker passes it on,
+    and the next step's message (over the queue's 1 MiB) carries its arguments in S3 too."""
+    from kindling.followups import next_id
+
+    blob = "".join(chr(0x21 + i % 90) for i in range(2 * 1024 * 1024))
+    handle = chain(tasks.echo.s(blob), tasks.echo.s()).delay()
+    first = {"args": [blob], "kwargs": {}}
+    assert handle.result(timeout=180) == {"args": [first], "kwargs": {}}
+    assert handle.ids[1] == next_id(handle.ids[0])
+    records = [client.record(i) for i in handle.ids]
+    assert all(r["status"] == "succeeded" and r["attempts"] == 1 and "result_payload" in r for r in records)
+    s3 = boto3.client("s3")
+    (moved,) = s3.list_objects_v2(Bucket=stack["PayloadBucketName"], Prefix=f"args/{handle.ids[1]}/")["Contents"]
+    assert moved["Size"] > 2 * 1024 * 1024
