@@ -337,6 +337,30 @@ def test_a_result_kept_in_s3_that_cannot_be_fetched_hands_the_job_back(big, stor
     assert store.records[chord_key("gm")]["status"] == "waiting"
 
 
+def test_handles_read_a_last_result_kept_in_s3(bucket, moto_endpoint):
+    from kindling import payloads
+    from kindling.aws.s3 import S3Client
+    from kindling.canvas import GroupHandle
+
+    s3 = S3Client(endpoint=moto_endpoint)
+    ref = payloads.put(s3, bucket, "results", "h1", codec.dumps({"big": "r" * 1000}).encode())
+
+    class Reader:
+        """A producer that reads the results table: records, and the S3 client to follow a pointer."""
+
+        def __init__(self):
+            self.s3 = s3
+            self.records = {"h1": {"status": "succeeded", "result_payload": ref},
+                            chord_key("hg"): {"status": "completed"},
+                            "hg.0": {"status": "succeeded", "result_payload": ref}}
+
+        def record(self, job_id):
+            return self.records.get(job_id)
+
+    assert ChainHandle(["h1"], Reader()).result(timeout=1) == {"big": "r" * 1000}
+    assert GroupHandle("hg", 1, False, Reader()).result(timeout=1) == [{"big": "r" * 1000}]
+
+
 def sqs_event(*jobs, attempts=1):
     return {"Records": [{"messageId": f"m{n}", "body": encode_job(j).decode(), "eventSource": "aws:sqs",
                          "receiptHandle": f"r{n}", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:q",

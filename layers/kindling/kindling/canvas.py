@@ -284,6 +284,8 @@ def _wait_result(reader, job_id: str, deadline: float, timeout: float) -> Any:
         record = reader.record(job_id)
         status = record["status"] if record else None
         if status == "succeeded":
+            if "result_payload" in record:  # type: ignore[operator]  (too large for its record: kept in S3)
+                return codec.loads(_read_from_s3(reader, record))
             raw = record.get("result")  # type: ignore[union-attr]
             return codec.loads(raw) if raw is not None else None
         if status in ("dead", "rejected", "revoked"):
@@ -295,6 +297,17 @@ def _wait_result(reader, job_id: str, deadline: float, timeout: float) -> Any:
             raise TimeoutError(f"job {job_id}: no outcome recorded within {timeout}s")
         time.sleep(min(delay, left))
         delay = min(delay * 2, 1.0)
+
+
+def _read_from_s3(reader, record: dict) -> str | None:
+    """A result kept in S3, through the reader's S3 client (a Client's: its boto3 session's)."""
+    from kindling.payloads import read_result
+
+    s3 = getattr(reader, "s3", None)
+    if s3 is None:
+        raise KindlingError(f"job {record.get('id')}'s result is kept in S3 and this handle's reader has no S3 "
+                            "client (read it with Client.result)")
+    return read_result(s3, record)
 
 
 def _reader(reader):
