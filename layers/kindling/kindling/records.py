@@ -23,8 +23,9 @@ sort by ``finished_at``. A record's replacement drops what it no longer carries,
 
 An operator's revive (``kindling jobs retry`` of a ``dead`` job) writes a ``queued``
 record with a ``generation`` (2 for the first revive): the worker reads it as no record,
-and its next outcome record replaces it (without ``generation``; the count lives on in the
-revive's own item, see ``kindling.ops``).
+and its next outcome record replaces it, carrying the generation it read, so that a
+delivery of an older generation cannot overwrite it (:data:`kindling.status.GENERATION_CHECKED`).
+The earlier generations' outcomes live on in the revive's own item (see ``kindling.ops``).
 """
 
 from __future__ import annotations
@@ -179,7 +180,8 @@ def build_record(
         error: a :func:`describe_error` dict, or any ``{"type", "message"}``.
         raw: a rejected message's body, kept so the sender can see what arrived.
         job_id: the id a rejected message claimed, when it is not the key.
-        generation: a revived job's generation (``queued`` records written by a revive).
+        generation: a revived job's generation (a revive's ``queued`` record, and the
+            outcomes of that generation's runs); ``None`` for generation 1.
         redact: the task handles data that must not be stored (``@task(redact=True)``):
             its result, error message, traceback and raw body are kept only as a SHA-256
             and a size (``redacted``), so equal values can still be matched.

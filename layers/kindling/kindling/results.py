@@ -3,11 +3,15 @@
 A store needs two primitives, both per batch rather than per job:
 
 * ``read_states(job_ids)`` -> ``{job_id: (status, attempts)}`` for the ids it has a
-  record of;
+  record of, ``(status, attempts, generation)`` for a record of a revived job
+  (generation 2 and later, :mod:`kindling.ops.revive`);
 * ``write(records)`` records outcomes (plain dicts built by
   :func:`kindling.records.build_record`) and returns ``{key: status}`` for the records it
   refused because the stored one may not be replaced (:func:`kindling.status.may_replace`:
-  records only move forward, so a stale ``failed`` never overwrites a ``succeeded``).
+  records only move forward, so a stale ``failed`` never overwrites a ``succeeded``), or
+  ``{key: NEWER_GENERATION}`` when a ``failed`` or ``dead`` record's ``generation`` (the
+  one its batch read; absent: 1) is not the stored record's: the job was revived while
+  that delivery ran (:data:`kindling.status.GENERATION_CHECKED`).
 
 Both raise :class:`~kindling.errors.StoreUnavailable` when the store cannot be reached, so
 the runner hands the batch back instead of losing it. Both take a ``deadline`` (a
@@ -28,7 +32,16 @@ import time
 
 from kindling.backoff import compute_backoff
 from kindling.errors import StoreUnavailable
-from kindling.status import FAILED, FINAL, REPLACES, SUCCEEDED, may_replace
+from kindling.status import (
+    FAILED,
+    FINAL,
+    GENERATION_CHECKED,
+    NEWER_GENERATION,
+    REPLACES,
+    SUCCEEDED,
+    generation_of,
+    may_replace,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,8 +75,7 @@ class MemoryResultStore:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
         self.reads += 1
-        return {i: (self.records[i]["status"], self.records[i].get("attempts", 0)) for i in job_ids
-                if i in self.records}
+        return {i: _state(self.records[i]) for i in job_ids if i in self.records}
 
     def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
@@ -132,7 +144,9 @@ class MemoryResultStore:
         refused = {}
         for r in records:
             old = self.records.get(r["id"])
-            if old is None or may_replace(r["status"], r.get("attempts", 0), old["status"], old.get("attempts", 0)):
+            if old is not None and r["status"] in GENERATION_CHECKED and generation_of(old) != generation_of(r):
+                refused[r["id"]] = NEWER_GENERATION if generation_of(old) > generation_of(r) else old["status"]
+            elif old is None or may_replace(r["status"], r.get("attempts", 0), old["status"], old.get("attempts", 0)):
                 self.records[r["id"]] = r
             else:
                 refused[r["id"]] = old["status"]
@@ -264,7 +278,7 @@ class DynamoResultStore:
             refused: dict[str, str] = {}
             for r in latest.values():
                 if r["status"] != SUCCEEDED and not self._put_if_forward(r, deadline):
-                    refused[r["id"]] = "a final outcome"
+                    refused[r["id"]] = self._why_refused(r, deadline)
             return refused
 
         return collect
@@ -357,12 +371,13 @@ class DynamoResultStore:
     def _deadline(self, deadline: float | None) -> float:
         return time.monotonic() + self.call_timeout_s if deadline is None else deadline
 
-    def _read_request(self, ids: list[str], projection: str = "#i, #s, #a", names: dict | None = None) -> dict:
+    def _read_request(self, ids: list[str], projection: str = "#i, #s, #a, #g", names: dict | None = None) -> dict:
         return {
             self.table: {
                 "Keys": [{"id": {"S": i}} for i in ids],
                 "ProjectionExpression": projection,
-                "ExpressionAttributeNames": {"#i": "id", "#s": "status", **(names or {"#a": "attempts"})},
+                "ExpressionAttributeNames": {"#i": "id", "#s": "status",
+                                             **(names or {"#a": "attempts", "#g": "generation"})},
                 "ConsistentRead": True,
             }
         }
@@ -371,7 +386,10 @@ class DynamoResultStore:
         states = {}
         for item in response.get("Responses", {}).get(self.table, []):
             attempts = item.get("attempts", {}).get("N", "0")
-            states[item["id"]["S"]] = (item["status"]["S"], int(attempts) if attempts.isdigit() else 0)
+            generation = item.get("generation", {}).get("N", "1")
+            states[item["id"]["S"]] = _state({"status": item["status"]["S"],
+                                              "attempts": int(attempts) if attempts.isdigit() else 0,
+                                              "generation": int(generation) if generation.isdigit() else 1})
         return states
 
     def _read_chunk(self, ids: list[str], deadline: float) -> dict[str, tuple[str, int]]:
@@ -416,9 +434,32 @@ class DynamoResultStore:
             values[":failed"] = {"S": FAILED}
             values[":attempts"] = {"N": str(record.get("attempts", 0))}
             names["#a"] = "attempts"
-        condition = {"ConditionExpression": " OR ".join(clauses), "ExpressionAttributeNames": names,
+        expression = " OR ".join(clauses)
+        if status in GENERATION_CHECKED and len(clauses) > 1:
+            # Only over a record of the generation this batch read (a revive since makes a newer one).
+            generation = generation_of(record)
+            names["#g"] = "generation"
+            values[":g"] = {"N": str(generation)}
+            same = "(attribute_not_exists(#g) OR #g = :g)" if generation == 1 else "#g = :g"
+            expression = f"{clauses[0]} OR (({' OR '.join(clauses[1:])}) AND {same})"
+        condition = {"ConditionExpression": expression, "ExpressionAttributeNames": names,
                      "ExpressionAttributeValues": values}
         return self._put(to_item(record), deadline, condition)
+
+    def _why_refused(self, record: dict, deadline: float) -> str:
+        """Why the stored record won (a consistent GetItem: the rare path pays for the log's
+        words): :data:`NEWER_GENERATION`, else its status."""
+        try:
+            item = self._call("GetItem", {"TableName": self.table, "Key": {"id": {"S": record["id"]}},
+                                          "ConsistentRead": True, "ProjectionExpression": "#s, #g",
+                                          "ExpressionAttributeNames": {"#s": "status", "#g": "generation"}},
+                              deadline).get("Item") or {}
+        except StoreUnavailable:  # the write itself is settled: only the reason is unknown
+            return "a final outcome"
+        stored = from_item(item)
+        if record["status"] in GENERATION_CHECKED and generation_of(stored) > generation_of(record):
+            return NEWER_GENERATION
+        return stored.get("status") or "a final outcome"
 
     def _put(self, item: dict, deadline: float, condition: dict | None = None) -> bool:
         try:
@@ -539,6 +580,13 @@ def _results(futures: list) -> list:
     if error is not None:
         raise error
     return results
+
+def _state(record: dict) -> tuple:
+    """A stored record as ``read_states`` gives it: the generation only when above 1."""
+    state = (record["status"], record.get("attempts", 0))
+    generation = generation_of(record)
+    return (*state, generation) if generation > 1 else state
+
 
 def _chord_error(index: int, reason: str | None) -> dict:
     """Why a chord failed: the first member that did not succeed."""

@@ -55,6 +55,7 @@ from kindling.status import (
     FAILED,
     FINAL,
     HANDED_BACK,
+    NEWER_GENERATION,
     REJECTED,
     REVOKED,
     SETTLED,
@@ -132,7 +133,7 @@ class Outcome:
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
                  "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error",
-                 "previous", "result")
+                 "previous", "result", "generation")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -156,6 +157,7 @@ class Outcome:
         self.error: BaseException | None = None  # what a failed run raised
         self.previous: str | None = None  # the status the store held before this delivery
         self.result: str | None = None  # a succeeded run's result as JSON, inline or kept in S3 (chains read it)
+        self.generation = 1  # the generation of the job's record as read (a revive makes a new one)
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -418,6 +420,9 @@ class Runner:
             return batch
 
         self._settle_duplicates(outcomes)
+        for o in outcomes:  # the store writes each record only over the generation it was read as
+            if o.record is not None and o.generation > 1:
+                o.record["generation"] = o.generation
         records = [o.record for o in outcomes if o.record is not None]
         if records:
             # The write has the time kept back for it, less a margin for the reply to Lambda.
@@ -449,8 +454,11 @@ class Runner:
                 return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
             for o in outcomes:
                 if o.record is not None and o.record["id"] in refused:
+                    if refused[o.record["id"]] == NEWER_GENERATION:
+                        self._drop_stale(o)
+                    else:
+                        o.reason = f"not recorded: the store already holds a later outcome ({refused[o.record['id']]})"
                     o.status = SKIPPED
-                    o.reason = f"not recorded: the store already holds a later outcome ({refused[o.record['id']]})"
                     o.retry_in = None
         if any(o.job is not None and (o.job.chain or o.job.parent) for o in outcomes):
             from kindling import followups  # only batches with chains or chords load it
@@ -638,7 +646,7 @@ class Runner:
                 if last_delivery:
                     self._dead_undelivered(o)
                 continue
-            previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
+            previous, attempts = self._read_state(o, states)
             o.previous = previous
             if previous == SUCCEEDED:
                 o.status = SKIPPED
@@ -659,16 +667,36 @@ class Runner:
 
         The rare path pays the read the all-succeeded opted-out batch skipped.
         """
-        unread = [o for o in runnable if o.unread and o.status == FAILED and o.record is not None]
+        unread = [o for o in runnable if o.unread and o.status in (FAILED, DEAD) and o.record is not None]
         if not unread:
             return
         states = self.store.read_states([o.job_id for o in unread], deadline=deadline)  # type: ignore[misc]
         for o in unread:
-            previous, attempts = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
+            previous, attempts = self._read_state(o, states)
+            if o.status == DEAD:  # on its last delivery: only its generation was wanted
+                continue
             o.attempts = attempts + 1 if previous == FAILED else 1
             status = self._after_failure(o)
             o.record = renumbered(o.record, status, o.attempts)  # type: ignore[arg-type]
             o.status = status
+
+    @staticmethod
+    def _read_state(o: Outcome, states: dict) -> tuple[str | None, int]:
+        """The status and attempts read for ``o``'s job; notes the generation read on ``o``."""
+        state = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
+        o.generation = state[2] if len(state) > 2 else 1  # a store gives it for revived jobs only
+        return state[0], state[1]
+
+    def _drop_stale(self, o: Outcome) -> None:
+        """An outcome the store refused as of an older generation: the job was revived while
+        this delivery ran, and the revive's own message runs it. Dropped (acknowledged, not
+        retried, not recorded anywhere), said in one log line."""
+        o.reason = (f"not recorded: the job was revived while this delivery of generation {o.generation} ran; "
+                    f"its outcome ({o.status}) is dropped")
+        if self.log:
+            self.log({"level": "WARNING", "location": "kindling.runner:run", "message": "stale outcome dropped",
+                      "kindling": "stale_generation", "job_id": o.job_id, "task": o.task, "generation": o.generation,
+                      "outcome": o.status, "attempt": o.attempts, "ref": o.ref, "xray_trace_id": o.trace_id})
 
     def _dead_undelivered(self, o: Outcome) -> None:
         o.reason = (f"delivered {o.deliveries} times without a recorded outcome (its runs crashed or timed out "

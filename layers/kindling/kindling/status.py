@@ -12,7 +12,9 @@ Recorded statuses (what a result record says):
   again. It stands for "no run recorded yet": the worker reads it as it reads no record
   at all (the next run is attempt 1), and every outcome replaces it. Only the revive
   writes it, with a condition of its own (:mod:`kindling.ops.revive`): it replaces the
-  ``dead`` record it read and nothing else, so a revive never undoes a ``succeeded``.
+  ``dead`` record it read and nothing else, so a revive never undoes a ``succeeded``;
+  and a ``failed`` or ``dead`` of an older generation never replaces it
+  (:data:`GENERATION_CHECKED`).
   The producer writes no ``queued`` record (its fast path is one SendMessage), nor the
   worker a ``running`` one (it would be a second write per job on the hot path).
 * ``revoked`` - an operator cancelled the job before it ran (``kindling jobs revoke``,
@@ -31,7 +33,8 @@ Written without :mod:`enum`, which costs a cold start ~2 ms to import.
 
 from __future__ import annotations
 
-__all__ = ["Status", "RECORDED", "FINAL", "SETTLED", "HANDED_BACK", "REVIVABLE", "may_replace"]
+__all__ = ["Status", "RECORDED", "FINAL", "SETTLED", "HANDED_BACK", "REVIVABLE", "GENERATION_CHECKED",
+           "NEWER_GENERATION", "generation_of", "may_replace"]
 
 
 class Status:
@@ -76,6 +79,27 @@ HANDED_BACK = frozenset({FAILED, DEAD, DEFERRED})
 REVIVABLE = frozenset({DEAD})
 """Recorded statuses an operator's revive moves to a new ``queued`` generation (a
 ``rejected`` needs none: any outcome of its next run replaces it)."""
+
+GENERATION_CHECKED = frozenset({FAILED, DEAD})
+"""Outcomes written only over a record of the generation their batch read (absent: 1).
+
+A revive (:mod:`kindling.ops.revive`) makes a new generation while a delivery of the old one
+may still be running; that delivery's ``failed`` or ``dead`` would otherwise land on the
+new ``queued`` record and bounce the new message to the dead letters. Not checked: a
+``succeeded`` (one unconditional BatchWriteItem keeps the all-succeeded batch at one write;
+the job did succeed, and the revive's message is then skipped as a duplicate) and a
+``rejected`` (judged at admission, before any read; of a real job's record it replaces
+only a ``queued`` one, which the new generation's run then replaces in turn)."""
+
+NEWER_GENERATION = "newer generation"
+"""What a store's ``write`` reports for a record refused because the stored one is of a
+newer generation: the job was revived while this delivery ran; its outcome is dropped."""
+
+
+def generation_of(record: dict) -> int:
+    """A record's generation: 1 unless a revive (or a run of a revived job) wrote one."""
+    return int(record.get("generation") or 1)
+
 
 # Records only move forward. For each status a write may carry, the statuses an existing
 # record may have for the write to replace it (``None``: no record yet). A ``succeeded``

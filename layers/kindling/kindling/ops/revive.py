@@ -17,16 +17,20 @@ retrying a dead job is an explicit revive, a new *generation* of its record:
 4. delete its message from the dead-letter queue.
 
 The worker reads ``queued`` as no record at all (:mod:`kindling.status`): the job's next
-run is attempt 1 of its full allowance, and its outcome replaces the ``queued`` record
-under the usual forward-only rule. The record is written before the message is sent, so
+run is attempt 1 of its full allowance, and its outcome, which carries the generation it
+read, replaces the ``queued`` record under the usual forward-only rule. The record is written before the message is sent, so
 no worker can see the new message beside the old ``dead`` record. If the process stops
 between steps, running ``retry`` again finishes the job: a ``queued`` record whose
 message is still in the DLQ is sent without a new generation.
 
-What stays possible: a delivery of the *old* generation still running when the revive
-lands (SQS delivered it twice) may record ``dead`` over the ``queued`` one, since the
-worker's writes cannot tell generations apart; the new message is then moved back to the
-DLQ as already dead, and a second ``retry`` revives it again. Nothing is lost either way.
+A delivery of the *old* generation still running when the revive lands (SQS delivered
+it twice, or it was in flight when another delivery recorded ``dead``) cannot undo it:
+the worker writes a ``failed`` or ``dead`` only over a record of the generation its batch
+read (:data:`kindling.status.GENERATION_CHECKED`), so that outcome is refused, dropped
+with a ``stale_generation`` log line and its message acknowledged; the new message runs
+the job. A ``succeeded`` of the old generation does replace the ``queued`` record (the
+all-succeeded batch's one unconditional BatchWriteItem; the job did succeed), and the new
+message is then skipped as a duplicate.
 
 Other statuses: a ``rejected`` job (a valid envelope whose task or arguments this worker
 refused) is sent again from the body its record kept; any outcome replaces a

@@ -7,14 +7,22 @@ import time
 from kindling import codec
 from kindling.valkey.connection import _s, connect
 
-# Set a record unless the stored one may not be replaced; returns the stored status if so.
-# ARGV: record JSON, ttl, final (1/0), attempts, is-failed (1/0), statuses it may replace...
+# Set a record unless the stored one may not be replaced; returns the stored status if so,
+# or 'newer generation' if the stored record is of a newer generation than the one read.
+# ARGV: record JSON, ttl, final (1/0), attempts, is-failed (1/0), generation read (0: not
+# checked), statuses it may replace...
 _FORWARD_ONLY = """
 local old = redis.call('GET', KEYS[1])
 if old then
   local rec = cjson.decode(old)
+  local generation = tonumber(ARGV[6])
+  local stored = tonumber(rec.generation) or 1
+  if generation > 0 and stored ~= generation then
+    if stored > generation then return 'newer generation' end
+    return rec.status
+  end
   local ok = false
-  for i = 6, #ARGV do
+  for i = 7, #ARGV do
     if rec.status == ARGV[i] then ok = true end
   end
   if ARGV[5] == '1' and rec.status == 'failed' and (tonumber(rec.attempts) or 0) <= tonumber(ARGV[4]) then
@@ -39,7 +47,9 @@ class ValkeyResultStore:
     :meth:`wait` blocks on with ``BLPOP``. ``read_states`` and ``write`` are one pipelined
     round trip each. Records only move forward (:func:`kindling.status.may_replace`):
     ``succeeded`` records are plain ``SET``s, every other status is checked and set in one
-    server-side script, so a stale ``failed`` never replaces a ``succeeded``. Valkey errors
+    server-side script, so a stale ``failed`` never replaces a ``succeeded``, and a ``failed``
+    or ``dead`` lands only on a record of the generation its batch read
+    (:data:`kindling.status.GENERATION_CHECKED`). Valkey errors
     become :class:`~kindling.errors.StoreUnavailable`, so the runner hands a batch back
     rather than losing it.
     """
@@ -65,14 +75,16 @@ class ValkeyResultStore:
         for i, value in zip(ids, values, strict=True):
             if value is not None:
                 record = codec.loads(value)
-                states[i] = (record["status"], int(record.get("attempts") or 0))
+                state = (record["status"], int(record.get("attempts") or 0))
+                generation = int(record.get("generation") or 1)  # a revived job's (kindling.ops.revive)
+                states[i] = (*state, generation) if generation > 1 else state
         return states
 
     def get_statuses(self, job_ids) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
 
     def write(self, records, *, deadline: float | None = None) -> dict[str, str]:
-        from kindling.status import FAILED, FINAL, REPLACES, SUCCEEDED
+        from kindling.status import FAILED, FINAL, GENERATION_CHECKED, REPLACES, SUCCEEDED, generation_of
 
         if not records:
             return {}
@@ -89,7 +101,9 @@ class ValkeyResultStore:
                 continue
             allowed = [s for s in REPLACES[r["status"]] if s is not None and not (r["status"] == s == FAILED)]
             is_failed = int(r["status"] == FAILED)
-            args = [codec.dumps(r), self.ttl_s, int(final), r.get("attempts") or 0, is_failed, *allowed]
+            checked_generation = generation_of(r) if r["status"] in GENERATION_CHECKED else 0
+            args = [codec.dumps(r), self.ttl_s, int(final), r.get("attempts") or 0, is_failed, checked_generation,
+                    *allowed]
             self._forward_script()(keys=[key, done], args=args, client=pipe)
             checked.append((len(pipe), r["id"]))
         replies = self._guard(pipe.execute)

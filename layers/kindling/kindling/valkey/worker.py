@@ -458,7 +458,8 @@ class StreamWorker:
         outcomes, records = [], []
         at = now_ms()
         for d, job in over:
-            previous = states.get(job.id, (None, 0))[0]
+            state = states.get(job.id, (None, 0))
+            previous = state[0]
             if previous in FINAL:
                 o = Outcome(d.ref, job.id, job.task, SKIPPED if previous != DEAD else DEAD, d.attempts)
                 o.reason = f"already {previous}"
@@ -470,13 +471,14 @@ class StreamWorker:
             o.reason = f"delivered {d.attempts} times without finishing (its workers died)"
             o.record = build_record(key=job.id, task=job.task, status=DEAD, attempts=d.attempts, started_at=at,
                                     finished_at=at, job=job, error={"type": "TooManyDeliveries", "message": o.reason},
-                                    worker=self.runner.worker, ttl_s=self.runner.ttl_s)
+                                    worker=self.runner.worker, ttl_s=self.runner.ttl_s,
+                                    generation=state[2] if len(state) > 2 else None)  # written over it only
             records.append(o.record)
             outcomes.append(o)
         if records:
             refused = self.runner.store.write(records) or {}
             for o in outcomes:
-                if o.record is not None and o.job_id in refused:  # a final outcome got there first
+                if o.record is not None and o.job_id in refused:  # a final outcome or a revive got there first
                     o.status = SKIPPED
                     o.reason = f"already {refused[o.job_id]}"
         if any(o.job.chain or o.job.parent for o in outcomes):  # a dead member fails its chord here too
