@@ -20,9 +20,9 @@ The worker reads ``queued`` as no record at all (:mod:`kindling.status`): the jo
 run is attempt 1 of its full allowance, and its outcome, which carries the generation it
 read, replaces the ``queued`` record under the usual forward-only rule. The record is
 written before the message is sent, so no worker can see the new message beside the old
-``dead`` record. If the process stops
-between steps, running ``retry`` again finishes the job: a ``queued`` record whose
-message is still in the DLQ is sent without a new generation.
+``dead`` record. If the process stops between steps, running ``retry`` again finishes
+the job: a ``queued`` record whose message is still in the DLQ is sent without a new
+generation.
 
 A delivery of the *old* generation still running when the revive lands (SQS delivered
 it twice, or it was in flight when another delivery recorded ``dead``) cannot undo it:
