@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -38,3 +39,18 @@ def test_a_rejection_never_replaces_a_real_record(store):
     store.write([{"id": "j", "status": "failed", "attempts": 1}])
     assert store.write([{"id": "j", "status": "rejected", "attempts": 1}]) == {"j": "failed"}
     assert store.write([{"id": "k", "status": "rejected", "attempts": 1}]) == {}
+
+
+def test_a_failure_or_death_of_an_older_generation_never_replaces_a_revived_record(store):
+    store.write([{"id": "j", "status": "dead", "attempts": 2}])
+    revived = {"id": "j", "status": "queued", "attempts": 0, "generation": 2}
+    store.client.set(store._key("j"), json.dumps(revived))  # what a revive writes
+    assert store.read_states(["j"]) == {"j": ("queued", 0, 2)}
+    for stale in ({"id": "j", "status": "dead", "attempts": 2}, {"id": "j", "status": "failed", "attempts": 1}):
+        assert store.write([stale]) == {"j": "newer generation"}
+    assert store.get("j") == revived
+    assert store.write([{"id": "j", "status": "failed", "attempts": 1, "generation": 2}]) == {}
+    assert store.write([{"id": "j", "status": "dead", "attempts": 2, "generation": 2}]) == {}
+    assert store.read_states(["j"]) == {"j": ("dead", 2, 2)}
+    # A success is not checked (written as DynamoDB's BatchWriteItem writes it): the job did succeed.
+    assert store.write([{"id": "j", "status": "succeeded", "attempts": 1}]) == {}
