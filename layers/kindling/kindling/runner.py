@@ -27,6 +27,10 @@ Per batch the runner makes at most two round trips to the result store when ever
 succeeds: one read of the batch's job ids (to skip duplicates and count attempts) and one
 write of every outcome. Failures, rejections and dead jobs are written with conditions
 (records only move forward; see :mod:`kindling.status`), by the store, on that rare path.
+
+The runner keeps the batch's phases (admission, the duplicate check, recording) and runs
+plain synchronous jobs itself; a thread pool, async tasks and FIFO group order are
+strategies of :mod:`kindling.execution`, each imported by the first batch that needs it.
 """
 
 from __future__ import annotations
@@ -286,13 +290,13 @@ class Runner:
         self.default_timeout = default_timeout
         self.concurrency = max(1, concurrency)
         self.threads = threads
-        self._pool = None
+        self._pool = None  # the thread pool (kindling.execution.threaded), made at its first batch
         self.safety_ms = safety_ms
         self.cutoff_ms = cutoff_ms
         self.worker = worker or {}
         self.ttl_s = int(ttl_days * DAY_S)
         self.log = log
-        self._loop = None
+        self._loop = None  # the event loop for async tasks (kindling.execution.asyncrun), likewise
         self._finishing = allocate_lock()
         self._batch_worker = self.worker
         if metrics is None:
@@ -400,15 +404,23 @@ class Runner:
         async_jobs = [o for o in runnable if self._task(o).is_async]
         fifo = any(d.group is not None for d in deliveries)
         try:
+            # Each strategy but the plain one (kindling.execution) is imported by the first
+            # batch that needs it: a Lambda worker's batches of sync jobs never load them.
             if fifo:
-                self._run_in_group_order(outcomes, deliveries, deadline)
+                from kindling.execution.fifo import run_in_group_order
+
+                run_in_group_order(self, outcomes, deliveries, deadline)
             elif self.threads > 1 and len(sync_jobs) > 1:
-                self._run_threaded(sync_jobs, deadline)
+                from kindling.execution.threaded import run_threaded
+
+                run_threaded(self, sync_jobs, deadline)
             else:
                 for o in sync_jobs:
                     self._run_sync(o, deadline)
             if async_jobs and not fifo:
-                self._run_async(async_jobs, deadline)
+                from kindling.execution.asyncrun import run_async
+
+                run_async(self, async_jobs, deadline)
         except BaseException as exc:  # noqa: BLE001 - kindling's own machinery was interrupted
             self._settle_unfinished(runnable, exc)
         if any(o.status is None for o in runnable):  # a run that ended without an outcome
@@ -755,6 +767,9 @@ class Runner:
                           time.monotonic() + seconds)
 
     def _run_sync(self, o: Outcome, deadline: float | None) -> None:
+        """Run one synchronous job on this thread, under :class:`_alarm` on the main thread.
+
+        The plain strategy, and the step the pool and FIFO order run each sync job with."""
         if o.status is not None:  # settled while it waited for a thread
             return
         limit = self._start(o, deadline)
@@ -779,104 +794,6 @@ class Runner:
             if traced is not None:
                 _otel().detach(traced)
             _current.reset(token)
-
-    def _run_in_group_order(self, outcomes: list[Outcome], deliveries: Sequence[Delivery],
-                            deadline: float | None) -> None:
-        """FIFO: one job at a time in batch order; once a job of a group failed or was
-        handed back, the rest of that group is handed back unstarted, as Powertools' FIFO
-        processor does, and comes back no sooner than that job. Other groups go on. A job
-        that ends ``dead`` (moved to the dead letters) or a rejected message does not stop
-        its group, as SQS's own redrive does not: they will never run again."""
-        stopped: dict[str, Outcome] = {}
-        for o, d in zip(outcomes, deliveries, strict=True):
-            if o.status is None:
-                if d.group in stopped:
-                    o.status = DEFERRED
-                    o.reason = f"an earlier job of FIFO group {d.group!r} did not succeed"
-                    o.retry_in = stopped[d.group].retry_in  # type: ignore[index]
-                elif self._task(o).is_async:
-                    self._run_async([o], deadline)
-                else:
-                    self._run_sync(o, deadline)
-            if d.group is not None and d.group not in stopped and o.status in (FAILED, DEFERRED):
-                stopped[d.group] = o
-
-    def _run_threaded(self, outcomes: list[Outcome], deadline: float | None) -> None:
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="kindling")
-        futures = {self._pool.submit(self._run_sync, o, deadline): o for o in outcomes}
-        pending = set(futures)
-        stop_at = None if deadline is None else deadline - self.safety_ms / 1000
-        while pending:
-            now = time.monotonic()
-            for future in list(pending):
-                o = futures[future]
-                # A job's limit counts from its own start, never from when it was queued.
-                if o.limit_at is not None and now >= o.limit_at and o.status is None:
-                    self._finish(o, error=_timeout_error(*o.limit))  # type: ignore[misc]
-                if o.status is not None:
-                    pending.discard(future)
-            if stop_at is not None and now >= stop_at:
-                for future in list(pending):
-                    o = futures[future]
-                    if o.limit_at is None and future.cancel():  # never started: hand it back
-                        self._defer(o)
-                        pending.discard(future)
-            if not pending:
-                break
-            wake = [o.limit_at for f in pending if (o := futures[f]).limit_at is not None]
-            if stop_at is not None:
-                wake.append(stop_at)
-            timeout = max(0.0, min(wake) - time.monotonic()) + 0.001 if wake else None
-            if any(futures[f].limit_at is None for f in pending) and stop_at is not None and now >= stop_at:
-                timeout = 0.01  # a job is starting right now: look again shortly
-            done, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
-            pending -= done
-
-    def _run_async(self, outcomes: list[Outcome], deadline: float | None) -> None:
-        import asyncio  # only batches with async tasks pay for asyncio
-
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(o: Outcome) -> None:
-            async with sem:
-                limit = self._start(o, deadline)
-                if limit is None:
-                    return self._defer(o)
-                seconds, by_invocation = limit
-                job, task = o.job, self._task(o)
-                _current.set(self._context(o, seconds))
-                if self.otel:  # each job's coroutine runs in a context of its own: no detach needed
-                    self._open_span(o)
-                try:
-                    if job.payload is not None:  # type: ignore[union-attr]
-                        # A blocking read: the loop waits for it, as for any job's start.
-                        self._load_arguments(o, task)
-                    value = await asyncio.wait_for(task.fn(*job.args, **job.kwargs), seconds)  # type: ignore[union-attr]
-                except TimeoutError as exc:
-                    timeout = exc if isinstance(exc, JobTimeout) else _timeout_error(seconds, by_invocation)
-                    self._finish(o, error=timeout)
-                except BaseException as exc:  # noqa: BLE001 - CancelledError, SystemExit, ... from the task
-                    self._finish(o, error=exc)
-                else:
-                    self._finish(o, value=value)
-
-        async def batch() -> None:
-            await asyncio.gather(*(one(o) for o in outcomes), return_exceptions=True)
-
-        # A task that blocks the loop (time.sleep, a long C call) cannot be cancelled by
-        # wait_for; on the main thread SIGALRM still stops it when the invocation ends.
-        left = None if deadline is None else deadline - time.monotonic() - self.safety_ms / 1000
-        try:
-            with _alarm(max(left, 0.001), True) if left is not None else _no_alarm:
-                self._loop.run_until_complete(batch())
-        except BaseException:
-            self._loop = None  # its interrupted tasks must not resume in the next batch
-            raise
 
     def _payloads(self):
         """The S3 client for payloads, and :mod:`kindling.payloads`: loaded by the first job that needs them."""
@@ -1023,6 +940,10 @@ class Runner:
 class _alarm:
     """Interrupt a synchronous task after ``seconds`` with SIGALRM (main thread only).
 
+    It stays in this module, not beside the other strategies in :mod:`kindling.execution`,
+    because every Lambda batch of sync jobs uses it: a module of its own would be one more
+    import on the cold path.
+
     Lambda runs the handler on the main thread, where a signal can interrupt even a
     blocking system call. A task that swallows the :class:`JobTimeout` is interrupted
     again every second until it gives up, and ``fired`` keeps the timeout to record even
@@ -1059,17 +980,6 @@ class _alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
         return False
-
-
-class _NoAlarm:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        return False
-
-
-_no_alarm = _NoAlarm()
 
 
 def _timeout_error(seconds: float, by_invocation: bool) -> JobTimeout:

@@ -1,0 +1,39 @@
+"""FIFO message groups: a batch's jobs one at a time, in batch order.
+
+Any delivery with a group makes its batch a FIFO batch; async tasks in it run one by one
+too (through :mod:`kindling.execution.asyncrun`, loaded only then).
+"""
+
+from __future__ import annotations
+
+from kindling.status import DEFERRED, FAILED
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from kindling.runner import Delivery, Outcome, Runner
+
+
+def run_in_group_order(runner: Runner, outcomes: list[Outcome], deliveries: Sequence[Delivery],
+                       deadline: float | None) -> None:
+    """Once a job of a group failed or was handed back, the rest of that group is handed
+    back unstarted, as Powertools' FIFO processor does, and comes back no sooner than that
+    job. Other groups go on. A job that ends ``dead`` (moved to the dead letters) or a
+    rejected message does not stop its group, as SQS's own redrive does not: they will never
+    run again."""
+    stopped: dict[str, Outcome] = {}
+    for o, d in zip(outcomes, deliveries, strict=True):
+        if o.status is None:
+            if d.group in stopped:
+                o.status = DEFERRED
+                o.reason = f"an earlier job of FIFO group {d.group!r} did not succeed"
+                o.retry_in = stopped[d.group].retry_in  # type: ignore[index]
+            elif runner._task(o).is_async:
+                from kindling.execution.asyncrun import run_async
+
+                run_async(runner, [o], deadline)
+            else:
+                runner._run_sync(o, deadline)
+        if d.group is not None and d.group not in stopped and o.status in (FAILED, DEFERRED):
+            stopped[d.group] = o
