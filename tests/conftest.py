@@ -2,9 +2,11 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.valkey import ValkeyServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,3 +84,34 @@ def spans(otel_exporter):
     otel_exporter.clear()
     yield otel_exporter
     otel_exporter.clear()
+
+
+@pytest.fixture(scope="session")
+def valkey_server() -> Iterator[ValkeyServer]:
+    """One plain valkey-server for the whole run, shared by the modules that use unique keys."""
+    with ValkeyServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def valkey_url(valkey_server) -> str:
+    return valkey_server.url
+
+
+@pytest.fixture(scope="module")
+def start_valkey() -> Iterator[Callable[..., ValkeyServer]]:
+    """``start_valkey(*args, tls=False)``: a valkey-server of this module's own, started with
+    these extra options (a password, TLS files); every one is stopped when the module ends,
+    whether or not its tests passed or stopped it themselves."""
+    servers: list[ValkeyServer] = []
+
+    def start(*args: str, tls: bool = False) -> ValkeyServer:
+        server = ValkeyServer(*args, tls=tls)
+        servers.append(server)
+        return server.start()
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()

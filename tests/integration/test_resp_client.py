@@ -1,8 +1,8 @@
 """kindling's own Valkey client against real valkey-servers, and against valkey-py on them.
 
-The plain server is infra/valkey/ctl's; the others (a password and an ACL user, TLS with
-a throwaway CA, one restarted under the client) are valkey-server processes of this module
-on free loopback ports. Connections cut mid-command go through a small proxy here.
+The servers (a plain one, a password and an ACL user, TLS with a throwaway CA, one restarted
+under the client) are valkey-server processes of this module on free loopback ports
+(start_valkey, tests/support/valkey.py). Connections cut mid-command go through a small proxy here.
 
 Run: .venv/bin/pytest tests/integration/test_resp_client.py -q -m valkey
 """
@@ -23,81 +23,17 @@ from pathlib import Path
 import pytest
 from kindling.valkey import errors
 from kindling.valkey.client import Valkey
+from support.valkey import ValkeyServer
 
 pytestmark = pytest.mark.valkey
 
 ROOT = Path(__file__).resolve().parents[2]
-CTL = ROOT / "infra/valkey/ctl"
 LAYER = ROOT / "layers/kindling"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ctl(*args: str) -> str:
-    done = subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"ctl {' '.join(args)} failed: {done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
-
-def _server_bin() -> str:
-    _ctl("install")
-    return shutil.which("valkey-server") or shutil.which("redis-server") or "valkey-server"
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"valkey-server exited: {proc.stdout.read() if proc.stdout else ''}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise RuntimeError(f"valkey-server did not listen on {port}")
-
-
-class Server:
-    """A valkey-server of this test module on a loopback port; stop() and start() again."""
-
-    def __init__(self, *args: str, port: int | None = None, tls: bool = False):
-        self.port = port or _free_port()
-        self.args = args
-        self.tls = tls
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> Server:
-        ports = ["--port", "0", "--tls-port", str(self.port)] if self.tls else ["--port", str(self.port)]
-        self.proc = subprocess.Popen(
-            [_server_bin(), *ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
-             *self.args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        _wait_port(self.port, self.proc)
-        return self
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-
 @pytest.fixture(scope="module")
-def plain_url():
-    _ctl("install")
-    port = _free_port()
-    _ctl("start", str(port))
-    yield _ctl("url", str(port))
-    _ctl("stop", str(port))
+def plain_url(start_valkey) -> str:
+    return start_valkey().url
 
 
 @pytest.fixture
@@ -235,13 +171,12 @@ def test_a_big_pipeline_and_big_values(client, key):
 
 
 @pytest.fixture(scope="module")
-def auth_server():
-    server = Server("--requirepass", "s3cret:@/").start()
+def auth_server(start_valkey):
+    server = start_valkey("--requirepass", "s3cret:@/")
     admin = Valkey("127.0.0.1", port=server.port, password="s3cret:@/", socket_timeout=5)
     assert admin.execute_command("ACL", "SETUSER", "alice", "on", ">won der", "~*", "&*", "+@all") == b"OK"
     admin.execute_command("ACL", "SETUSER", "bob", "on", ">bob", "~bob:*", "+@all")
-    yield server
-    server.stop()
+    return server
 
 
 def test_auth_with_a_password_only(auth_server):
@@ -302,16 +237,14 @@ def pki(tmp_path_factory) -> Path:
     return d
 
 
-def _tls_server(pki: Path, name: str, *extra: str) -> Server:
-    return Server("--tls-cert-file", str(pki / f"{name}.crt"), "--tls-key-file", str(pki / f"{name}.key"),
-                  "--tls-ca-cert-file", str(pki / "ca.crt"), "--tls-auth-clients", "no", *extra, tls=True).start()
+def _tls_server(start_valkey, pki: Path, name: str, *extra: str) -> ValkeyServer:
+    return start_valkey("--tls-cert-file", str(pki / f"{name}.crt"), "--tls-key-file", str(pki / f"{name}.key"),
+                        "--tls-ca-cert-file", str(pki / "ca.crt"), "--tls-auth-clients", "no", *extra, tls=True)
 
 
 @pytest.fixture(scope="module")
-def tls_server(pki):
-    server = _tls_server(pki, "server", "--requirepass", "tlspass")
-    yield server
-    server.stop()
+def tls_server(start_valkey, pki):
+    return _tls_server(start_valkey, pki, "server", "--requirepass", "tlspass")
 
 
 def test_rediss_verifies_the_server_against_the_given_ca(tls_server, pki, key):
@@ -332,8 +265,8 @@ def test_rediss_refuses_a_server_it_cannot_verify(tls_server, pki):
     assert Valkey.from_url(insecure, socket_timeout=5).ping() is True
 
 
-def test_rediss_checks_the_host_name_unless_told_not_to(pki):
-    server = _tls_server(pki, "elsewhere")
+def test_rediss_checks_the_host_name_unless_told_not_to(start_valkey, pki):
+    server = _tls_server(start_valkey, pki, "elsewhere")
     try:
         url = f"rediss://127.0.0.1:{server.port}?ssl_ca_certs={pki / 'ca.crt'}"
         with pytest.raises(errors.ConnectionError, match="IP address mismatch|hostname"):
@@ -413,8 +346,8 @@ def test_a_connection_the_server_closed_is_opened_again_before_a_write(client, k
     assert client.xlen(key) == 1 and client.execute_command("CLIENT", "ID") != own_id
 
 
-def test_a_restarted_server_is_reconnected_to():
-    server = Server().start()
+def test_a_restarted_server_is_reconnected_to(start_valkey):
+    server = start_valkey()
     try:
         c = Valkey("127.0.0.1", port=server.port, socket_timeout=5, socket_connect_timeout=2)
         script = c.register_script("return 42")

@@ -1,4 +1,4 @@
-"""The Valkey trigger against a real valkey-server (infra/valkey/ctl) and DynamoDB on moto.
+"""The Valkey trigger against a real valkey-server (tests/support/valkey.py) and DynamoDB on moto.
 
 Run: .venv/bin/pytest tests/integration/test_valkey.py -q -m valkey
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,39 +18,10 @@ import pytest
 pytestmark = pytest.mark.valkey
 
 ROOT = Path(__file__).resolve().parents[2]
-CTL = ROOT / "infra/valkey/ctl"
 TASKS = ROOT / "functions/worker/tasks.py"
 
 
 # -- fixtures -------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ctl(*args: str) -> str:
-    done = subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"ctl {' '.join(args)} failed: {done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
-
-@pytest.fixture(scope="session")
-def valkey_server():
-    """A valkey-server of our own on a free loopback port: (port, url)."""
-    _ctl("install")
-    port = _free_port()
-    _ctl("start", str(port))
-    yield port, _ctl("url", str(port))
-    _ctl("stop", str(port))
-
-
-@pytest.fixture(scope="session")
-def valkey_url(valkey_server) -> str:
-    return valkey_server[1]
 
 
 @pytest.fixture
@@ -306,21 +276,19 @@ def _after_visibility(r, stream):
 # -- e) Valkey restarted during a run -----------------------------------------------------------------
 
 
-def test_worker_survives_a_valkey_restart(stream, table):
+def test_worker_survives_a_valkey_restart(stream, table, start_valkey):
     from kindling.valkey import StreamProducer
 
-    _ctl("install")
-    port = _free_port()
-    url = _ctl("url", str(port))
-    _ctl("start", str(port))
+    server = start_valkey()
+    url = server.url
     worker = None
     try:
         first = StreamProducer(url, stream=stream).enqueue_many([("noop", [], {})] * 50)
         worker = _worker(url, stream, table, burst=False, KINDLING_VALKEY_BLOCK_MS=200)
         _wait(lambda: len(_scan(table)) >= 50, 30, "the first 50 jobs")
-        _ctl("stop", str(port))
+        server.stop()
         time.sleep(1.0)  # the worker is now failing to reach Valkey and backing off
-        _ctl("start", str(port))  # no persistence: the stream and group are gone
+        server.start()  # no persistence: the stream and group are gone
         second = StreamProducer(url, stream=stream).enqueue_many([("noop", [], {})] * 50)
         _wait(lambda: len(_scan(table)) >= 100, 30, "the 50 jobs sent after the restart")
         worker.send_signal(signal.SIGTERM)
@@ -333,7 +301,7 @@ def test_worker_survives_a_valkey_restart(stream, table):
         if worker and worker.poll() is None:
             worker.kill()
             worker.communicate()
-        _ctl("stop", str(port))
+        server.stop()
 
 
 # -- f) the result store down -------------------------------------------------------------------------

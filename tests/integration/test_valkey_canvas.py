@@ -1,4 +1,4 @@
-"""Chains and chords on the Valkey trigger: a real valkey-server (infra/valkey/ctl), the
+"""Chains and chords on the Valkey trigger: a real valkey-server (tests/support/valkey.py), the
 ``kindling worker --valkey`` process, DynamoDB on moto. Follow-ups go back on the stream.
 
 Run: .venv/bin/python -m pytest tests/integration/test_valkey_canvas.py -q -m valkey
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_valkey import _counts, _empty, _scan, _worker, valkey_server, valkey_url  # noqa: F401
+from tests.integration.test_valkey import _counts, _empty, _scan, _worker
 
 pytestmark = pytest.mark.valkey
 
@@ -20,7 +20,7 @@ def stream() -> str:
     return f"canvas:{uuid.uuid4().hex[:8]}"
 
 
-def test_a_chain_and_a_chord_run_through_the_stream_worker(valkey_url, stream, table):  # noqa: F811
+def test_a_chain_and_a_chord_run_through_the_stream_worker(valkey_url, stream, table):
     import kindling.dispatch as dispatch
     import tasks
     from kindling import chain, group

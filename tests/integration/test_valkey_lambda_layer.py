@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_valkey import _scan, valkey_server, valkey_url  # noqa: F401  (session fixtures)
+from tests.integration.test_valkey import _scan
 
 pytestmark = pytest.mark.valkey
 
@@ -44,7 +44,7 @@ print(loaded)
 """
 
 
-def test_the_drain_runs_from_the_built_layer_alone(layer_python, valkey_url, table):  # noqa: F811
+def test_the_drain_runs_from_the_built_layer_alone(layer_python, valkey_url, table):
     from kindling.valkey import StreamProducer
 
     stream = f"layer:{uuid.uuid4().hex[:8]}"

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_valkey import valkey_server, valkey_url  # noqa: F401  (session fixtures)
-
 pytestmark = [pytest.mark.localstack, pytest.mark.valkey, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +29,7 @@ def _sam(args: list[str], env: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def valkey_stack(localstack, valkey_url, tmp_path_factory):  # noqa: F811
+def valkey_stack(localstack, valkey_url, tmp_path_factory):
     """template.yaml deployed with ValkeyUrl set and DrainSchedule off: the stack outputs.
 
     Built into a directory of its own (not the repository's .aws-sam), so it does not race
@@ -91,7 +89,7 @@ def _records(table: str) -> list[dict]:
     return [from_item(item) for page in pages for item in page["Items"]]
 
 
-def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, valkey_url):  # noqa: F811
+def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, valkey_url):
     from kindling.valkey import StreamProducer
 
     function = valkey_stack["WorkerFunctionName"]
@@ -142,7 +140,7 @@ def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, val
     assert r.xinfo_consumers(stream, "kindling") == []
 
 
-def test_a_drain_out_of_time_hands_on_to_a_new_invocation(valkey_stack, valkey_url):  # noqa: F811
+def test_a_drain_out_of_time_hands_on_to_a_new_invocation(valkey_stack, valkey_url):
     """40 jobs of 0.5 s for a function with a 10 s timeout and one drain: no invocation can
     run them all, so each hands on to the next (the worker role invokes its own function)."""
     import boto3

@@ -1,4 +1,4 @@
-"""Operating the Valkey trigger against a real valkey-server (infra/valkey/ctl): spans per job
+"""Operating the Valkey trigger against a real valkey-server (tests/support/valkey.py): spans per job
 on the stream worker, and the dead stream through ``kindling dlq peek|redrive --valkey``.
 
 Run: .venv/bin/pytest tests/integration/test_valkey_ops.py -q -m valkey
@@ -6,10 +6,7 @@ Run: .venv/bin/pytest tests/integration/test_valkey_ops.py -q -m valkey
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 from kindling.registry import Registry
@@ -19,27 +16,12 @@ from kindling.valkey.connection import connect
 
 pytestmark = pytest.mark.valkey
 
-ROOT = Path(__file__).resolve().parents[2]
-CTL = ROOT / "infra/valkey/ctl"
 PRODUCER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
 
-def _ctl(*args: str) -> str:
-    done = subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"ctl {' '.join(args)} failed: {done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def url():
-    _ctl("install")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _ctl("start", str(port))
-    yield _ctl("url", str(port))
-    _ctl("stop", str(port))
+def url(start_valkey) -> str:
+    return start_valkey().url
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The long-lived stream worker checks its next batch while this one is written, and keeps
 every guarantee of the one-batch-at-a-time loop: records only move forward, a job already
 succeeded is skipped, a read that fails hands its batch back, and no entry is acknowledged
-before its record is written. Against a real valkey-server (infra/valkey/ctl).
+before its record is written. Against a real valkey-server (tests/support/valkey.py).
 
 Run: .venv/bin/pytest tests/integration/test_valkey_pipeline.py -q -m valkey
 """
@@ -15,8 +15,6 @@ from collections import Counter
 import pytest
 from kindling.errors import StoreUnavailable
 from kindling.results import MemoryResultStore
-
-from tests.integration.test_valkey import valkey_server, valkey_url  # noqa: F401  (session fixtures)
 
 pytestmark = pytest.mark.valkey
 
@@ -116,7 +114,7 @@ def _settled(client, stream: str) -> None:
     assert client.xlen(stream) == 0 and client.xpending(stream, "kindling")["pending"] == 0
 
 
-def test_batch_n_plus_1_is_read_before_batch_n_s_write_is_read_back(valkey_url, stream):  # noqa: F811
+def test_batch_n_plus_1_is_read_before_batch_n_s_write_is_read_back(valkey_url, stream):
     keys = [f"job-{i:02d}" for i in range(20)]
     worker, store, runs, client = _setup(valkey_url, stream, keys)
     counts = worker.run(burst=True)
@@ -129,7 +127,7 @@ def test_batch_n_plus_1_is_read_before_batch_n_s_write_is_read_back(valkey_url, 
     _settled(client, stream)
 
 
-def test_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream):  # noqa: F811
+def test_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream):
     """The second delivery's check goes out before the first one's record is written: its id
     is read again after that write, so the job is skipped, not run twice."""
     keys = [f"job-{i:02d}" for i in range(9)]
@@ -142,7 +140,7 @@ def test_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream):  # noqa: F
     _settled(client, stream)
 
 
-def test_a_read_that_fails_hands_its_batch_back_and_it_runs_later(valkey_url, stream):  # noqa: F811
+def test_a_read_that_fails_hands_its_batch_back_and_it_runs_later(valkey_url, stream):
     keys = [f"job-{i:02d}" for i in range(15)]
     worker, store, runs, client = _setup(valkey_url, stream, keys, fail_read=1)  # the second batch's check
     counts = worker.run(burst=True)
@@ -153,7 +151,7 @@ def test_a_read_that_fails_hands_its_batch_back_and_it_runs_later(valkey_url, st
     _settled(client, stream)
 
 
-def test_when_a_write_fails_the_batch_already_checked_is_handed_back_unrun(valkey_url, stream):  # noqa: F811
+def test_when_a_write_fails_the_batch_already_checked_is_handed_back_unrun(valkey_url, stream):
     """The store goes down as batch 1's write is read back: batch 2, checked while the store
     was up, is not run into the outage (it would run again after its own write failed)."""
     keys = [f"job-{i:02d}" for i in range(15)]
@@ -167,7 +165,7 @@ def test_when_a_write_fails_the_batch_already_checked_is_handed_back_unrun(valke
     _settled(client, stream)
 
 
-def test_a_record_that_may_not_be_replaced_is_left_and_its_entry_settled(valkey_url, stream):  # noqa: F811
+def test_a_record_that_may_not_be_replaced_is_left_and_its_entry_settled(valkey_url, stream):
     """Records only move forward: a job already succeeded is skipped, one already dead is not run."""
     keys = [f"job-{i:02d}" for i in range(12)]
     worker, store, runs, client = _setup(valkey_url, stream, keys)

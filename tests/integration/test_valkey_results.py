@@ -7,13 +7,11 @@ import uuid
 
 import pytest
 
-from tests.integration.test_valkey import valkey_server, valkey_url  # noqa: F401  (session fixtures)
-
 pytestmark = pytest.mark.valkey
 
 
 @pytest.fixture
-def store(valkey_url):  # noqa: F811
+def store(valkey_url):
     from kindling.valkey import ValkeyResultStore
 
     return ValkeyResultStore(valkey_url, ttl_s=60, prefix=f"t-{uuid.uuid4().hex[:8]}")

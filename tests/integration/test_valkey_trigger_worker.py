@@ -11,8 +11,6 @@ import uuid
 
 import pytest
 
-from tests.integration.test_valkey import valkey_server, valkey_url  # noqa: F401  (session fixtures)
-
 pytestmark = pytest.mark.valkey
 
 
@@ -96,20 +94,20 @@ def _long_batch(url, stream, heartbeat: bool):
     return ledger, a
 
 
-def test_a_live_worker_keeps_its_claim_on_a_long_batch(valkey_url, stream):  # noqa: F811
+def test_a_live_worker_keeps_its_claim_on_a_long_batch(valkey_url, stream):
     ledger, a = _long_batch(valkey_url, stream, heartbeat=True)
     assert sorted(ledger.runs.values()) == [1] * 40  # each ran once: B never took A's entries
     assert all(r["status"] == "succeeded" and r["attempts"] == 1 for r in ledger.store.records.values())
     assert a.heartbeat.beats >= 3  # every third of the visibility time, for 1.5 s
 
 
-def test_without_the_heartbeat_the_same_batch_runs_twice(valkey_url, stream):  # noqa: F811
+def test_without_the_heartbeat_the_same_batch_runs_twice(valkey_url, stream):
     """What the heartbeat prevents: the batch outlives the visibility time and is run again."""
     ledger, _ = _long_batch(valkey_url, stream, heartbeat=False)
     assert sum(n > 1 for n in ledger.runs.values()) > 0, ledger.runs
 
 
-def test_the_heartbeat_leaves_entries_another_consumer_took_over(valkey_url, stream):  # noqa: F811
+def test_the_heartbeat_leaves_entries_another_consumer_took_over(valkey_url, stream):
     from kindling.valkey import StreamProducer
     from kindling.valkey.connection import connect
     from kindling.valkey.heartbeat import Heartbeat
@@ -132,7 +130,7 @@ def test_the_heartbeat_leaves_entries_another_consumer_took_over(valkey_url, str
 # -- delayed jobs ---------------------------------------------------------------------------------------
 
 
-def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_url, stream):  # noqa: F811
+def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_url, stream):
     from kindling.client import Call
     from kindling.envelope import encode_job, new_job, now_ms
     from kindling.valkey import StreamProducer
@@ -161,7 +159,7 @@ def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_
 # -- housekeeping ----------------------------------------------------------------------------------------
 
 
-def test_the_dead_stream_is_capped_and_the_trimmed_count_logged(valkey_url, stream):  # noqa: F811
+def test_the_dead_stream_is_capped_and_the_trimmed_count_logged(valkey_url, stream):
     from kindling.valkey import StreamProducer
 
     ledger = Ledger()
@@ -178,7 +176,7 @@ def test_the_dead_stream_is_capped_and_the_trimmed_count_logged(valkey_url, stre
     assert len(ledger.store.records) == 600  # the records are all kept
 
 
-def test_consumers_holding_nothing_are_removed(valkey_url, stream):  # noqa: F811
+def test_consumers_holding_nothing_are_removed(valkey_url, stream):
     from kindling.valkey import StreamProducer
 
     ledger = Ledger()

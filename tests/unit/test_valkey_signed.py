@@ -1,43 +1,25 @@
 """Signed jobs on a Valkey stream: the signature rides in the entry's ``sig`` field (and, for a
 delayed job, in its scheduled-set member), bound to the stream.
 
-Against a real valkey-server (infra/valkey/ctl, on a free loopback port).
+Against a real valkey-server (tests/support/valkey.py, on a free loopback port).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import socket
-import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.valkey
 
-ROOT = Path(__file__).resolve().parents[2]
-CTL = ROOT / "infra/valkey/ctl"
 KEY = b"v" * 32
 
 
-def _ctl(*args: str) -> str:
-    done = subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"ctl {' '.join(args)} failed: {done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def url():
-    _ctl("install")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _ctl("start", str(port))
-    yield _ctl("url", str(port))
-    _ctl("stop", str(port))
+def url(start_valkey) -> str:
+    return start_valkey().url
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Event-driven drains: debounced kicks, the drain's handshake and the race it closes.
 
-Against a real valkey-server (infra/valkey/ctl, on a free loopback port) with a fake invoker
+Against a real valkey-server (tests/support/valkey.py, on a free loopback port) with a fake invoker
 standing in for Lambda's asynchronous Invoke: an invocation is a thread running the drain.
 
 Run: .venv/bin/python -m pytest tests/unit/test_valkey_trigger.py -q
@@ -9,37 +9,18 @@ Run: .venv/bin/python -m pytest tests/unit/test_valkey_trigger.py -q
 from __future__ import annotations
 
 import random
-import socket
-import subprocess
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.valkey
 
-ROOT = Path(__file__).resolve().parents[2]
-CTL = ROOT / "infra/valkey/ctl"
-
-
-def _ctl(*args: str) -> str:
-    done = subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"ctl {' '.join(args)} failed: {done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
 
 @pytest.fixture(scope="module")
-def url():
-    _ctl("install")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _ctl("start", str(port))
-    yield _ctl("url", str(port))
-    _ctl("stop", str(port))
+def url(start_valkey) -> str:
+    return start_valkey().url
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -15,26 +14,7 @@ import boto3
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CTL = ROOT / "infra/valkey/ctl"
 PYTHONPATH = f"{ROOT / 'layers/kindling'}:{ROOT / 'functions/worker'}"
-
-
-def _ctl(*args: str) -> str:
-    done = subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"ctl {' '.join(args)} failed: {done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def valkey_url():
-    _ctl("install")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    _ctl("start", str(port))
-    yield _ctl("url", str(port))
-    _ctl("stop", str(port))
 
 
 def _secret(value: str) -> str:

@@ -1,0 +1,29 @@
+"""What the test suites share beyond fixtures: the repository's root, free loopback ports, the
+infra/*/ctl scripts, and the services they start (valkey.py, localstack.py).
+
+pytest puts tests/ on sys.path when it imports tests/conftest.py (tests/ is no package), so
+these import as ``support`` and ``support.valkey`` from any conftest or test module.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ctl(path: Path, *args: str, timeout: float = 300) -> str:
+    """Run an infra/*/ctl script; its stdout, or RuntimeError with everything it said."""
+    done = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{path.relative_to(ROOT)} {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip()
