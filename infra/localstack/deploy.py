@@ -26,23 +26,29 @@ LOCAL_PARAMETERS = {"FunctionTimeout": "10", "RetryDelay": "1", "MaxAttempts": "
 BUCKET = "kindling-sam-artifacts"
 
 
-def deploy(stack: str = "kindling", parameters: dict[str, str] | None = None, *, build: bool = True) -> dict:
-    """Build and deploy; return the stack outputs (QueueUrl, ResultsTableName, ...)."""
+def deploy(stack: str = "kindling", parameters: dict[str, str] | None = None, *, build: bool = True,
+           build_dir: Path | None = None) -> dict:
+    """Build and deploy; return the stack outputs (QueueUrl, ResultsTableName, ...).
+
+    ``build_dir``: build there (and deploy what is built there) instead of the repository's
+    .aws-sam, so that the build does not race another of the same template."""
     import boto3
 
     if "AWS_ENDPOINT_URL" not in os.environ:
         raise SystemExit("AWS_ENDPOINT_URL is not set: eval \"$(infra/localstack/ctl env)\" first")
     params = {**LOCAL_PARAMETERS, **(parameters or {})}
     env = dict(os.environ, SAM_CLI_TELEMETRY="0", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    where = ["--build-dir", str(build_dir / "build"), "--cache-dir", str(build_dir / "cache")] if build_dir else []
     if build:
-        _run(["sam", "build", "--cached"], env)
+        _run(["sam", "build", *where, "--cached"], env)
     s3 = boto3.client("s3")
     if BUCKET not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
         s3.create_bucket(Bucket=BUCKET)
     t0 = time.perf_counter()
-    _run(["sam", "deploy", "--stack-name", stack, "--s3-bucket", BUCKET, "--region", os.environ["AWS_DEFAULT_REGION"],
-          "--capabilities", "CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND", "--no-confirm-changeset",
-          "--no-fail-on-empty-changeset", "--no-progressbar",
+    template = ["--template-file", str(build_dir / "build/template.yaml")] if build_dir else []
+    _run(["sam", "deploy", *template, "--stack-name", stack, "--s3-bucket", BUCKET,
+          "--region", os.environ["AWS_DEFAULT_REGION"], "--capabilities", "CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND",
+          "--no-confirm-changeset", "--no-fail-on-empty-changeset", "--no-progressbar",
           "--parameter-overrides", *(f"{k}={v}" for k, v in params.items())], env)
     stack_info = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack_info.get("Outputs", [])}

@@ -4,33 +4,18 @@ proxies' addresses (:class:`Net`) and the per-fault summaries."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from support import ROOT, ctl, free_port
 from toxiproxy import Proxy
 
-ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["RESULTS", "ROOT", "TOXIPROXY_CTL", "Net", "ctl", "free_port", "record_summary", "summaries"]
+
 TOXIPROXY_CTL = ROOT / "infra/toxiproxy/ctl"
-VALKEY_CTL = ROOT / "infra/valkey/ctl"
-LOCALSTACK_CTL = ROOT / "infra/localstack/ctl"
 RESULTS = Path(__file__).resolve().parent / ".results"
 
 summaries: list[dict] = []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def ctl(path: Path, *args: str, timeout: float = 300) -> str:
-    done = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"{path.relative_to(ROOT)} {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-    return done.stdout.strip()
 
 
 def record_summary(summary: dict) -> None:

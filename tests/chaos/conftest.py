@@ -1,19 +1,18 @@
-"""Fixtures of the chaos suite: a toxiproxy server (infra/toxiproxy), a private valkey-server
-(infra/valkey), LocalStack (infra/localstack), and three proxies the code under test talks
-through: workers -> Valkey, workers -> DynamoDB, producers -> SQS.
+"""Fixtures of the chaos suite: a toxiproxy server (infra/toxiproxy), the session's private
+valkey-server (tests/conftest.py), LocalStack (tests/support/localstack.py), and three proxies
+the code under test talks through: workers -> Valkey, workers -> DynamoDB, producers -> SQS.
 
-Each service is started here if it is not already running, and stopped at the end of the
-session if it was started here. Everything listens on 127.0.0.1 only.
+Each service is started if it is not already running, and stopped at the end of the session
+if it was started for it. Everything listens on 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.request
 
 import pytest
-from chaos_support import LOCALSTACK_CTL, RESULTS, ROOT, TOXIPROXY_CTL, VALKEY_CTL, Net, ctl, free_port, summaries
+from chaos_support import RESULTS, ROOT, TOXIPROXY_CTL, Net, ctl, free_port, summaries
+from support import localstack
 from toxiproxy import Toxiproxy
 
 
@@ -52,42 +51,17 @@ def toxiproxy() -> Toxiproxy:
 
 
 @pytest.fixture(scope="session")
-def chaos_valkey_port() -> int:
-    """A valkey-server of our own on a free loopback port (no persistence)."""
-    ctl(VALKEY_CTL, "install")
-    port = free_port()
-    ctl(VALKEY_CTL, "start", str(port))
-    try:
-        yield port
-    finally:
-        ctl(VALKEY_CTL, "stop", str(port))
-
-
-def _localstack_healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_localstack/health", timeout=2) as resp:
-            return json.load(resp).get("services", {}).get("dynamodb") in ("available", "running")
-    except (OSError, ValueError):
-        return False
+def chaos_valkey_port(valkey_server) -> int:
+    """The session's own valkey-server (tests/conftest.py): no persistence, loopback only."""
+    return valkey_server.port
 
 
 @pytest.fixture(scope="session")
 def chaos_localstack() -> dict[str, str]:
     """LocalStack on KINDLING_LOCALSTACK_PORT (default 4566), reused if already healthy: the
     AWS_* variables that point at it (not put in os.environ)."""
-    port = int(os.environ.get("KINDLING_LOCALSTACK_PORT", "4566"))
-    started = False
-    if not _localstack_healthy(port):
-        ctl(LOCALSTACK_CTL, "install", timeout=900)
-        ctl(LOCALSTACK_CTL, "start", timeout=120)
-        started = True
-    exports = ctl(LOCALSTACK_CTL, "env").removeprefix("export ").split()
-    env = dict(item.split("=", 1) for item in exports)
-    try:
+    with localstack.running() as env:
         yield env
-    finally:
-        if started:
-            ctl(LOCALSTACK_CTL, "stop", timeout=60)
 
 
 # -- the proxies ----------------------------------------------------------------------------

@@ -1,69 +1,58 @@
-"""Fixtures for integration tests against LocalStack running on this host (infra/localstack/ctl)."""
+"""Fixtures for integration tests against LocalStack running on this host (infra/localstack/ctl):
+LocalStack itself, and template.yaml deployed into it with the parameters a module needs."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import urllib.request
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-LOCALSTACK_CTL = ROOT / "infra/localstack/ctl"
-
-
-def _localstack_ctl(*args: str, timeout: float = 900) -> str:
-    done = subprocess.run([str(LOCALSTACK_CTL), *args], capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"infra/localstack/ctl {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
-
-def _localstack_healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_localstack/health", timeout=2) as resp:
-            return json.load(resp).get("services", {}).get("dynamodb") in ("available", "running")
-    except (OSError, ValueError):
-        return False
+from support import ROOT
+from support import localstack as _localstack
 
 
 @pytest.fixture(scope="session")
-def localstack() -> dict[str, str]:
+def localstack() -> Iterator[dict[str, str]]:
     """LocalStack on KINDLING_LOCALSTACK_PORT (default 4566): the AWS_* environment that points
     boto3 at it. Reuses a LocalStack already healthy there; otherwise installs and starts one and
     stops it at the end of the session."""
-    port = int(os.environ.get("KINDLING_LOCALSTACK_PORT", "4566"))
-    started = False
-    if not _localstack_healthy(port):
-        _localstack_ctl("install")
-        _localstack_ctl("start", timeout=120)
-        started = True
-    exports = _localstack_ctl("env").removeprefix("export ").split()
-    env = dict(item.split("=", 1) for item in exports)
-    try:
+    with _localstack.running() as env:
         yield env
-    finally:
-        if started:
-            _localstack_ctl("stop", timeout=60)
+
+
+@contextlib.contextmanager
+def _environ(env: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with ``env`` over it, as it was again on exit."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        yield
+
+
+def _deploy(name: str, parameters: Mapping[str, str], build_dir: Path | None = None) -> dict:
+    """infra/localstack/deploy.py's deploy(), imported when a module first deploys."""
+    if str(ROOT / "infra/localstack") not in sys.path:
+        sys.path.insert(0, str(ROOT / "infra/localstack"))
+    from deploy import deploy
+
+    return deploy(name, dict(parameters), build_dir=build_dir)
+
+
+@pytest.fixture(scope="module")
+def deploy_stack(localstack) -> Iterator[Callable[..., dict]]:
+    """``deploy_stack(name, parameters, build_dir=None)``: template.yaml deployed into LocalStack
+    as stack ``name`` with ``parameters`` over deploy.py's local defaults; the stack outputs.
+
+    os.environ points boto3 at LocalStack from this fixture's start to the module's end, so a
+    module's own fixtures and tests reach the stack (and create what its parameters name)."""
+    with _environ(localstack):
+        yield _deploy
 
 
 @pytest.fixture(scope="session")
-def stack(localstack) -> dict[str, str]:
+def stack(localstack) -> Iterator[dict[str, str]]:
     """template.yaml deployed into LocalStack (sam build + sam deploy): the stack outputs."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "infra/localstack"))
-    from deploy import deploy
-
-    saved = {k: os.environ.get(k) for k in localstack}
-    os.environ.update(localstack)
-    try:
-        yield deploy("kindling-it", {"MaxAttempts": "4", "MaxReceiveCount": "20"})
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with _environ(localstack):
+        yield _deploy("kindling-it", {"MaxAttempts": "4", "MaxReceiveCount": "20"})

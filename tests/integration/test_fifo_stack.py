@@ -5,32 +5,16 @@ ticker rule runs the example periodic task (slow: waits for EventBridge's next m
 from __future__ import annotations
 
 import json
-import os
-import sys
-from pathlib import Path
 
 import boto3
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def fifo_stack(localstack):
-    sys.path.insert(0, str(ROOT / "infra/localstack"))
-    from deploy import deploy
-
-    saved = {k: os.environ.get(k) for k in localstack}
-    os.environ.update(localstack)
-    try:
-        yield deploy("kindling-fifo", {"FifoQueue": "true", "PeriodicTasks": "true", "MaxAttempts": "2"})
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def fifo_stack(deploy_stack):
+    return deploy_stack("kindling-fifo", {"FifoQueue": "true", "PeriodicTasks": "true", "MaxAttempts": "2"})
 
 
 def test_a_group_waits_for_its_failed_job_and_other_groups_go_on(fifo_stack, localstack, monkeypatch):

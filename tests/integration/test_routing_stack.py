@@ -4,33 +4,17 @@ own dead-letter queue, not the jobs queue's."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
-from pathlib import Path
 
 import boto3
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def routed_stack(localstack):
-    sys.path.insert(0, str(ROOT / "infra/localstack"))
-    from deploy import deploy
-
-    saved = {k: os.environ.get(k) for k in localstack}
-    os.environ.update(localstack)
-    try:
-        yield deploy("kindling-route", {"Queue1Name": "reports", "Queue1MaxConcurrency": "3", "MaxAttempts": "2"})
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def routed_stack(deploy_stack):
+    return deploy_stack("kindling-route", {"Queue1Name": "reports", "Queue1MaxConcurrency": "3", "MaxAttempts": "2"})
 
 
 @pytest.fixture

@@ -9,37 +9,21 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import boto3
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def signed_stack(localstack):
-    sys.path.insert(0, str(ROOT / "infra/localstack"))
-    from deploy import deploy
-
-    saved = {k: os.environ.get(k) for k in localstack}
-    os.environ.update(localstack)
+def signed_stack(deploy_stack):
     keys = {"current": "k1", "keys": {"k1": base64.b64encode(os.urandom(32)).decode()}}
     arn = boto3.client("secretsmanager").create_secret(Name=f"kindling-signing-{uuid.uuid4().hex[:8]}",
                                                        SecretString=json.dumps(keys))["ARN"]
-    try:
-        outputs = deploy("kindling-signed", {"SigningSecretArn": arn})
-        yield dict(outputs, SigningSecretArn=arn)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return dict(deploy_stack("kindling-signed", {"SigningSecretArn": arn}), SigningSecretArn=arn)
 
 
 def _record(table: str, key: str, timeout: float = 120) -> dict:

@@ -7,66 +7,31 @@ Run: .venv/bin/python -m pytest tests/integration/test_valkey_lambda_localstack.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.localstack, pytest.mark.valkey, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 STACK = "kindling-valkey-it"
 
 
-def _sam(args: list[str], env: dict) -> None:
-    done = subprocess.run(["sam", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"sam {args[0]} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-
-
 @pytest.fixture(scope="module")
-def valkey_stack(localstack, valkey_url, tmp_path_factory):
+def valkey_stack(deploy_stack, valkey_url, tmp_path_factory):
     """template.yaml deployed with ValkeyUrl set and DrainSchedule off: the stack outputs.
 
     Built into a directory of its own (not the repository's .aws-sam), so it does not race
     another build of the same template."""
     import boto3
 
-    sys.path.insert(0, str(ROOT / "infra/localstack"))
-    from deploy import BUCKET, LOCAL_PARAMETERS
-
-    saved = {k: os.environ.get(k) for k in localstack}
-    os.environ.update(localstack)
-    try:
-        build = tmp_path_factory.mktemp("sam")
-        env = dict(os.environ, SAM_CLI_TELEMETRY="0", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-        _sam(["build", "--build-dir", str(build / "build"), "--cache-dir", str(build / "cache"), "--cached"], env)
-        cfn = boto3.client("cloudformation")
-        _drop_a_stack_with_a_schedule(cfn)
-        s3 = boto3.client("s3")
-        if BUCKET not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
-            s3.create_bucket(Bucket=BUCKET)
-        params = {**LOCAL_PARAMETERS, "ValkeyUrl": valkey_url, "DrainSchedule": "off"}
-        _sam(["deploy", "--template-file", str(build / "build/template.yaml"), "--stack-name", STACK,
-              "--s3-bucket", BUCKET, "--region", os.environ["AWS_DEFAULT_REGION"],
-              "--capabilities", "CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND", "--no-confirm-changeset",
-              "--no-fail-on-empty-changeset", "--no-progressbar",
-              "--parameter-overrides", *(f"{k}={v}" for k, v in params.items())], env)
-        info = cfn.describe_stacks(StackName=STACK)["Stacks"][0]
-        outputs = {o["OutputKey"]: o["OutputValue"] for o in info.get("Outputs", [])}
-        outputs["Resources"] = {r["LogicalResourceId"]
-                                for r in cfn.describe_stack_resources(StackName=STACK)["StackResources"]}
-        yield outputs
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    cfn = boto3.client("cloudformation")
+    _drop_a_stack_with_a_schedule(cfn)
+    outputs = deploy_stack(STACK, {"ValkeyUrl": valkey_url, "DrainSchedule": "off"},
+                           build_dir=tmp_path_factory.mktemp("sam"))
+    outputs["Resources"] = {r["LogicalResourceId"]
+                            for r in cfn.describe_stack_resources(StackName=STACK)["StackResources"]}
+    return outputs
 
 
 def _drop_a_stack_with_a_schedule(cfn) -> None:
