@@ -344,6 +344,22 @@ def test_cached_clients(env):
     aws.client._clients.clear()
 
 
+def test_a_cached_client_follows_the_endpoint_and_region_the_environment_names_now(env):
+    """A process that points AWS_ENDPOINT_URL elsewhere (tests, a CLI talking to two clouds)
+    gets a client for the new endpoint, not the one made for the old."""
+    env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    first = aws.dynamodb()
+    env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
+    moved = aws.dynamodb()
+    assert (first.endpoint, moved.endpoint) == ("http://127.0.0.1:4566", "http://127.0.0.1:5000")
+    env.setenv("AWS_REGION", "us-west-2")
+    assert aws.dynamodb().region == "us-west-2" and aws.dynamodb() is aws.dynamodb()
+    env.setenv("AWS_REGION", "eu-west-1")
+    env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
+    assert aws.dynamodb() is first  # back to the first: its connection is reused
+    aws.client._clients.clear()
+
+
 # ------------------------------------------------------------- scripted local server
 
 

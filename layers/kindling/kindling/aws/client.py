@@ -366,21 +366,26 @@ class PendingCall:
             ) from exc
 
 
-_clients: dict[str, JsonClient] = {}
+_clients: dict[tuple[str, str, str], JsonClient] = {}
 _clients_pid = 0
 _clients_lock = allocate_lock()
 
 
 def _cached(service: str, target_prefix: str, json_version: str = "1.0") -> JsonClient:
+    """The process's client for ``service`` at the region and endpoint the environment names
+    now: a process that points AWS_ENDPOINT_URL elsewhere gets a client for it, never one
+    still talking to the old endpoint."""
     global _clients_pid
+    region = _resolve_region(None)
+    key = (service, region, _resolve_endpoint(service, region, None))
     with _clients_lock:
         pid = os.getpid()
         if pid != _clients_pid:  # forked: never share the parent's socket
             _clients.clear()
             _clients_pid = pid
-        client = _clients.get(service)
+        client = _clients.get(key)
         if client is None:
-            client = _clients[service] = JsonClient(service, target_prefix, json_version=json_version)
+            client = _clients[key] = JsonClient(service, target_prefix, json_version=json_version)
         return client
 
 

@@ -244,18 +244,21 @@ def error_from_response(status: int, headers: dict[str, str], data: bytes, attem
                     attempts=attempts)
 
 
-_clients: dict[int, S3Client] = {}
+_clients: dict[tuple[int, str, str | None], S3Client] = {}
 _clients_lock = allocate_lock()
 
 
 def client() -> S3Client:
-    """The process's S3 client from its environment (region, endpoint, credentials)."""
+    """The process's S3 client for the region and endpoint its environment names now (as
+    :func:`kindling.aws.client.dynamodb`'s: a changed endpoint gets a client of its own)."""
     import os
 
+    region = _resolve_region(None)
+    key = (os.getpid(), region, _configured_endpoint("s3", None))
     with _clients_lock:
-        pid = os.getpid()
-        found = _clients.get(pid)
+        found = _clients.get(key)
         if found is None:
-            _clients.clear()  # forked: never share the parent's sockets
-            found = _clients[pid] = S3Client()
+            if any(k[0] != key[0] for k in _clients):
+                _clients.clear()  # forked: never share the parent's sockets
+            found = _clients[key] = S3Client()
         return found
