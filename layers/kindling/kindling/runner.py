@@ -619,24 +619,21 @@ class Runner:
         return self._send_read(ids, deadline)
 
     def _send_read(self, ids: list[str], deadline: float | None) -> Callable[[], dict]:
-        begin = getattr(self.store, "begin_read", None)
-        if begin is None:  # a store that cannot send now and read later reads when collected
-            return lambda: self.store.read_states(ids, deadline=deadline)
-        try:
-            return begin(ids, deadline=deadline)
-        except StoreUnavailable as exc:
-            def fail(exc=exc):
-                raise exc
-            return fail
+        return self._send_now("begin_read", self.store.read_states, ids, deadline)
 
     def _begin_write(self, records: list[dict], deadline: float | None) -> Callable[[], dict]:
         """Send the batch's write now; the returned callable reads it back (``{id: status}``
         of the records refused)."""
-        begin = getattr(self.store, "begin_write", None)
-        if begin is None:  # a store that cannot send now and read later writes when collected
-            return lambda: self.store.write(records, deadline=deadline)
+        return self._send_now("begin_write", self.store.write, records, deadline)
+
+    def _send_now(self, begin_name: str, call: Callable, items: list, deadline: float | None) -> Callable[[], dict]:
+        """The store's ``begin_*`` (send now, read later); a store without it calls when collected.
+        A send that fails already fails again when collected, where the batch handles it."""
+        begin = getattr(self.store, begin_name, None)
+        if begin is None:
+            return lambda: call(items, deadline=deadline)
         try:
-            return begin(records, deadline=deadline)
+            return begin(items, deadline=deadline)
         except StoreUnavailable as exc:
             def fail(exc=exc):
                 raise exc
