@@ -1,19 +1,24 @@
 """Results in DynamoDB, in one warm process: the table's own write rate against kindling's.
 
     python -S ddb_child.py batchwrite --layer DIR --table T --n N [--connections 1]
+    python -S ddb_child.py storecalls --layer DIR --table T --n N [--batch 500] [--connections 4]
     python -S ddb_child.py handler --layer DIR --table T --n N [--batch 10]
     python ddb_child.py stream --layer DIR --table T --n N --url redis://... [--batch 500] [--connections 4]
 
 ``batchwrite``: N result records (kindling's item shape) written with BatchWriteItem, 25
 per call, through kindling's own client on ``--connections`` kept-alive connections (one
-thread each): what the table accepts with nothing else going on. ``handler``: the Lambda handler
+thread each): what the table accepts with nothing else going on. ``storecalls``: the calls
+the StreamWorker makes for N jobs and nothing else (no Valkey, no jobs): through kindling's
+DynamoResultStore, per batch of ``--batch`` the duplicate check (BatchGetItem of 100 keys,
+on connections of its own) sent while the previous batch's write (BatchWriteItem of 25)
+is in flight, as the worker pipelines them. ``handler``: the Lambda handler
 (functions/worker/app.py) called with synthetic SQS events of ``--batch`` noop jobs, as
 the event source mapping would call a warm function: dedupe read, run, write. ``stream``:
 the Valkey stream worker (burst mode) over N noop jobs already queued, with its default
 store, DynamoDB (needs site-packages for valkey-py, so no -S). Each prints
 ``SPAN <seconds>`` for the busy loop alone (for batchwrite and handler one untimed warm-up
 call takes the imports and the first connection; for stream, from the first dedupe read
-to the end of the last write) and exits.
+to the end of the last write) and exits. Every mode opens its connections before its span.
 """
 
 import sys
@@ -74,6 +79,28 @@ def main(argv: list[str]) -> int:
                 list(pool.map(write_on_own_connection, [range(n + 1 + i, n + 2 + i) for i in range(connections)]))
                 t0 = time.perf_counter()  # all connections open and warm
                 list(pool.map(write_on_own_connection, chunks))
+    elif mode == "storecalls":
+        from kindling.records import build_record
+        from kindling.results import DynamoResultStore
+
+        store = DynamoResultStore(table, concurrency=int(opts.get("--connections", "4")))
+        _warm(store)
+        batch = int(opts.get("--batch", "500"))
+        now = time.time_ns() // 1_000_000
+        batches = [[build_record(key=f"sc-{i:08d}", task="noop", status="succeeded", attempts=1, started_at=now,
+                                 finished_at=now, job=None, worker={"function": "bench"}, result="null")
+                    for i in range(start, min(start + batch, n))] for start in range(0, n, batch)]
+        t0 = time.perf_counter()
+        read = store.begin_read([r["id"] for r in batches[0]])
+        in_flight = None
+        for k, records in enumerate(batches):
+            read()
+            if k + 1 < len(batches):  # the next batch's check goes out while this write is in flight
+                read = store.begin_read([r["id"] for r in batches[k + 1]])
+            if in_flight is not None:
+                in_flight()
+            in_flight = store.begin_write(records)
+        in_flight()
     elif mode == "handler":
         import app
 
@@ -122,6 +149,7 @@ def main(argv: list[str]) -> int:
                 return timed
 
         store = TimedStore(table, concurrency=int(opts.get("--connections", "4")))
+        _warm(store)
         worker = StreamWorker(opts["--url"], store=store, batch=int(opts.get("--batch", "500")),
                               block_ms=200, concurrency=100, log=False)
         worker.run(burst=True)
@@ -132,6 +160,17 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"unknown mode {mode!r}")
     print("SPAN", repr(time.perf_counter() - t0), flush=True)
     return 0
+
+
+def _warm(store) -> None:
+    """Open every connection of the store's two pools (reads of ids that have no record),
+    as the baseline's warm-up does, so that no span pays for connecting."""
+    from kindling.results import DynamoResultStore
+
+    ids = [f"warm-{i}" for i in range(100 * store.concurrency)]
+    # DynamoResultStore's own methods: a timed subclass starts its clock on its own.
+    DynamoResultStore.read_states(store, ids)  # 100 keys per call, on the write pool
+    DynamoResultStore.begin_read(store, ids)()  # the read pool
 
 
 if __name__ == "__main__":
