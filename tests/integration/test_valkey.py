@@ -671,3 +671,32 @@ def test_the_valkey_url_from_a_file_or_the_environment(valkey_url, secret_url, s
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "password" not in done.stderr, done.stderr
     assert _succeeded(done.stdout) == 10
+
+
+def test_orjson_loads_when_the_worker_is_idle_not_in_a_burst(valkey_url, stream, tasks, monkeypatch):
+    """The orjson import (~40 ms) is a one-off: a burst of a few jobs (a drain) never pays it,
+    and a long-lived worker pays it when it first finds nothing to do."""
+    import time
+
+    from kindling import codec
+    from kindling.results import MemoryResultStore
+    from kindling.valkey import StreamProducer, StreamWorker
+
+    StreamProducer(valkey_url, stream=stream).enqueue_many([("noop", [], {})] * 3)
+    monkeypatch.setattr(codec, "_orjson", None)
+    monkeypatch.setattr(codec, "loads", codec._loads)
+    monkeypatch.setattr(codec, "dumps", codec._dumps)
+    store = MemoryResultStore()
+    counts = StreamWorker(valkey_url, store=store, stream=stream, block_ms=50, log=False).run(burst=True)
+    assert counts == {"succeeded": 3} and codec._orjson is None
+
+    worker = StreamWorker(valkey_url, store=store, stream=stream, block_ms=50, log=False)
+    thread, done = _run_in_thread(worker)
+    try:
+        deadline = time.monotonic() + 10
+        while codec._orjson is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert codec._orjson is True and codec.loads is not codec._loads
+    finally:
+        worker.stop()
+        thread.join(10)
