@@ -16,6 +16,38 @@ class LocalRuntimeExecutorPlugin(RuntimeExecutorPlugin):
 
 
 @hooks.on_infra_start()
+def gateway_binds_its_host():
+    """Listen on the host GATEWAY_LISTEN gives, not on every interface.
+
+    TwistedRuntimeServer.register (localstack/runtime/server/twisted.py) drops the host of an
+    IPv4 GATEWAY_LISTEN entry ("TODO: interface = host?"): 127.0.0.1:<port> listens on
+    0.0.0.0:<port>. on_infra_start hooks run before the gateway registers its endpoints
+    (LocalstackRuntime.run: _on_starting, then _init_gateway_server), so that module gets an
+    `endpoints` here whose TCP4ServerEndpoint binds the host configured for its port."""
+    from localstack import config
+    from localstack.runtime.server import twisted as runtime_server
+    from twisted.internet import endpoints
+
+    class Endpoints:
+        def __getattr__(self, name):
+            return getattr(endpoints, name)
+
+        @staticmethod
+        def TCP4ServerEndpoint(reactor, port, *args, **kwargs):
+            hosts = {
+                listen.host
+                for listen in config.GATEWAY_LISTEN
+                if listen.port == port and not config.is_ipv6_address(listen.host)
+            }
+            # several hosts on one port cannot be told apart here: bind as LocalStack would
+            if len(hosts) == 1 and not args and "interface" not in kwargs:
+                kwargs["interface"] = hosts.pop()
+            return endpoints.TCP4ServerEndpoint(reactor, port, *args, **kwargs)
+
+    runtime_server.endpoints = Endpoints()
+
+
+@hooks.on_infra_start()
 def s3_storage_in_tmp():
     """S3 keeps object data in a hard-coded /tmp/localstack-s3-storage; on the host, keep it in
     LocalStack's temp dir (under FILESYSTEM_ROOT) like everything else."""
