@@ -258,6 +258,36 @@ def test_a_pool_smaller_than_the_batch_runs_no_more_jobs_at_once_than_its_thread
     assert statuses(outcomes) == ["failed"] * 8  # BrokenBarrierError: never eight at once
 
 
+def test_jobs_waiting_for_a_busy_thread_at_the_cutoff_are_handed_back_and_never_start(reg, store):
+    """Both threads are held past the cutoff by jobs that ignore it: the waiting jobs come back
+    unstarted, and no thread starts them after the batch has returned."""
+    deadline = time.monotonic() + 1.3
+    batch = [delivery("nap", 600, timeout=5) for _ in range(2)] + [delivery("add", 1, i) for i in range(6)]
+    outcomes = Runner(reg, store, threads=2, safety_ms=1000, cutoff_ms=10).run(
+        batch, remaining_ms=lambda: int((deadline - time.monotonic()) * 1000)
+    )
+    # the naps are stopped by the invocation's time (recorded as timed out), the rest come back
+    assert statuses(outcomes) == ["failed"] * 2 + ["deferred"] * 6
+    time.sleep(0.5)
+    assert sorted(c[0] for c in reg.calls) == ["nap", "nap"]
+
+
+def test_a_threaded_job_started_late_is_held_to_its_own_limit(reg, store):
+    """The limit of a job that starts after the batch began (its thread was busy) counts from its
+    start and is enforced although the jobs ahead of it never end in time."""
+    started = time.monotonic()
+    outcomes = Runner(reg, store, threads=1).run([delivery("nap", 300, timeout=5), delivery("nap", 5000, timeout=0.2)])
+    assert statuses(outcomes) == ["succeeded", "failed"]
+    assert store.records[outcomes[1].job_id]["error"]["type"] == "JobTimeout"
+    assert time.monotonic() - started < 2  # not the 5 s the second job would take
+
+
+def test_many_short_threaded_jobs_all_run_once(reg, store):
+    outcomes = Runner(reg, store, threads=16).run([delivery("add", i, 1) for i in range(400)])
+    assert statuses(outcomes) == ["succeeded"] * 400
+    assert sorted(c[1] for c in reg.calls) == list(range(400))
+
+
 def test_a_threaded_job_past_its_timeout_is_recorded_and_the_batch_moves_on(reg, store):
     outcomes = Runner(reg, store, threads=4).run([delivery("nap", 1500, timeout=0.1), delivery("add", 1, 2)])
     assert statuses(outcomes) == ["failed", "succeeded"]
