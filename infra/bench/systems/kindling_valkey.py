@@ -1,10 +1,12 @@
 """kindling's stream worker (kindling.valkey.StreamWorker) with results in Valkey, for throughput.
 
-    python kindling_valkey.py --url redis://127.0.0.1:P/0 [--concurrency 100] [--batch 500] [--forever]
+    python kindling_valkey.py --url redis://127.0.0.1:P/0 [--concurrency 100] [--threads 0] [--batch 500] [--forever]
 
 Runs in burst mode (exits when the stream is drained). Results go to a small Valkey result
 store defined here (db 1, one key per job, pipelined SETs), so that kindling and Celery both
 record results in Valkey: like with like. The tasks are functions/worker/tasks.py.
+``--concurrency``: async jobs at once; ``--threads``: sync jobs at once, in threads (0: one
+after another on the main thread).
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ class ValkeyResultStore:
 def parse_args(argv: list[str]) -> dict:
     """The options above. No argparse or pathlib: this process's peak RSS is measured, and they add
     ~0.4 MiB to it (infra/bench calls it with well-formed arguments)."""
-    opts: dict = {"url": None, "concurrency": 100, "batch": 500, "forever": False}
+    opts: dict = {"url": None, "concurrency": 100, "threads": 0, "batch": 500, "forever": False}
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
         key = name[2:]
         if name == "--forever" and not eq:
             opts["forever"] = True
-        elif name in ("--url", "--concurrency", "--batch"):
+        elif name in ("--url", "--concurrency", "--threads", "--batch"):
             value = value if eq else next(args, None)
             if value is None:
                 raise SystemExit(f"kindling_valkey.py: {name} needs a value")
@@ -79,7 +81,7 @@ def main() -> int:
 
     results = connect(ns["url"].rsplit("/", 1)[0] + "/1")
     worker = StreamWorker(ns["url"], store=ValkeyResultStore(results), batch=ns["batch"], block_ms=200,
-                          concurrency=ns["concurrency"], log=False)
+                          concurrency=ns["concurrency"], threads=ns["threads"], log=False)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     counts = worker.run(burst=not ns["forever"])
