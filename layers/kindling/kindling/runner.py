@@ -627,17 +627,20 @@ class Runner:
         return self._send_now("begin_write", self.store.write, records, deadline)
 
     def _send_now(self, begin_name: str, call: Callable, items: list, deadline: float | None) -> Callable[[], dict]:
-        """The store's ``begin_*`` (send now, read later); a store without it calls when collected.
-        A send that fails already fails again when collected, where the batch handles it."""
+        """The store's ``begin_*`` (send now, read later); a store without it is called now, and
+        its answer kept (a long-lived worker collects the write only after its next read of
+        the stream: called then, a result would wait that long to be seen). A send that fails
+        already fails again when collected, where the batch handles it."""
         begin = getattr(self.store, begin_name, None)
-        if begin is None:
-            return lambda: call(items, deadline=deadline)
         try:
-            return begin(items, deadline=deadline)
+            if begin is not None:
+                return begin(items, deadline=deadline)
+            answer = call(items, deadline=deadline)
         except StoreUnavailable as exc:
             def fail(exc=exc):
                 raise exc
             return fail
+        return lambda: answer
 
     def _apply_previous(self, runnable: list[Outcome], states: dict) -> None:
         """Skip finished jobs, number this attempt, stop a job on its last delivery."""
