@@ -83,6 +83,8 @@ class Gang:
                     batch.next += 1  # type: ignore[union-attr]
                 try:
                     self.runner._run_sync(o, batch.deadline)  # type: ignore[union-attr]
+                except BaseException:  # noqa: BLE001, S110 - a bug in kindling, not the job's failure:
+                    pass  # the job is left without an outcome (the runner settles it), the thread lives on
                 finally:
                     with batch.lock:  # type: ignore[union-attr]
                         batch.left -= 1  # type: ignore[union-attr]
