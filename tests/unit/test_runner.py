@@ -261,14 +261,14 @@ def test_a_pool_smaller_than_the_batch_runs_no_more_jobs_at_once_than_its_thread
 def test_jobs_waiting_for_a_busy_thread_at_the_cutoff_are_handed_back_and_never_start(reg, store):
     """Both threads are held past the cutoff by jobs that ignore it: the waiting jobs come back
     unstarted, and no thread starts them after the batch has returned."""
-    deadline = time.monotonic() + 1.3
-    batch = [delivery("nap", 600, timeout=5) for _ in range(2)] + [delivery("add", 1, i) for i in range(6)]
+    deadline = time.monotonic() + 2.0  # the cutoff comes at 1 s: the naps have long started by then
+    batch = [delivery("nap", 1500, timeout=5) for _ in range(2)] + [delivery("add", 1, i) for i in range(6)]
     outcomes = Runner(reg, store, threads=2, safety_ms=1000, cutoff_ms=10).run(
         batch, remaining_ms=lambda: int((deadline - time.monotonic()) * 1000)
     )
     # the naps are stopped by the invocation's time (recorded as timed out), the rest come back
     assert statuses(outcomes) == ["failed"] * 2 + ["deferred"] * 6
-    time.sleep(0.5)
+    time.sleep(1.0)  # the naps' threads are free again by now
     assert sorted(c[0] for c in reg.calls) == ["nap", "nap"]
 
 
