@@ -239,6 +239,29 @@ def test_fetch_holds_a_records_pointer_to_the_envelopes_rule(s3):
     assert info.value.retryable is False
 
 
+def test_fetch_tells_an_object_lost_for_good_from_one_it_cannot_have_now(s3, bucket, moto_endpoint):
+    """``lost`` only where no retry brings the bytes back: a chord or chain waiting on a
+    result gives up on that alone (kindling.followups); the rest may be a blip or the
+    reader's setup."""
+    ref = payloads.put(s3, bucket, "results", "j1", b'"abc"')
+    assert payloads.fetch(s3, ref) == b'"abc"'
+    for lost, reason in [(dict(ref, key="results/j1/" + "0" * 64), "NoSuchKey"),
+                         (dict(ref, size=4), "the pointer says 4"),
+                         (dict(ref, sha256="0" * 64), "sha256"),
+                         (dict(ref, bucket="x"), "payload.bucket")]:
+        with pytest.raises(PayloadUnavailable, match=reason) as info:
+            payloads.fetch(s3, lost)
+        assert (info.value.lost, info.value.retryable) == (True, False)
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    for client, where, retryable in [(s3, dict(ref, bucket=f"gone-{bucket}"), False),  # NoSuchBucket
+                                     (S3Client(endpoint=f"http://127.0.0.1:{closed}", max_attempts=1), ref, True)]:
+        with pytest.raises(PayloadUnavailable) as info:
+            payloads.fetch(client, where)
+        assert (info.value.lost, info.value.retryable) == (False, retryable)
+
+
 # -- reading a result kept in S3 -------------------------------------------------------------
 
 

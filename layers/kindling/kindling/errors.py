@@ -62,11 +62,18 @@ class PayloadTooLarge(KindlingError, ValueError):
 class PayloadUnavailable(KindlingError):
     """A payload in S3 (a job's arguments, a result) could not be read, or was not the bytes
     its pointer names. ``retryable``: whether another attempt may succeed (S3 throttled or
-    unreachable), not (the object is missing, altered, or not what kindling wrote)."""
+    unreachable), not (the object is missing, altered, or not what kindling wrote).
 
-    def __init__(self, message: str, *, retryable: bool):
+    ``lost``: the bytes are gone for good (S3 has no such key, the object is not the bytes
+    the pointer names, or the pointer names nothing S3 can hold); never retryable. Not every
+    failure that is not retryable is lost: ``AccessDenied`` or ``NoSuchBucket`` may be the
+    reader's setup, which an operator can fix, so whoever would give up on a value for good
+    (a chord's callback, a chain's next step) gives up only on a lost one."""
+
+    def __init__(self, message: str, *, retryable: bool, lost: bool = False):
         super().__init__(message)
-        self.retryable = retryable
+        self.retryable = retryable and not lost
+        self.lost = lost
 
 
 class UnknownQueue(KindlingError, ValueError):

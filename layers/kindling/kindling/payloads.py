@@ -10,8 +10,13 @@ it points at.
 
 Whoever reads an object checks its size and SHA-256 against the pointer. Every failure is a
 :class:`~kindling.errors.PayloadUnavailable` whose ``retryable`` says whether trying again
-can help (S3 throttled or unreachable) or not (no such object, or not the bytes the pointer
-names).
+can help (S3 throttled or unreachable) or not. Of those that cannot, the ones where the
+bytes are gone for good say so (``lost``): S3 answered
+``NoSuchKey`` (deleted, or expired by the lifecycle rule), the object is not the bytes the
+pointer names, or the pointer names nothing S3 can hold. The rest (``AccessDenied``,
+``NoSuchBucket``, missing credentials, a certificate refused) are the reader's setup, which
+an operator can fix: a chord or chain waiting on a result gives up only on a lost one
+(:mod:`kindling.followups`).
 
 Imported only when a job or a result needs it: a batch of plain jobs never loads it, nor
 :mod:`kindling.aws.s3`.
@@ -125,25 +130,30 @@ def sqs_batches(jobs: list[Job], limit: int, overhead: int, bucket: str, client:
 
 
 def fetch(client: S3Client, ref: dict, *, deadline: float | None = None) -> bytes:
-    """The bytes ``ref`` points at, checked against its size and SHA-256."""
+    """The bytes ``ref`` points at, checked against its size and SHA-256.
+
+    Raises :class:`PayloadUnavailable`, ``lost`` when they are gone for good (see the
+    module's docstring), else with S3's own ``retryable``."""
     from kindling.aws.errors import AwsError
 
     problem = pointer_problem(ref)
     if problem:
-        raise PayloadUnavailable(problem, retryable=False)
+        raise PayloadUnavailable(problem, retryable=False, lost=True)
     where = f"s3://{ref['bucket']}/{ref['key']}"
     try:
         data = client.get_object(ref["bucket"], ref["key"], deadline=deadline)
     except AwsError as exc:
+        if exc.code == "NoSuchKey":
+            raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=False, lost=True) from None
         raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=exc.retryable) from None
     except ValueError as exc:  # a key S3 cannot address
-        raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=False) from None
+        raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=False, lost=True) from None
     if len(data) != ref["size"]:
         raise PayloadUnavailable(f"{where} is {len(data):,} bytes, the pointer says {ref['size']:,}",
-                                 retryable=False)
+                                 retryable=False, lost=True)
     if sha256(data).hexdigest() != ref["sha256"]:
         raise PayloadUnavailable(f"{where} does not match the pointer's sha256 (altered or replaced)",
-                                 retryable=False)
+                                 retryable=False, lost=True)
     return data
 
 
