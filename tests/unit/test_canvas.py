@@ -315,26 +315,128 @@ def test_a_result_kept_in_s3_is_passed_on_to_the_next_step_and_the_callback(big,
     assert store.records[chord_key("gl")]["status"] == "completed"
 
 
-def test_a_result_kept_in_s3_that_cannot_be_fetched_hands_the_job_back(big, store, bucket, moto_endpoint):
-    """Fetching is retried on redelivery: the job is not lost, its chord is not failed."""
+def _warnings(lines):
+    return [line["message"] for line in lines if line.get("level") == "WARNING"]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "shorter", "altered"])
+def test_a_member_result_lost_from_s3_fails_the_chord_and_the_completing_member_is_acknowledged(
+        big, store, bucket, moto_endpoint, damage):
+    """Deleted, or not the bytes its pointer names: no retry brings it back, so the chord
+    fails as it does for a dead member, instead of the last member deferred until the DLQ."""
     import boto3
+    from kindling.canvas import GroupHandle
     from kindling.records import MAX_RESULT_BYTES
 
     lines = []
     runner = s3_runner(big, store, bucket, moto_endpoint, log=lines.append)
     n = MAX_RESULT_BYTES + 10
+    first, kept, last = members("gm", [("add", [1]), ("big", [n]), ("add", [2])], TOTAL)
+    sent = Sent()
+    deliver(runner, first, sent)
+    deliver(runner, kept, sent)
+    key = store.records[kept.id]["result_payload"]["key"]
+    s3 = boto3.client("s3")
+    if damage == "deleted":
+        s3.delete_object(Bucket=bucket, Key=key)
+    else:
+        s3.put_object(Bucket=bucket, Key=key, Body=b'"' + b"x" * (n if damage == "altered" else 5) + b'"')
+    outcome = deliver(runner, last, sent)
+    assert (outcome.status, outcome.retry_in, sent) == ("succeeded", None, [])  # acknowledged, nothing sent
+    record = store.records[chord_key("gm")]
+    assert record["status"] == "dead" and record["dead"] == {"1"} and record["done"] == {"0", "1", "2"}
+    message = record["error"]["message"]
+    assert record["error"]["type"] == "ChordFailed" and message.startswith("member 1's result is lost: ")
+    assert f"s3://{bucket}/{key}" in message
+    assert {"deleted": "NoSuchKey", "shorter": "the pointer says", "altered": "sha256"}[damage] in message
+    (warning,) = _warnings(lines)
+    assert warning.startswith("chord gm failed: member 1's result is lost") and "callback will not run" in warning
+
+    # readers see the failure; a redelivery of the last member changes nothing and says nothing new
+    class Reader:
+        def record(self, job_id):
+            return store.records.get(job_id)
+
+    with pytest.raises(JobFailed, match="member 1's result is lost"):
+        GroupHandle("gm", 3, True, Reader()).result(timeout=1)
+    assert deliver(runner, last, sent, attempts=2).status == "skipped"
+    assert sent == [] and len(_warnings(lines)) == 1
+
+
+def test_a_chain_step_whose_result_is_lost_from_s3_ends_its_chain_on_redelivery(big, store, bucket, moto_endpoint):
+    """A duplicate delivery must read the step's result back to send the next one: with the
+    object gone the chain ends there, said once in the log, and the delivery is acknowledged."""
+    import boto3
+    from kindling.records import MAX_RESULT_BYTES
+
+    lines = []
+    runner = s3_runner(big, store, bucket, moto_endpoint, log=lines.append)
+    step = new_job("big", [MAX_RESULT_BYTES + 10], chain=[{"task": "length", "args": [], "kwargs": {}}])
+    down = Sent()
+    down.fail = True
+    assert deliver(runner, step, down).status == "deferred"  # the queue refused the next step
+    key = store.records[step.id]["result_payload"]["key"]
+    boto3.client("s3").delete_object(Bucket=bucket, Key=key)
+    sent = Sent()
+    again = deliver(runner, step, sent, attempts=2)
+    assert (again.status, again.retry_in, sent) == ("skipped", None, [])
+    warning = _warnings(lines)[-1]
+    assert warning.startswith(f"chain ends after {step.id}: its result is lost") and next_id(step.id) in warning
+    assert f"s3://{bucket}/{key}" in warning and "NoSuchKey" in warning
+    assert store.records[step.id]["status"] == "succeeded"  # the step itself did succeed
+
+
+class FlakyS3:
+    """Kindling's S3 client with reads that fail as it fails when S3 cannot answer now."""
+
+    def __init__(self, s3, error):
+        self.s3, self.error = s3, error
+
+    def put_object(self, *args, **kwargs):
+        return self.s3.put_object(*args, **kwargs)
+
+    def get_object(self, *args, **kwargs):
+        if self.error is not None:
+            raise self.error
+        return self.s3.get_object(*args, **kwargs)
+
+
+@pytest.mark.parametrize("error", [
+    ("SlowDown", "Please reduce your request rate.", 503, True),
+    ("InternalError", "We encountered an internal error.", 500, True),
+    ("ConnectionError", "ConnectionRefusedError: [Errno 111] Connection refused", 0, True),
+    ("DeadlineExceeded", "no time left for another attempt", 0, True),
+    # Not retryable, yet not a lost object: the worker's role or setup, which an operator can fix.
+    ("AccessDenied", "Access Denied", 403, False),
+], ids=lambda e: e[0])
+def test_a_result_in_s3_that_cannot_be_read_now_hands_the_job_back(big, store, bucket, moto_endpoint, error):
+    """S3 throttled, failing or out of reach: the chord waits and the chain stays where it
+    is; both are tried again on redelivery and go on once S3 answers."""
+    from kindling.aws.errors import AwsError
+    from kindling.aws.s3 import S3Client
+    from kindling.records import MAX_RESULT_BYTES
+
+    s3 = FlakyS3(S3Client(endpoint=moto_endpoint), None)
+    runner = Runner(big, store, metrics=False, log=None, payload_bucket=bucket, s3=s3)
+    n = MAX_RESULT_BYTES + 10
     step = new_job("big", [n], chain=[{"task": "length", "args": [], "kwargs": {}}])
-    first, second = members("gm", [("big", [n]), ("add", [1])], TOTAL)
-    deliver(runner, step, Sent())
+    first, second = members("gt", [("big", [n]), ("add", [1])], TOTAL)
+    down = Sent()
+    down.fail = True
+    deliver(runner, step, down)
     deliver(runner, first, Sent())
-    for key in (store.records[step.id]["result_payload"]["key"], store.records[first.id]["result_payload"]["key"]):
-        boto3.client("s3").delete_object(Bucket=bucket, Key=key)
+    s3.error = AwsError(*error, attempts=5)
     sent = Sent()
     again = deliver(runner, step, sent, attempts=2)
     last = deliver(runner, second, sent)
     assert (again.status, last.status, sent) == ("deferred", "deferred", [])
-    assert "PayloadUnavailable" in again.reason and "PayloadUnavailable" in last.reason
-    assert store.records[chord_key("gm")]["status"] == "waiting"
+    assert "PayloadUnavailable" in again.reason and error[0] in last.reason and again.retry_in
+    assert store.records[chord_key("gt")]["status"] == "waiting"
+    s3.error = None
+    assert deliver(runner, step, sent, attempts=3).status == "skipped"
+    assert deliver(runner, second, sent, attempts=2).status == "skipped"
+    assert [j.id for j in sent] == [next_id(step.id), callback_id("gt")]
+    assert store.records[chord_key("gt")]["status"] == "completed"
 
 
 def test_handles_read_a_last_result_kept_in_s3(bucket, moto_endpoint):
@@ -478,6 +580,13 @@ def test_dynamo_counts_a_member_once_and_returns_the_record_before(table):
     assert "dead: boom" in after["error"]["message"]  # the first reason stays
     store.mark_chord(key, "completed", "d1.then")  # refused: a dead chord stays dead
     assert store.count_member(key, 1, 2, ok=False)["status"] == "dead"
+    # a member that succeeded but whose result is lost: the error says so, not "did not succeed"
+    store.count_member(chord_key("d3"), 0, 2, ok=True)
+    store.count_member(chord_key("d3"), 1, 2, ok=True)
+    store.count_member(chord_key("d3"), 0, 2, ok=False, message="member 0's result is lost: gone")
+    lost = store.count_member(chord_key("d3"), 0, 2, ok=False, message="again")
+    assert (lost["status"], lost["dead"], lost["done"]) == ("dead", ["0"], ["0", "1"])
+    assert lost["error"] == {"type": "ChordFailed", "message": "member 0's result is lost: gone"}
 
 
 def test_dynamo_reads_results_and_marks_a_chord(table):

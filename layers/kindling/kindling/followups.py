@@ -21,7 +21,7 @@ the record ``completed``.
 Failure rule: a member that ends ``dead`` (or ``rejected``, or revoked) fails the chord.
 Its count marks the record ``dead`` with the member's index and reason, and the callback is
 never enqueued, whatever the other members do. Celery's chord does the same (its error
-callback aside).
+callback aside). So does a member whose result is lost (below).
 
 Ids are derived, never drawn: the next step of a chain is :func:`next_id` of the job that
 ran, the callback is :func:`callback_id` of the chord. A worker that enqueues a follow-up
@@ -44,6 +44,28 @@ Valkey producer keeps arguments inline too, so the stream worker sends follow-up
 no S3 round trip, and no bucket needed beside a stream; the entry's memory is freed when
 it is acknowledged (acked entries are deleted).
 
+Lost results. An object can be gone for good when its result is needed: deleted, expired by
+the bucket's lifecycle rule (a chord that waited longer than ``PayloadExpirationDays``), or
+not the bytes its pointer names (a :class:`~kindling.errors.PayloadUnavailable` that is
+``lost``, told apart in :func:`kindling.payloads.fetch` alone). No redelivery brings it back,
+so handing the job back would only carry it to the DLQ, the chord ``waiting`` for ever with
+nothing saying why. Instead:
+
+* a chord's collection that finds member ``i``'s result lost fails the chord by the failure
+  rule: ``i`` is counted ``dead`` on the record, whose ``error`` says "member i's result is
+  lost: <object and why>" (readers show it as any failed chord), the callback is never
+  enqueued, one WARNING says so, and the completing job, which did succeed, is acknowledged;
+* a chain step's duplicate delivery that finds its own result lost ends the chain, as a step
+  that does not succeed does: the next step cannot run without it, so it is not sent, one
+  WARNING names it and why, and the delivery is acknowledged. No record is written for the
+  step not sent: a copy sent by an earlier delivery may still be on its queue, and a record
+  would have it skipped.
+
+Any other failure to read hands the job back as below: S3 throttled, failing, out of reach
+or past the deadline may answer next time, and one that refuses the worker
+(``AccessDenied``, ``NoSuchBucket``, credentials) is a setup an operator can fix, after which
+the message, redriven from the DLQ if it got there, finishes the chord.
+
 If a follow-up cannot be sent or counted (the queue, the table or S3 is down, or a large
 follow-up has no bucket to go to), the job's outcome becomes ``deferred``: its message comes
 back, the job is skipped as already finished, and its follow-ups are tried again. Its record
@@ -54,6 +76,7 @@ from __future__ import annotations
 
 from kindling import codec, policy
 from kindling.envelope import new_job, now_ms
+from kindling.errors import PayloadUnavailable
 from kindling.status import DEAD, DEFERRED, REJECTED, REVOKED, SKIPPED, SUCCEEDED
 
 TYPE_CHECKING = False
@@ -143,7 +166,7 @@ def run(runner: Runner, outcomes: list[Outcome], send: Callable[[list[Job]], obj
             continue
         try:
             if job.chain and ended == SUCCEEDED:
-                send([next_step(job, _result_of(runner, o, deadline))])
+                _continue(runner, o, send, deadline)
             if job.parent:
                 _count(runner, o, ended, send, deadline)
         except Exception as exc:  # noqa: BLE001 - the message comes back and tries again
@@ -169,6 +192,19 @@ def callback(parent: dict, results: list) -> Job:
                    timeout=then.get("timeout"))
 
 
+def _continue(runner: Runner, o: Outcome, send, deadline: float | None) -> None:
+    """Send the chain's next step, or end the chain if the result it takes is lost."""
+    try:
+        result = _result_of(runner, o, deadline)
+    except PayloadUnavailable as exc:
+        if not exc.lost:
+            raise
+        _log(runner, "WARNING", o, f"chain ends after {o.job_id}: its result is lost, so its next step "
+                                   f"{next_id(o.job_id)} is not sent: {exc}")
+        return
+    send([next_step(o.job, result)])  # type: ignore[arg-type]
+
+
 def _result_of(runner: Runner, o: Outcome, deadline: float | None) -> object:
     """The job's result: from this run (in memory, even when its record points to S3), or
     (a duplicate delivery) from its record, read from S3 if it is kept there."""
@@ -184,7 +220,8 @@ def _result_of(runner: Runner, o: Outcome, deadline: float | None) -> object:
 
 def _text(runner: Runner, found: tuple[str, str | None, dict | None], deadline: float | None) -> str | None:
     """A succeeded record's result as JSON text: inline, or fetched through its pointer with
-    kindling's S3 client (size and sha256 checked). PayloadUnavailable hands the job back."""
+    kindling's S3 client (size and sha256 checked). Raises PayloadUnavailable: ``lost`` for
+    an object gone for good, else the job is handed back."""
     _, text, ref = found
     if ref is None:
         return text
@@ -215,8 +252,16 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
         if missing:
             raise LookupError(f"chord {chord}: {len(missing)} counted member(s) have no succeeded record "
                               f"({', '.join(missing[:3])})")
-        texts = [_text(runner, found[i], deadline) for i in ids]
-        results = [None if text is None else codec.loads(text) for text in texts]
+        results = []
+        for i, job_id in enumerate(ids):
+            try:
+                text = _text(runner, found[job_id], deadline)
+            except PayloadUnavailable as exc:
+                if not exc.lost:
+                    raise
+                _lost(runner, o, parent, i, exc, deadline)
+                return
+            results.append(None if text is None else codec.loads(text))
         send([callback(parent, results)])
     if runner.log:  # one line per callback enqueued: a second one would show here
         runner.log({"level": "INFO", "location": "kindling.followups:run", "message": "chord completed",
@@ -224,6 +269,17 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
                     "callback": callback_id(chord) if then is not None else None})
     runner.store.mark_chord(chord_key(chord), COMPLETED, callback_id(chord) if then is not None else None,
                             deadline=deadline)
+
+
+def _lost(runner: Runner, o: Outcome, parent: dict, index: int, exc: PayloadUnavailable,
+          deadline: float | None) -> None:
+    """Fail the chord as a dead member would: member ``index`` succeeded, but its result is lost."""
+    chord = parent["id"]
+    message = f"member {index}'s result is lost: {exc}"
+    old = runner.store.count_member(chord_key(chord), index, parent["size"], ok=False, message=message,
+                                    at_ms=now_ms(), ttl_s=runner.ttl_s, deadline=deadline)
+    if str(index) not in (old.get("dead") or ()):  # a duplicate delivery finds it dead already
+        _log(runner, "WARNING", o, f"chord {chord} failed: {message}; its callback will not run")
 
 
 def _log(runner: Runner, level: str, o: Outcome, message: str) -> None:

@@ -112,7 +112,7 @@ class MemoryResultStore:
                 for i in job_ids if i in self.records}
 
     def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
-                     ttl_s: int = 0, deadline: float | None = None) -> dict:
+                     ttl_s: int = 0, deadline: float | None = None, message: str | None = None) -> dict:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
         self.counts += 1
@@ -125,7 +125,7 @@ class MemoryResultStore:
         else:
             record["dead"].add(str(index))
             record["status"] = "dead"
-            record.setdefault("error", _chord_error(index, reason))
+            record.setdefault("error", _chord_error(index, reason, message))
         return old
 
     def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
@@ -309,13 +309,17 @@ class DynamoResultStore:
         return found
 
     def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
-                     ttl_s: int = 0, deadline: float | None = None) -> dict:
+                     ttl_s: int = 0, deadline: float | None = None, message: str | None = None) -> dict:
         """Count chord member ``index`` on the chord record ``key``; return the record as it
         was before (plain values; string sets as lists).
 
         One ``UpdateItem``: ``ADD`` of the index to the string set ``done`` (and ``dead``
         unless ``ok``), so counting a member twice changes nothing. Retried through
         transient failures like every write: a retry cannot count twice either.
+
+        Unless ``ok`` the record's ``error`` (the first one kept) says "member <index> did not
+        succeed: <reason>", or ``message`` when the member's status is not why (a member that
+        succeeded but whose result is lost).
         """
         names = {"#done": "done", "#size": "size", "#st": "status", "#at": "updated_at", "#kind": "kind"}
         values: dict = {":i": {"SS": [str(index)]}, ":n": {"N": str(size)}, ":at": {"N": str(at_ms)},
@@ -329,7 +333,7 @@ class DynamoResultStore:
             adds.append("#dead :i")
             sets += ["#st = :dead", "#err = if_not_exists(#err, :err)"]
             values[":dead"] = {"S": "dead"}
-            values[":err"] = _av(_chord_error(index, reason))
+            values[":err"] = _av(_chord_error(index, reason, message))
         if ttl_s:
             names["#exp"] = "expires_at"
             sets.append("#exp = :exp")
@@ -588,9 +592,9 @@ def _state(record: dict) -> tuple:
     return (*state, generation) if generation > 1 else state
 
 
-def _chord_error(index: int, reason: str | None) -> dict:
-    """Why a chord failed: the first member that did not succeed."""
-    return {"type": "ChordFailed", "message": f"member {index} did not succeed: {reason or 'dead'}"[:1000]}
+def _chord_error(index: int, reason: str | None, message: str | None = None) -> dict:
+    """Why a chord failed: the first member that did not succeed, or whose result is lost."""
+    return {"type": "ChordFailed", "message": (message or f"member {index} did not succeed: {reason or 'dead'}")[:1000]}
 
 
 def _backoff(round_: int, deadline: float) -> None:
