@@ -151,6 +151,12 @@ def test_only_kindlings_roles_reach_the_payload_objects_and_the_name_reaches_the
               if "Sid" in s}
     assert worker["Payloads"]["Action"] == ["s3:GetObject", "s3:PutObject"]
     assert worker["Payloads"]["Resource"] == OBJECTS
+    # so that a missing object is NoSuchKey, not AccessDenied: a lost chord member's result fails its chord
+    lists = worker["TellLostPayloads"]
+    assert (lists["Action"], lists["Resource"]) == ("s3:ListBucket", {"Fn::GetAtt": ["PayloadBucket", "Arn"]})
+    every_worker_s3 = [a for s in worker.values() for a in ([s["Action"]] if isinstance(s["Action"], str)
+                                                             else s["Action"]) if a.startswith("s3:")]
+    assert sorted(every_worker_s3) == ["s3:GetObject", "s3:ListBucket", "s3:PutObject"]  # no deleting
     operators = _statements("OperatorsPolicy")["ReadLargeResults"]
     assert (operators["Action"], operators["Resource"]) == ("s3:GetObject", OBJECTS)
     every_s3 = [a for p in ("ProducersPolicy", "OperatorsPolicy") for a in _allowed(p) if a.startswith("s3:")]
