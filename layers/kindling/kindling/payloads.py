@@ -11,13 +11,13 @@ it points at.
 Whoever reads an object checks its size and SHA-256 against the pointer. Every failure is a
 :class:`~kindling.errors.PayloadUnavailable` whose ``retryable`` says whether trying again
 can help (S3 throttled or unreachable) or not. Of those that cannot, the ones where the
-bytes are gone for good say so (``lost``): S3 answered
-``NoSuchKey`` (deleted, or expired by the lifecycle rule), the object is not the bytes the
-pointer names, or the pointer names nothing S3 can hold. The rest (``AccessDenied``,
-``NoSuchBucket``, missing credentials, a certificate refused) are the reader's setup, which
-an operator can fix: a chord or chain waiting on a result gives up only on a lost one
-(:mod:`kindling.followups`). S3 says ``NoSuchKey`` only to a reader that may list the
-bucket (``s3:ListBucket``), ``AccessDenied`` to any other: the worker's role holds it.
+bytes are gone for good say so (``lost``): S3 answered ``NoSuchKey`` (deleted, or expired
+by the lifecycle rule), the object is not the bytes the pointer names, or the pointer
+names nothing S3 can hold. The rest (``AccessDenied``, ``NoSuchBucket``, missing
+credentials, a certificate refused) are the reader's setup, which an operator can fix: a
+chord or chain waiting on a result gives up only on a lost one (:mod:`kindling.followups`).
+S3 says ``NoSuchKey`` only to a reader that may list the bucket (``s3:ListBucket``),
+``AccessDenied`` to any other: the worker's role holds it.
 
 Imported only when a job or a result needs it: a batch of plain jobs never loads it, nor
 :mod:`kindling.aws.s3`.
