@@ -159,6 +159,26 @@ def test_a_chain_whose_send_fails_is_handed_back_and_sent_on_redelivery(runner, 
     assert [r for r in runner.registry.runs if r[0] == "add"] == [("add", 1, 1)]
 
 
+def test_a_redacted_step_whose_send_failed_ends_its_chain_instead_of_passing_none_on(reg, store):
+    """A redact=True task's result is not recorded: a duplicate delivery cannot know it, so the
+    chain ends there (logged), rather than sending the next step with None for the result."""
+
+    @reg.task(name="secret", redact=True)
+    def secret(x):
+        return {"token": x}
+
+    lines = []
+    runner = Runner(reg, store, log=lines.append, metrics=False)
+    sent = Sent()
+    sent.fail = True
+    job = new_job("secret", ["s3cr3t"], chain=[{"task": "add", "args": [1], "kwargs": {}}])
+    assert deliver(runner, job, sent).status == "deferred"
+    sent.fail = False
+    assert deliver(runner, job, sent, attempts=2).status == "skipped"
+    assert sent == []  # not add(None, 1)
+    assert any("chain ends" in str(line.get("message")) and "redact" in str(line.get("message")) for line in lines)
+
+
 # -- chords -----------------------------------------------------------------------------------
 
 

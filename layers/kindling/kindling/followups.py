@@ -194,6 +194,11 @@ def callback(parent: dict, results: list) -> Job:
 
 def _continue(runner: Runner, o: Outcome, send, deadline: float | None) -> None:
     """Send the chain's next step, or end the chain if the result it takes is lost."""
+    if o.status != SUCCEEDED and runner._task(o).redact:
+        # Its result was never recorded (only a digest): the record's None is not the result.
+        _log(runner, "WARNING", o, f"chain ends after {o.job_id}: a redact=True task's result is not recorded, "
+                                   f"so a repeated delivery cannot send its next step {next_id(o.job_id)}")
+        return
     try:
         result = _result_of(runner, o, deadline)
     except PayloadUnavailable as exc:
