@@ -238,6 +238,22 @@ def test_a_dead_member_fails_the_chord_and_the_callback_never_runs(runner, store
     assert sent == []
 
 
+def test_a_member_whose_record_is_gone_fails_the_chord_instead_of_waiting_for_ever(runner, store):
+    """A counted member was recorded before it was counted, so a record gone when the chord
+    completes (expired after the results' TTL, or deleted) never comes back: the chord fails,
+    and the completing member is acknowledged, not handed back until its DLQ."""
+    sent = Sent()
+    jobs = members("g9", [("add", [1]), ("add", [2]), ("add", [3])], TOTAL)
+    deliver(runner, jobs[0], sent)
+    deliver(runner, jobs[1], sent)
+    del store.records[jobs[0].id]  # expired
+    last = deliver(runner, jobs[2], sent)
+    assert last.status == "succeeded" and sent == []
+    record = store.records[chord_key("g9")]
+    assert record["status"] == "dead" and record["dead"] == {"0"}
+    assert "member 0" in record["error"]["message"] and "no record" in record["error"]["message"]
+
+
 def test_a_rejected_member_fails_the_chord_too(runner, store):
     sent = Sent()
     a, b = members("g6", [("add", [1]), ("no_such_task", [])], TOTAL)

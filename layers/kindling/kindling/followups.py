@@ -55,6 +55,9 @@ nothing saying why. Instead:
   rule: ``i`` is counted ``dead`` on the record, whose ``error`` says "member i's result is
   lost: <object and why>" (readers show it as any failed chord), the callback is never
   enqueued, one WARNING says so, and the completing job, which did succeed, is acknowledged;
+  a member whose record is gone (expired after the results' TTL, or deleted: every member
+  is recorded before it is counted, so a record missing at collection never comes back)
+  fails the chord the same way;
 * a chain step's duplicate delivery that finds its own result lost ends the chain, as a step
   that does not succeed does: the next step cannot run without it, so it is not sent, one
   WARNING names it and why, and the delivery is acknowledged. No record is written for the
@@ -253,7 +256,15 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
     if then is not None:
         ids = [member_id(chord, i) for i in range(size)]
         found = runner.store.read_results(ids, deadline=deadline)
-        missing = [i for i in ids if found.get(i, (None,))[0] != SUCCEEDED]
+        gone = [i for i, job_id in enumerate(ids) if job_id not in found]
+        if gone:
+            # Every counted member was recorded before it was counted (a consistent read):
+            # a record missing now expired (the results' TTL) or was deleted, and stays so.
+            _lost(runner, o, parent, gone[0], f"member {gone[0]} has no record any more (expired after the "
+                                              "results' TTL, or deleted), so its result cannot be passed on",
+                  deadline)
+            return
+        missing = [i for i in ids if found[i][0] != SUCCEEDED]
         if missing:
             raise LookupError(f"chord {chord}: {len(missing)} counted member(s) have no succeeded record "
                               f"({', '.join(missing[:3])})")
@@ -264,7 +275,7 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
             except PayloadUnavailable as exc:
                 if not exc.lost:
                     raise
-                _lost(runner, o, parent, i, exc, deadline)
+                _lost(runner, o, parent, i, f"member {i}'s result is lost: {exc}", deadline)
                 return
             results.append(None if text is None else codec.loads(text))
         send([callback(parent, results)])
@@ -276,11 +287,9 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
                             deadline=deadline)
 
 
-def _lost(runner: Runner, o: Outcome, parent: dict, index: int, exc: PayloadUnavailable,
-          deadline: float | None) -> None:
+def _lost(runner: Runner, o: Outcome, parent: dict, index: int, message: str, deadline: float | None) -> None:
     """Fail the chord as a dead member would: member ``index`` succeeded, but its result is lost."""
     chord = parent["id"]
-    message = f"member {index}'s result is lost: {exc}"
     old = runner.store.count_member(chord_key(chord), index, parent["size"], ok=False, message=message,
                                     at_ms=now_ms(), ttl_s=runner.ttl_s, deadline=deadline)
     if str(index) not in (old.get("dead") or ()):  # a duplicate delivery finds it dead already
