@@ -1,6 +1,6 @@
 import pytest
 from kindling import codec
-from kindling.envelope import decode_job, encode_job, new_job, new_job_id
+from kindling.envelope import Job, decode_job, encode_job, new_job, new_job_id, replace
 from kindling.errors import InvalidJob
 
 
@@ -131,3 +131,16 @@ def test_every_invalid_version_2_field_gets_a_clear_reason(changes, reason):
 def test_new_job_refuses_a_bad_chain_before_it_is_sent():
     with pytest.raises(InvalidJob, match=r"chain\[0\] is missing"):
         new_job("t", chain=[{"task": "x"}])
+
+
+def test_replace_carries_every_field_it_is_not_told_to_change_and_validates_the_copy():
+    job = new_job("resize", ["a.png"], {"w": 1}, job_id="r1", max_attempts=2, timeout=3.0, not_before=5,
+                  chain=[{"task": "next", "args": [], "kwargs": {}}],
+                  parent={"id": "c1", "index": 0, "size": 2, "then": None})
+    copy = replace(job, enqueued_at=job.enqueued_at + 1)
+    assert copy is not job and copy.enqueued_at == job.enqueued_at + 1
+    assert all(getattr(copy, f) == getattr(job, f) for f in Job.__slots__ if f != "enqueued_at")
+    with pytest.raises(TypeError, match="no field"):
+        replace(job, queue="reports")
+    with pytest.raises(InvalidJob, match="payload"):  # a pointer beside inline arguments
+        replace(job, payload={"bucket": "bkt", "key": "k", "size": 1, "sha256": "0" * 64})

@@ -9,6 +9,7 @@ import boto3
 import pytest
 from kindling import cli, codec
 from kindling.client import Call, Client
+from kindling.envelope import Job, decode_job, encode_job, new_job
 from kindling.loop import SqsWorker
 from kindling.ops import OpsError, Stack
 from kindling.ops.dlq import peek, redrive
@@ -75,9 +76,9 @@ def stack(indexed_table) -> Stack:
     return stack
 
 
-def work(stack: Stack) -> dict:
-    return SqsWorker(stack.queue_url, stack.table, registry=registry, wait=1, log=None).run(burst=True,
-                                                                                          idle_timeout=10)
+def work(stack: Stack, **runner_options) -> dict:
+    return SqsWorker(stack.queue_url, stack.table, registry=registry, wait=1, log=None,
+                     **runner_options).run(burst=True, idle_timeout=10)
 
 
 def calls(stack: Stack) -> list[str]:
@@ -285,6 +286,74 @@ def test_retry_refuses_failed_and_unknown_jobs_and_resends_a_rejected_one_from_i
     assert done["source"] == "record" and done["message_id"]
     work(stack)
     assert codec.loads(client.record("rj")["result"]) == "wrong"
+
+
+# -- what a retry sends again -------------------------------------------------------------------
+
+
+def _every_field(job_id: str) -> Job:
+    """A job with every envelope field set, so a field a resend forgets shows up in a comparison."""
+    job = new_job("ops.ok", job_id=job_id, max_attempts=3, timeout=12.5, not_before=1_700_000_001_000,
+                  chain=[{"task": "ops.ok", "args": [], "kwargs": {}, "max_attempts": 2}],
+                  parent={"id": "chord-1", "index": 2, "size": 3, "then": {"task": "ops.ok", "args": [], "kwargs": {}}},
+                  payload={"bucket": "payloads-x", "key": f"args/{job_id}/{'a' * 64}", "size": 17,
+                           "sha256": "b" * 64})
+    job.enqueued_at = 1_700_000_000_000
+    unset = [name for name in Job.__slots__ if getattr(job, name) is None]
+    assert not unset, f"set {unset} above: a retry must be seen to carry every envelope field"
+    return job
+
+
+def _sent_again(stack: Stack) -> list[dict]:
+    got = boto3.client("sqs").receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0,
+                                              AttributeNames=["All"]).get("Messages", [])
+    return got
+
+
+@pytest.mark.parametrize("source", ["dlq", "record"])
+def test_a_retry_sends_the_whole_envelope_again_with_only_a_new_enqueued_at(stack, source):
+    job = _every_field(f"whole-{source}")
+    body = encode_job(job).decode()
+    now = int(time.time() * 1000)
+    if source == "dlq":
+        _write(stack, [build_record(key=job.id, task=job.task, status=DEAD, attempts=3, started_at=now,
+                                    finished_at=now, error={"type": "E", "message": "boom"})])
+        boto3.client("sqs").send_message(QueueUrl=stack.dlq_url, MessageBody=body, MessageAttributes={
+            "kindling_job_id": {"DataType": "String", "StringValue": job.id}})
+    else:
+        _write(stack, [build_record(key=job.id, task=job.task, status=REJECTED, attempts=0, started_at=now,
+                                    finished_at=now, raw=body, error={"type": "InvalidJob", "message": "no task"})])
+    assert retry_job(stack, job.id)["source"] == source
+    (message,) = _sent_again(stack)
+    again = decode_job(message["Body"])
+    assert again.enqueued_at >= now
+    assert ({name: getattr(again, name) for name in Job.__slots__ if name != "enqueued_at"}
+            == {name: getattr(job, name) for name in Job.__slots__ if name != "enqueued_at"})
+
+
+def test_a_retried_job_keeps_its_arguments_in_s3_and_the_rest_of_its_chain(stack, moto_endpoint):
+    from kindling.aws.s3 import S3Client
+    from kindling.followups import next_id
+
+    bucket = f"payloads-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    boto3.client("sqs").set_queue_attributes(QueueUrl=stack.queue_url, Attributes={"MaximumMessageSize": "1024"})
+    client = Client(queue_url=stack.queue_url, table=stack.table, payload_bucket=bucket)
+    to = "a" * 2000 + "@example.com"  # over the queue's 1 KiB: the arguments go to S3
+    then = [{"task": "ops.ok", "args": [], "kwargs": {}}]
+    job = client.send(Call("emails.send", [to], job_id="big-mail", chain=then))
+    s3 = S3Client(endpoint=moto_endpoint)
+    work(stack, payload_bucket=bucket, s3=s3)
+    assert client.status(job.id) == DEAD
+    assert "payload" in dlq_bodies(stack)[0]
+
+    retry_job(stack, job.id)
+    BROKEN["on"] = False
+    work(stack, payload_bucket=bucket, s3=s3)
+    assert client.status(job.id) == SUCCEEDED
+    assert codec.loads(client.record(job.id)["result"]) == f"sent to {to}"
+    after = client.record(next_id(job.id))  # the chain goes on from the retried step
+    assert after is not None and after["status"] == SUCCEEDED
 
 
 # -- the dead-letter queue --------------------------------------------------------------------

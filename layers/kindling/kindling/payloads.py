@@ -92,7 +92,7 @@ def fit(job: Job, limit: int, bucket: str, client: Callable[[], S3Client], *,
     (a chain carrying large arguments for its later steps); AwsError when S3 refuses the upload.
     The key is the job's id and the arguments' SHA-256, so an upload retried after a failure
     writes the same object."""
-    from kindling.envelope import Job, encode_job
+    from kindling.envelope import encode_job, replace
 
     body = encode_job(job)
     if len(body) <= limit:
@@ -102,8 +102,7 @@ def fit(job: Job, limit: int, bucket: str, client: Callable[[], S3Client], *,
             f"job {job.id} for {job.task!r} is {len(body):,} bytes; the queue takes at most {limit:,} "
             "(set KINDLING_PAYLOAD_BUCKET, the stack's PayloadBucketName, to send larger arguments through S3)")
     ref = put(client(), bucket, "args", job.id, encode_arguments(job.args, job.kwargs), deadline=deadline)
-    moved = Job(job.id, job.task, [], {}, job.enqueued_at, job.max_attempts, job.timeout, job.not_before,
-                job.chain, job.parent, ref)
+    moved = replace(job, args=[], kwargs={}, payload=ref)
     body = encode_job(moved)
     if len(body) > limit:
         raise PayloadTooLarge(f"job {job.id} for {job.task!r}: even with its arguments in S3 it is {len(body):,} "

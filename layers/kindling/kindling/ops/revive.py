@@ -12,8 +12,9 @@ retrying a dead job is an explicit revive, a new *generation* of its record:
    and count the generation in the job's revive ledger, the item ``revive#<job id>`` (a
    key no job id can take), which keeps the earlier generations' outcomes: the worker's
    next record replaces the whole item and would drop them;
-3. send the job to the jobs queue again (same id, arguments and options; a new
-   ``enqueued_at``, since this is a new enqueue);
+3. send the job to the jobs queue again: its whole envelope as it was (same id, arguments
+   or their S3 pointer, options, chain and chord membership), with a new ``enqueued_at``,
+   since this is a new enqueue;
 4. delete its message from the dead-letter queue.
 
 The worker reads ``queued`` as no record at all (:mod:`kindling.status`): the job's next
@@ -193,15 +194,15 @@ def message_job_id(message: dict) -> str | None:
 
 
 def _send(stack: Stack, job_id: str, body: str) -> str:
-    """Send the job in ``body`` again (same id, arguments and options, a new ``enqueued_at``,
-    the caller's X-Ray trace); return the new message's id."""
+    """Send the job in ``body`` again: the whole envelope as it was (id, arguments or their S3
+    pointer, options, chain, chord membership) with a new ``enqueued_at``, and the caller's
+    X-Ray trace; return the new message's id."""
     from kindling.client import _trace_attribute
-    from kindling.envelope import encode_job, new_job
+    from kindling.envelope import encode_job, now_ms, replace
 
     try:
         job = decode_job(body)
-        again = new_job(job.task, job.args, job.kwargs, job_id=job.id, max_attempts=job.max_attempts,
-                        timeout=job.timeout)
+        again = replace(job, enqueued_at=now_ms())
     except InvalidJob as exc:
         raise RetryRefused(f"job {job_id}: its message is not a job this kindling can send ({exc.reason})") from None
     if job.id != job_id:
