@@ -37,6 +37,13 @@ def send_email(to):
     return f"sent to {to}"
 
 
+@registry.task(name="reports.build", max_attempts=2, queue="reports")
+def build_report(n):
+    if BROKEN["on"]:
+        raise RuntimeError(f"report {n} failed")
+    return n
+
+
 @pytest.fixture
 def indexed_table(moto_endpoint) -> str:
     """A results table shaped as template.yaml's: key ``id``, GSIs by_task and by_status."""
@@ -76,8 +83,27 @@ def stack(indexed_table) -> Stack:
     return stack
 
 
-def work(stack: Stack, **runner_options) -> dict:
-    return SqsWorker(stack.queue_url, stack.table, registry=registry, wait=1, log=None,
+def _queue_with_dlq(name: str, **attributes: str) -> str:
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName=f"{name}-dead-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return sqs.create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:8]}", Attributes={
+        "VisibilityTimeout": "1", **attributes,
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "10"}}',
+    })["QueueUrl"]
+
+
+@pytest.fixture
+def reports(stack, monkeypatch) -> str:
+    """A named queue ``reports`` with its own DLQ, as template.yaml's Queue1Name makes it;
+    KINDLING_QUEUES names it, as the QueueRoutes output gives it to producers and operators."""
+    url = _queue_with_dlq("reports")
+    monkeypatch.setenv("KINDLING_QUEUES", f"reports={url}")
+    return url
+
+
+def work(stack: Stack, queue_url: str | None = None, **runner_options) -> dict:
+    return SqsWorker(queue_url or stack.queue_url, stack.table, registry=registry, wait=1, log=None,
                      **runner_options).run(burst=True, idle_timeout=10)
 
 
@@ -88,10 +114,16 @@ def calls(stack: Stack) -> list[str]:
     return seen
 
 
-def dlq_bodies(stack: Stack) -> list[dict]:
-    msgs = boto3.client("sqs").receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10,
+def dlq_bodies(stack: Stack, dlq_url: str | None = None) -> list[dict]:
+    msgs = boto3.client("sqs").receive_message(QueueUrl=dlq_url or stack.dlq_url, MaxNumberOfMessages=10,
                                                VisibilityTimeout=0).get("Messages", [])
     return [codec.loads(m["Body"]) for m in msgs]
+
+
+def dlq_of(url: str) -> str:
+    sqs = boto3.client("sqs")
+    policy = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])["Attributes"]["RedrivePolicy"]
+    return sqs.get_queue_url(QueueName=codec.loads(policy)["deadLetterTargetArn"].rsplit(":", 1)[1])["QueueUrl"]
 
 
 # -- the forward-only rule with the revive's status ----------------------------------------
@@ -354,6 +386,76 @@ def test_a_retried_job_keeps_its_arguments_in_s3_and_the_rest_of_its_chain(stack
     assert codec.loads(client.record(job.id)["result"]) == f"sent to {to}"
     after = client.record(next_id(job.id))  # the chain goes on from the retried step
     assert after is not None and after["status"] == SUCCEEDED
+
+
+# -- named queues: each with its own dead-letter queue -------------------------------------------
+
+
+def test_a_dead_job_of_a_named_queue_is_found_in_that_queues_dlq_and_goes_back_to_that_queue(stack, reports):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    job = client.enqueue(build_report, 7)
+    work(stack, reports)
+    assert client.status(job.id) == DEAD
+    assert [b["id"] for b in dlq_bodies(stack, dlq_of(reports))] == [job.id]
+
+    done = retry_job(stack, job.id)  # no queue named: every DLQ of the deployment is looked through
+    assert done["queue"] == "reports" and done["generation"] == 2 and done["source"] == "dlq"
+    assert dlq_bodies(stack, dlq_of(reports)) == []
+    assert _sent_again(stack) == []  # not the default queue: it must not run unlimited
+    BROKEN["on"] = False
+    work(stack, reports)
+    assert client.status(job.id) == SUCCEEDED and codec.loads(client.record(job.id)["result"]) == 7
+
+
+def test_retry_queue_names_the_dlq_to_look_in_and_an_unknown_name_is_refused(stack, reports):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    job = client.enqueue(build_report, 8)
+    work(stack, reports)
+    with pytest.raises(RetryRefused, match=r"dead-letter queue of 'default'"):
+        retry_job(stack, job.id, queue="default", search=20)
+    with pytest.raises(OpsError, match="unknown queue 'reprots'"):
+        retry_job(stack, job.id, queue="reprots")
+    assert retry_job(stack, job.id, queue="reports")["queue"] == "reports"
+    BROKEN["on"] = False
+    work(stack, reports)
+    assert client.status(job.id) == SUCCEEDED
+
+
+def test_a_rejected_job_goes_to_the_queue_named_since_its_record_does_not_say_which(stack, reports):
+    now = int(time.time() * 1000)
+    body = codec.dumps({"version": 1, "id": "rq", "task": "reports.build", "args": [3], "kwargs": {},
+                        "enqueued_at": now})
+    _write(stack, [build_record(key="rq", task="reports.build", status=REJECTED, attempts=0, started_at=now,
+                                finished_at=now, raw=body, error={"type": "InvalidJob", "message": "unknown task"})])
+    with pytest.raises(RetryRefused, match="--queue"):
+        retry_job(stack, "rq")
+    assert retry_job(stack, "rq", queue="reports")["queue"] == "reports"
+    assert _sent_again(stack) == []
+    BROKEN["on"] = False
+    work(stack, reports)
+    assert codec.loads(Client(queue_url=stack.queue_url, table=stack.table).record("rq")["result"]) == 3
+
+
+def test_peek_and_redrive_take_a_named_queue_and_move_its_dlq_back_to_it(stack, reports, monkeypatch, capsys):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # moto answers 500 to the move task: no retries
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    jobs = [client.enqueue(build_report, i) for i in range(3)]
+    plain = client.send(Call("emails.send", ["x@y"], job_id="stays-dead"))
+    work(stack, reports)
+    work(stack)
+    base = ["--table", stack.table, "--queue-url", stack.queue_url]
+    assert cli.main(["dlq", "peek", "--queue", "reports", "--json", *base]) == 0
+    assert sorted(m["job_id"] for m in codec.loads(capsys.readouterr().out)["messages"]) == sorted(j.id for j in jobs)
+    assert cli.main(["dlq", "redrive", "--queue", "reports", *base]) == 0
+    capsys.readouterr()
+    assert dlq_bodies(stack, dlq_of(reports)) == [] and _sent_again(stack) == []
+    assert [b["id"] for b in dlq_bodies(stack)] == [plain.id]  # the default DLQ is left alone
+    BROKEN["on"] = False
+    work(stack, reports)
+    assert {client.status(j.id) for j in jobs} == {SUCCEEDED}
+
+    assert cli.main(["jobs", "retry", plain.id, "--queue", "default", *base]) == 0
+    assert f"job {plain.id} enqueued again" in capsys.readouterr().out
 
 
 # -- the dead-letter queue --------------------------------------------------------------------

@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import os
 
 __all__ = ["Stack", "OpsError"]
@@ -34,15 +35,21 @@ class OpsError(Exception):
 
 
 class Stack:
-    """The resources of one deployment: results table, jobs queue and its dead-letter queue.
+    """The resources of one deployment: results table, jobs queue and its dead-letter queue,
+    and the named queues, each with its own dead-letter queue (:mod:`kindling.routing`).
 
     Args:
         table: the results table (default ``KINDLING_TABLE``).
         queue_url: the jobs queue (default ``KINDLING_QUEUE_URL``); needed to retry and redrive.
-        dlq_url: the dead-letter queue (default ``KINDLING_DLQ_URL``, else the jobs queue's
-            redrive policy names it).
+        dlq_url: the jobs queue's dead-letter queue (default ``KINDLING_DLQ_URL``, else the jobs
+            queue's redrive policy names it).
+        queues: the named queues' URLs by name (default ``KINDLING_QUEUES``, as producers route).
         session: a ``boto3.Session`` (default: a new one; region, credentials and
             ``AWS_ENDPOINT_URL`` as boto3 finds them).
+
+    A stack acts on one queue, ``queue_name`` (``default``: the jobs queue); :meth:`on_queue`
+    gives the same deployment acting on another, whose dead-letter queue is the one its own
+    redrive policy names (where the worker moves that queue's dead jobs).
 
     ``receive_wait_s`` is the long poll of the DLQ receives that look through it (1 s: a
     short poll samples only some of SQS's servers and may answer empty while messages wait).
@@ -51,15 +58,55 @@ class Stack:
     receive_wait_s = 1
 
     def __init__(self, table: str | None = None, queue_url: str | None = None, dlq_url: str | None = None, *,
-                 session=None):
+                 queues: dict[str, str] | None = None, session=None):
         self.table = table or os.environ.get("KINDLING_TABLE", "")
         self.queue_url = queue_url or os.environ.get("KINDLING_QUEUE_URL", "")
         self._dlq_url = dlq_url or os.environ.get("KINDLING_DLQ_URL", "")
+        self._queues = dict(queues) if queues is not None else None
+        self.queue_name = "default"
         self._session = session
         self._ddb = None
         self._sqs = None
         self._arns: dict[str, str] = {}
         self._keyring = None
+
+    @property
+    def queues(self) -> dict[str, str]:
+        """The named queues' URLs by name (read from ``KINDLING_QUEUES`` when first asked)."""
+        if self._queues is None:
+            from kindling import routing
+            from kindling.errors import KindlingError
+
+            try:
+                self._queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
+            except KindlingError as exc:
+                raise OpsError(str(exc)) from None
+        return self._queues
+
+    def on_queue(self, name: str) -> Stack:
+        """This deployment acting on queue ``name`` (``default``: the jobs queue, as given) and
+        that queue's own dead-letter queue; clients and caches are shared."""
+        from kindling import routing
+        from kindling.errors import UnknownQueue
+
+        if name == self.queue_name:
+            return self
+        if self.queue_name != routing.DEFAULT:
+            raise OpsError(f"a stack acting on queue {self.queue_name!r} cannot switch to {name!r}")
+        try:
+            url = routing.resolve(name, self.queue_url, self.queues)
+        except UnknownQueue as exc:
+            raise OpsError(str(exc)) from None
+        _ = self.sqs  # made before the copy, so every queue's view shares one session and client
+        view = copy.copy(self)
+        view.queue_url, view.queue_name = url, name
+        view._dlq_url = ""  # --dlq-url / KINDLING_DLQ_URL is the jobs queue's: this one's policy names its own
+        return view
+
+    def every_queue(self) -> list[Stack]:
+        """The jobs queue (when there is one), then each named queue, in ``KINDLING_QUEUES`` order."""
+        first = [self] if self.queue_url else []
+        return first + [self.on_queue(name) for name in self.queues]
 
     def signature_attributes(self, queue_url: str, body: str) -> dict:
         """``MessageAttributes`` signing ``body`` for ``queue_url`` when the deployment signs
@@ -112,7 +159,8 @@ class Stack:
             attrs = self.sqs.get_queue_attributes(QueueUrl=self.need_queue(), AttributeNames=["RedrivePolicy"])
             policy = attrs.get("Attributes", {}).get("RedrivePolicy")
             if not policy:
-                raise OpsError(f"the jobs queue {self.queue_url} has no redrive policy: pass --dlq-url")
+                where = "pass --dlq-url" if self.queue_name == "default" else "deploy it as template.yaml does"
+                raise OpsError(f"queue {self.queue_name!r} ({self.queue_url}) has no redrive policy: {where}")
             arn = codec.loads(policy)["deadLetterTargetArn"]
             self._dlq_url = self.sqs.get_queue_url(QueueName=arn.rsplit(":", 1)[1])["QueueUrl"]
             self._arns[self._dlq_url] = arn

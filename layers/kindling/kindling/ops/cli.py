@@ -23,6 +23,11 @@ def add_parsers(sub, env) -> None:
             p.add_argument("--dlq-url", default=env("KINDLING_DLQ_URL"),
                            help="dead-letter queue (KINDLING_DLQ_URL; default: the jobs queue's redrive policy)")
 
+    def named_queue(p, what: str) -> None:
+        p.add_argument("--queue", metavar="NAME",
+                       help=f"{what}: 'default' (the jobs queue) or a named queue of KINDLING_QUEUES, each with "
+                            "its own dead-letter queue")
+
     def valkey(p, what: str) -> None:
         p.add_argument("--valkey", nargs="?", const="", metavar="URL",
                        help=f"{what}; the URL as the worker takes it: KINDLING_VALKEY_URL, --valkey-url-file, "
@@ -61,11 +66,15 @@ def add_parsers(sub, env) -> None:
     retry = jsub.add_parser("retry", help="send a job again under its id (a dead one is revived first)",
                             description="Send the job again with the same id as a new attempt. A dead job is "
                                         "revived first: a new generation of its record (queued, attempts 0), then "
-                                        "its message is moved from the dead-letter queue to the jobs queue.")
+                                        "its message is moved from the dead-letter queue back to the queue it "
+                                        "came from.")
     retry.add_argument("job_id")
-    retry.add_argument("--search", type=int, default=1000, help="DLQ messages to look through (default 1000)")
+    retry.add_argument("--search", type=int, default=1000,
+                       help="messages to look through in each DLQ (default 1000)")
     retry.add_argument("--json", action="store_true")
     common(retry, queue=True)
+    named_queue(retry, "the queue the job came from (default: every DLQ of the deployment is looked through, "
+                       "and the job goes back to the queue whose DLQ held it)")
     retry.set_defaults(fn=cmd_jobs_retry)
 
     revoke = jsub.add_parser("revoke", help="cancel a job that has not run: recorded revoked, skipped by workers",
@@ -81,6 +90,7 @@ def add_parsers(sub, env) -> None:
     pk.add_argument("--limit", type=int, default=10)
     pk.add_argument("--json", action="store_true")
     common(pk, queue=True)
+    named_queue(pk, "whose DLQ to look at (default: the jobs queue's)")
     valkey(pk, "the Valkey dead stream instead of the SQS DLQ")
     pk.set_defaults(fn=cmd_dlq_peek)
     rd = dsub.add_parser("redrive", help="move the DLQ back to the jobs queue (reviving dead jobs first)",
@@ -90,6 +100,7 @@ def add_parsers(sub, env) -> None:
                     help="move the messages as they are: jobs recorded dead go straight back to the DLQ")
     rd.add_argument("--max-per-second", type=int, help="the move task's rate (default: SQS's)")
     common(rd, queue=True)
+    named_queue(rd, "whose DLQ to move back to it (default: the jobs queue's)")
     valkey(rd, "move the Valkey dead stream back to the job stream (XADD each entry, then XDEL it)")
     rd.set_defaults(fn=cmd_dlq_redrive)
 
@@ -111,6 +122,11 @@ def _stack(ns):
     from kindling.ops import Stack
 
     return Stack(table=ns.table, queue_url=getattr(ns, "queue_url", None), dlq_url=getattr(ns, "dlq_url", None))
+
+
+def _queue_stack(ns):
+    """The stack acting on ``--queue`` (its jobs queue and that queue's own DLQ)."""
+    return _stack(ns).on_queue(ns.queue or "default")
 
 
 def _run(fn, ns) -> int:
@@ -209,13 +225,14 @@ def _jobs_retry(ns) -> int:
     from kindling.ops import fmt
     from kindling.ops.revive import retry_job
 
-    done = retry_job(_stack(ns), ns.job_id, search=ns.search)
+    done = retry_job(_stack(ns), ns.job_id, search=ns.search, queue=ns.queue)
     if ns.json:
         print(fmt.dumps(done))
     else:
         how = (f"revived as generation {done['generation']}" if done["previous_status"] == "dead"
                else f"was {done['previous_status'] or 'without a record'}")
-        print(f"job {done['id']} enqueued again ({how}; message {done['message_id']})")
+        on = "" if done["queue"] == "default" else f" on queue {done['queue']}"
+        print(f"job {done['id']} enqueued again{on} ({how}; message {done['message_id']})")
     return 0
 
 
@@ -223,6 +240,8 @@ def _dlq_peek(ns) -> int:
     from kindling.ops import fmt
     from kindling.ops.dlq import peek
 
+    if _on_valkey(ns) and ns.queue:
+        raise _ops_error("--queue names an SQS queue and its DLQ; a Valkey stream is named by --stream")
     if _on_valkey(ns):
         from kindling.ops import dead_stream
 
@@ -230,7 +249,7 @@ def _dlq_peek(ns) -> int:
         print(fmt.dumps(report) if ns.json else fmt.dead_stream_table(report, width=fmt.width()))
         return 0
 
-    report = peek(_stack(ns), limit=ns.limit)
+    report = peek(_queue_stack(ns), limit=ns.limit)
     print(fmt.dumps(report) if ns.json else fmt.dlq_table(report, width=fmt.width()))
     return 0
 
@@ -238,6 +257,8 @@ def _dlq_peek(ns) -> int:
 def _dlq_redrive(ns) -> int:
     from kindling.ops.dlq import redrive
 
+    if _on_valkey(ns) and ns.queue:
+        raise _ops_error("--queue names an SQS queue and its DLQ; a Valkey stream is named by --stream")
     if _on_valkey(ns):
         from kindling.ops import dead_stream
 
@@ -248,7 +269,7 @@ def _dlq_redrive(ns) -> int:
               + (f", {report['revive_refused']} not revived" if report["revive_refused"] else ""))
         return 0 if report["moved"] == report["total"] and not report["revive_refused"] else 1
 
-    report = redrive(_stack(ns), revive_dead=not ns.no_revive, max_per_second=ns.max_per_second,
+    report = redrive(_queue_stack(ns), revive_dead=not ns.no_revive, max_per_second=ns.max_per_second,
                      progress=lambda line: print(line, flush=True))
     print(f"done ({report['method']}): moved {report['moved']}, revived {report['revived']}")
     return 0 if report["status"] == "COMPLETED" else 1

@@ -1,4 +1,4 @@
-"""The dead-letter queue: look at it, and move it back to the jobs queue.
+"""The dead-letter queue: look at it, and move it back to the queue it serves.
 
 ``peek`` receives messages and makes them visible again at once (SQS has no true peek;
 each look counts as a receive on the DLQ, which has no redrive policy of its own), and
@@ -16,6 +16,10 @@ Before moving, ``redrive`` revives the jobs recorded ``dead`` (a new generation 
 see their ``dead`` records and move them straight back. ``revive=False`` moves the messages
 as they are, for the worker to decide (a job with no final record runs; a job that
 succeeded since is acknowledged as a duplicate; a ``dead`` one returns to the DLQ).
+
+Each named queue has its own DLQ (:mod:`kindling.routing`); ``stack.on_queue(name)``
+(``--queue NAME``) peeks at that one and redrives it back to its own queue, never to the
+jobs queue.
 
 Where the move task is not available (older emulators), messages are moved by hand:
 receive ten, send them to the jobs queue, delete the ones sent; the report says so.

@@ -4,17 +4,18 @@ A ``dead`` record is final: a worker that receives the job again sees it and mov
 message straight back to the dead-letter queue without running it (``already dead``). So
 retrying a dead job is an explicit revive, a new *generation* of its record:
 
-1. find the job's message in the dead-letter queue (the worker moved it there; results
-   records do not hold arguments) and keep it out of sight while working;
+1. find the job's message in the dead-letter queue (the worker moved it there, to the DLQ
+   of the queue it came from; results records do not hold arguments) and keep it out of
+   sight while working;
 2. in one transaction (``TransactWriteItems``), replace the ``dead`` record that was read,
    and only that one (its status and ``finished_at`` are the condition), with a ``queued``
    record of the next generation (attempts 0, built by :func:`kindling.records.build_record`),
    and count the generation in the job's revive ledger, the item ``revive#<job id>`` (a
    key no job id can take), which keeps the earlier generations' outcomes: the worker's
    next record replaces the whole item and would drop them;
-3. send the job to the jobs queue again: its whole envelope as it was (same id, arguments
-   or their S3 pointer, options, chain and chord membership), with a new ``enqueued_at``,
-   since this is a new enqueue;
+3. send the job again to the queue it came from (the one whose DLQ held it): its whole
+   envelope as it was (same id, arguments or their S3 pointer, options, chain and chord
+   membership), with a new ``enqueued_at``, since this is a new enqueue;
 4. delete its message from the dead-letter queue.
 
 The worker reads ``queued`` as no record at all (:mod:`kindling.status`): the job's next
@@ -34,8 +35,16 @@ the job. A ``succeeded`` of the old generation does replace the ``queued`` recor
 all-succeeded batch's one unconditional BatchWriteItem; the job did succeed), and the new
 message is then skipped as a duplicate.
 
+Named queues (:mod:`kindling.routing`) each have their own DLQ, and the worker moves a
+dead job to the one of the queue it came from; no record or message attribute names the
+queue, but the DLQ does. So ``retry`` looks through the DLQ of the queue it is given, else
+through every DLQ of the deployment (the jobs queue's first, then ``KINDLING_QUEUES``
+order), and sends the job to the queue whose DLQ held it: a job of a rate-limited queue
+must never run on the default one.
+
 Other statuses: a ``rejected`` job (a valid envelope whose task or arguments this worker
-refused) is sent again from the body its record kept; any outcome replaces a
+refused) is sent again from the body its record kept, to the queue named (its record does
+not say which; with no named queues, the jobs queue); any outcome replaces a
 ``rejected``, so no revive is needed. A job with no record whose message is in the DLQ
 (the results table was unreachable on its last delivery) is sent again as it is. A
 ``failed`` job is refused (its message is back on the queue and runs again by itself), so
@@ -66,12 +75,19 @@ class RetryRefused(OpsError):
     """The job cannot be retried as asked (its status, or no message to send)."""
 
 
-def retry_job(stack: Stack, job_id: str, *, search: int = 1000) -> dict:
+def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | None = None) -> dict:
     """Send job ``job_id`` again under its own id; revive it first if it is ``dead``.
 
-    Returns what was done: ``{"id", "previous_status", "generation", "message_id", "source"}``
-    (``source``: ``dlq`` or ``record``). Raises :class:`RetryRefused` with the reason when
-    the job cannot be retried. ``search`` bounds how many DLQ messages are looked at.
+    A job goes back to the queue it came from: its message is looked for in the dead-letter
+    queue of ``queue`` (a name, as routed: ``default`` or one of ``stack.queues``), else in
+    each of the deployment's in turn (:meth:`Stack.every_queue`), and sent to the queue whose
+    DLQ held it. A ``rejected`` job is sent from its record, which does not say where it came
+    from: to ``queue``, to the jobs queue when there are no named queues, else refused.
+
+    Returns what was done: ``{"id", "previous_status", "generation", "message_id", "source",
+    "queue"}`` (``source``: ``dlq`` or ``record``; ``queue``: the name it was sent to). Raises
+    :class:`RetryRefused` with the reason when the job cannot be retried. ``search`` bounds how
+    many messages are looked at in each DLQ.
     """
     record = get_job(stack, job_id)
     status = record.get("status") if record else None
@@ -85,34 +101,51 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000) -> dict:
         body = record["raw"]
         if "raw" in record.get("truncated", {}):
             raise RetryRefused(f"job {job_id}: its recorded body was cut to fit the record; it cannot be resent")
-        message_id = _send(stack, job_id, body)
+        if queue is None and stack.queues:
+            names = ", ".join(["default", *stack.queues])
+            raise RetryRefused(f"job {job_id} was rejected and its record does not say which queue it came from: "
+                               f"pass --queue NAME ({names})")
+        target = stack.on_queue(queue or "default")
+        message_id = _send(target, job_id, body)
         return {"id": job_id, "previous_status": status, "generation": record.get("generation", 1),
-                "message_id": message_id, "source": "record"}
+                "message_id": message_id, "source": "record", "queue": target.queue_name}
     if status == REJECTED:
         raise RetryRefused(f"job {job_id} was rejected and its record holds no body to send again")
 
-    found, others = find_in_dlq(stack, job_id, search=search)
+    views = [stack.on_queue(queue)] if queue else stack.every_queue() or [stack]  # [stack]: need_queue says why
+    looked: list[tuple[Stack, list[dict]]] = []
+    found: list[dict] = []
+    home = views[0]
     try:
+        for home in views:
+            found, others = find_in_dlq(home, job_id, search=search)
+            looked.append((home, others))
+            if found:
+                break
         if not found:
+            seen = sum(len(others) for _, others in looked)
+            where = "the dead-letter queue" + ("s" if len(views) > 1 else "") + " of " + ", ".join(
+                repr(v.queue_name) for v in views)
             if status == DEAD:
-                raise RetryRefused(f"job {job_id} is dead but its message is not in the dead-letter queue (looked "
-                                   f"at {len(others)} messages): it was moved or deleted, or is past the queue's "
-                                   "retention")
+                raise RetryRefused(f"job {job_id} is dead but its message is not in {where} (looked at {seen} "
+                                   "messages): it was moved or deleted, or is past the queue's retention")
             if status == QUEUED:
                 raise RetryRefused(f"job {job_id} was already sent again (generation {record['generation']}) and "
                                    "waits for a worker")
-            raise RetryRefused(f"job {job_id}: no record and no message in the dead-letter queue (looked at "
-                               f"{len(others)}): it is queued or running, or unknown")
+            raise RetryRefused(f"job {job_id}: no record and no message in {where} (looked at {seen}): it is "
+                               "queued or running, or unknown")
         generation = record["generation"] if record else 1
         if status in REVIVABLE:
             generation = revive(stack, record)
-        message_id = _send(stack, job_id, found[0]["Body"])
-        _delete(stack, found)
+        message_id = _send(home, job_id, found[0]["Body"])
+        _delete(home, found)
         found = []
     finally:
-        _release(stack, found + others)
+        _release(home, found)
+        for view, others in looked:
+            _release(view, others)
     return {"id": job_id, "previous_status": status, "generation": generation, "message_id": message_id,
-            "source": "dlq"}
+            "source": "dlq", "queue": home.queue_name}
 
 
 def revive(stack: Stack, record: dict, *, now_ms: int | None = None) -> int:
