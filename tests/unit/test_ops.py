@@ -388,6 +388,30 @@ def test_a_retried_job_keeps_its_arguments_in_s3_and_the_rest_of_its_chain(stack
     assert after is not None and after["status"] == SUCCEEDED
 
 
+def test_a_retry_on_a_fifo_queue_keeps_the_jobs_message_group(indexed_table):
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}.fifo", Attributes={
+        "FifoQueue": "true", "RedrivePolicy": f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "10"}}'})[
+        "QueueUrl"]
+    stack = Stack(table=indexed_table, queue_url=url, queues={})
+    stack.receive_wait_s = 0
+    job = new_job("ops.ok", job_id="in-order")
+    now = int(time.time() * 1000)
+    _write(stack, [build_record(key=job.id, task=job.task, status=DEAD, attempts=1, started_at=now, finished_at=now),
+                   build_record(key="rejected-fifo", task="ops.ok", status=REJECTED, attempts=0, started_at=now,
+                                finished_at=now, raw=encode_job(new_job("ops.ok", job_id="rejected-fifo")).decode())])
+    # As the worker moves a dead job from a FIFO queue: its group goes with it.
+    sqs.send_message(QueueUrl=dlq, MessageBody=encode_job(job).decode(), MessageGroupId="customer-42",
+                     MessageDeduplicationId="m1")
+    assert retry_job(stack, job.id)["generation"] == 2
+    (message,) = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"]
+    assert decode_job(message["Body"]).id == job.id and message["Attributes"]["MessageGroupId"] == "customer-42"
+    with pytest.raises(RetryRefused, match="FIFO message group"):
+        retry_job(stack, "rejected-fifo")
+
+
 # -- named queues: each with its own dead-letter queue -------------------------------------------
 
 

@@ -265,10 +265,7 @@ class Client:
         if call.delay:
             options["DelaySeconds"] = call.delay
         if call.group:
-            # The send's own id: a retried SendMessageBatch entry is dropped as a copy, yet a
-            # job sent again later (a revive) is not lost to the 5-minute deduplication window.
-            options["MessageGroupId"] = call.group
-            options["MessageDeduplicationId"] = f"{job.id[:100]}.{job.enqueued_at}"
+            options.update(_fifo_options(job, call.group))
         return job, body, options, url
 
     def _offload(self, call: Call, job: Job, name: str, size: int, limit: int) -> tuple[Job, str]:
@@ -391,6 +388,13 @@ def _chunks(prepared: list[tuple[Job, str, dict, str]], max_bytes: int):
         size += n
     if chunk:
         yield chunk
+
+
+def _fifo_options(job: Job, group: str) -> dict:
+    """A FIFO queue's send parameters for ``job`` in message group ``group``."""
+    # The send's own id: a retried SendMessageBatch entry is dropped as a copy, yet a job
+    # sent again later (a revive) is not lost to the 5-minute deduplication window.
+    return {"MessageGroupId": group, "MessageDeduplicationId": f"{job.id[:100]}.{job.enqueued_at}"}
 
 
 def _trace_attribute() -> dict:

@@ -106,6 +106,9 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
             raise RetryRefused(f"job {job_id} was rejected and its record does not say which queue it came from: "
                                f"pass --queue NAME ({names})")
         target = stack.on_queue(queue or "default")
+        if target.need_queue().endswith(".fifo"):
+            raise RetryRefused(f"job {job_id} was rejected and its record does not keep its FIFO message group: "
+                               "send it again with its group (Call(..., group=...))")
         message_id = _send(target, job_id, body)
         return {"id": job_id, "previous_status": status, "generation": record.get("generation", 1),
                 "message_id": message_id, "source": "record", "queue": target.queue_name}
@@ -137,7 +140,8 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
         generation = record["generation"] if record else 1
         if status in REVIVABLE:
             generation = revive(stack, record)
-        message_id = _send(home, job_id, found[0]["Body"])
+        group = found[0].get("Attributes", {}).get("MessageGroupId")  # a FIFO queue's message
+        message_id = _send(home, job_id, found[0]["Body"], group=group)
         _delete(home, found)
         found = []
     finally:
@@ -226,11 +230,11 @@ def message_job_id(message: dict) -> str | None:
     return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
 
 
-def _send(stack: Stack, job_id: str, body: str) -> str:
+def _send(stack: Stack, job_id: str, body: str, *, group: str | None = None) -> str:
     """Send the job in ``body`` again: the whole envelope as it was (id, arguments or their S3
-    pointer, options, chain, chord membership) with a new ``enqueued_at``, and the caller's
-    X-Ray trace; return the new message's id."""
-    from kindling.client import _trace_attribute
+    pointer, options, chain, chord membership) with a new ``enqueued_at``, in its FIFO message
+    ``group`` if it had one, with the caller's X-Ray trace; return the new message's id."""
+    from kindling.client import _fifo_options, _trace_attribute
     from kindling.envelope import encode_job, now_ms, replace
 
     try:
@@ -241,7 +245,8 @@ def _send(stack: Stack, job_id: str, body: str) -> str:
     if job.id != job_id:
         raise RetryRefused(f"job {job_id}: its message names job {job.id}")
     body = encode_job(again).decode()
-    response = stack.sqs.send_message(QueueUrl=stack.need_queue(), MessageBody=body, **_trace_attribute(),
+    fifo = _fifo_options(again, group) if group else {}
+    response = stack.sqs.send_message(QueueUrl=stack.need_queue(), MessageBody=body, **fifo, **_trace_attribute(),
                                       **stack.signature_attributes(stack.need_queue(), body))
     return response["MessageId"]
 
