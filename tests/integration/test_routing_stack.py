@@ -83,3 +83,34 @@ def test_a_routed_task_runs_from_its_queue_and_its_dead_job_lands_in_that_queues
     assert record["status"] == "dead" and record["attempts"] == 2
     assert doomed.id in _dead_letters(routed_stack["Queue1DeadLetterQueueUrl"], doomed.id)
     assert doomed.id not in _dead_letters(routed_stack["DeadLetterQueueUrl"], doomed.id, wait_s=3)
+
+
+def test_retry_finds_a_dead_job_in_its_queues_dlq_and_the_worker_runs_it_from_that_queue(routed_stack, client):
+    """``kindling jobs retry`` as an operator runs it (KINDLING_QUEUES from QueueRoutes, no
+    queue named): the job is found in the reports DLQ, revived, and sent back to reports,
+    where the worker runs it again; still failing, it dies again into the reports DLQ."""
+    from kindling.client import Call
+    from kindling.ops import Stack
+    from kindling.ops.revive import RetryRefused, retry_job
+
+    doomed = client.send(Call("always_fails", ["retried on its own queue"], queue="reports"))
+    stack = Stack(table=routed_stack["ResultsTableName"], queue_url=routed_stack["QueueUrl"])
+    deadline = time.monotonic() + 120
+    while True:  # the worker writes the record, then moves the message
+        try:
+            done = retry_job(stack, doomed.id, search=100)
+            break
+        except RetryRefused:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    assert done["queue"] == "reports" and done["generation"] == 2 and done["previous_status"] == "dead"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        record = client.record(doomed.id)
+        if record["status"] == "dead" and record.get("generation") == 2:
+            break
+        time.sleep(1)
+    assert record["status"] == "dead" and record["generation"] == 2 and record["attempts"] == 2
+    assert doomed.id in _dead_letters(routed_stack["Queue1DeadLetterQueueUrl"], doomed.id)
+    assert doomed.id not in _dead_letters(routed_stack["DeadLetterQueueUrl"], doomed.id, wait_s=3)
