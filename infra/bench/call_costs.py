@@ -86,24 +86,28 @@ def main() -> int:
         for i in range(ns.calls):
             call(i)
         per = 1000 / ns.calls
-        print(f"{name:34s} wall {per * (time.perf_counter() - t0):6.1f} ms   LocalStack {per * (cpu_seconds(localstack) - ls):5.1f} ms"
-              f"   DynamoDB Local {per * (cpu_seconds(java) - jv):5.1f} ms   per call", flush=True)
+        wall, ls, jv = (per * (time.perf_counter() - t0), per * (cpu_seconds(localstack) - ls),
+                        per * (cpu_seconds(java) - jv))
+        print(f"{name:38s} wall {wall:6.1f} ms   LocalStack {ls:5.1f} ms   DynamoDB Local {jv:5.1f} ms   per call",
+              flush=True)
+
+    def one_round(rnd: int) -> None:
+        print(f"round {rnd + 1} ({ns.calls} calls each, one connection)")
+        base, written = rnd * 25 * ns.calls, 25 * ns.calls * (rnd + 1)
+        measure("BatchWriteItem of 25", lambda i: client.call(
+            "BatchWriteItem", {"RequestItems": {table: [put(base + i * 25 + j) for j in range(25)]}}))
+        measure("BatchGetItem of 100, keys that exist", lambda i: client.call(
+            "BatchGetItem", check([f"cc-{(i * 100 + j) % written:08d}" for j in range(100)])))
+        measure("BatchGetItem of 100, new keys", lambda i: client.call(
+            "BatchGetItem", check([f"new-{rnd}-{i}-{j}" for j in range(100)])))
+        measure("BatchGetItem of 10, new keys", lambda i: client.call(
+            "BatchGetItem", check([f"ten-{rnd}-{i}-{j}" for j in range(10)])))
+        measure("GetItem", lambda i: client.call("GetItem", {"TableName": table,
+                                                             "Key": {"id": {"S": f"one-{rnd}-{i}"}}}))
 
     try:
         for rnd in range(ns.rounds):
-            print(f"round {rnd + 1} ({ns.calls} calls each, one connection)")
-            base = rnd * 25 * ns.calls
-            measure("BatchWriteItem of 25", lambda i: client.call(
-                "BatchWriteItem", {"RequestItems": {table: [put(base + i * 25 + j) for j in range(25)]}}))
-            written = 25 * ns.calls * (rnd + 1)
-            measure("BatchGetItem of 100, keys that exist", lambda i: client.call(
-                "BatchGetItem", check([f"cc-{(i * 100 + j) % written:08d}" for j in range(100)])))
-            measure("BatchGetItem of 100, new keys", lambda i: client.call(
-                "BatchGetItem", check([f"new-{rnd}-{i}-{j}" for j in range(100)])))
-            measure("BatchGetItem of 10, new keys", lambda i: client.call(
-                "BatchGetItem", check([f"ten-{rnd}-{i}-{j}" for j in range(10)])))
-            measure("GetItem", lambda i: client.call("GetItem", {"TableName": table,
-                                                                 "Key": {"id": {"S": f"one-{rnd}-{i}"}}}))
+            one_round(rnd)
     finally:
         client.call("DeleteTable", {"TableName": table})
     return 0
