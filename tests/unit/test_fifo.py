@@ -1,10 +1,13 @@
 """FIFO queues: message groups in order; after a failure, the rest of that group waits."""
 
+import uuid
+
 import boto3
 import pytest
 from kindling import sqs
 from kindling.client import Call, Client
-from kindling.envelope import encode_job, new_job
+from kindling.envelope import decode_job, encode_job, new_job
+from kindling.loop import SqsWorker
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Runner
@@ -86,3 +89,30 @@ def test_the_client_sends_groups_to_a_fifo_queue_and_refuses_what_fifo_cannot_do
         producer.send(Call("step", [1], group="g1", delay=5))
     with pytest.raises(ValueError, match="needs a FIFO queue"):
         Client(queue_url="http://127.0.0.1:1/000000000000/jobs", table="t").send(Call("step", [1], group="g"))
+
+
+def _fifo_queue_with_dlq(name: str) -> tuple[str, str]:
+    """A FIFO jobs queue and its FIFO dead-letter queue, as template.yaml's FifoQueue=true makes them."""
+    client = boto3.client("sqs")
+    dlq = client.create_queue(QueueName=f"{name}-dead.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = client.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "VisibilityTimeout": "1",
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "10"}}'})["QueueUrl"]
+    return url, dlq
+
+
+def test_the_local_loop_keeps_each_group_in_order_and_moves_a_dead_job_to_the_fifo_dlq_in_its_group(reg, table):
+    url, dlq = _fifo_queue_with_dlq(f"loop-{uuid.uuid4().hex[:8]}")
+    producer = Client(queue_url=url, table=table)
+    doomed = producer.send(Call("fail", [1], group="a"))
+    producer.send(Call("step", [2], group="a"))
+
+    counts = SqsWorker(url, table, registry=reg, wait=1, log=None, max_attempts=2).run(burst=True, idle_timeout=10)
+
+    # Both came in one batch: step 2 was handed back unstarted after step 1 failed in their group.
+    assert counts == {"failed": 1, "deferred": 1, "dead": 1, "succeeded": 1} and sorted(reg.ran) == [1, 1, 2]
+    (message,) = boto3.client("sqs").receive_message(QueueUrl=dlq, MaxNumberOfMessages=10, AttributeNames=["All"],
+                                                     MessageAttributeNames=["All"])["Messages"]
+    assert decode_job(message["Body"]).id == doomed.id and message["Attributes"]["MessageGroupId"] == "a"
+    assert "step 1 broke" in message["MessageAttributes"]["kindling_reason"]["StringValue"]  # the worker moved it

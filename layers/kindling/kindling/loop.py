@@ -94,7 +94,9 @@ class SqsWorker:
                 t0 = time.perf_counter()
                 messages = self.sqs.receive_message(
                     QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait,
-                    MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                    # A FIFO message's group: the runner keeps each group in order, and a dead
+                    # job's message needs it to be sent to the FIFO dead-letter queue.
+                    MessageSystemAttributeNames=["ApproximateReceiveCount", "MessageGroupId"],
                     MessageAttributeNames=["kindling_signature"],
                 ).get("Messages", [])
                 if messages:
