@@ -388,15 +388,24 @@ def test_a_retried_job_keeps_its_arguments_in_s3_and_the_rest_of_its_chain(stack
     assert after is not None and after["status"] == SUCCEEDED
 
 
-def test_a_retry_on_a_fifo_queue_keeps_the_jobs_message_group(indexed_table):
+def _fifo_stack(table: str) -> Stack:
+    """A FIFO jobs queue with its FIFO dead-letter queue, as FifoQueue=true deploys them."""
     sqs = boto3.client("sqs")
     dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}.fifo", Attributes={
-        "FifoQueue": "true", "RedrivePolicy": f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "10"}}'})[
-        "QueueUrl"]
-    stack = Stack(table=indexed_table, queue_url=url, queues={})
+        "FifoQueue": "true", "VisibilityTimeout": "1",
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "10"}}'})["QueueUrl"]
+    BROKEN["on"] = True
+    stack = Stack(table=table, queue_url=url, queues={})
     stack.receive_wait_s = 0
+    return stack
+
+
+def test_a_retry_on_a_fifo_queue_keeps_the_jobs_message_group(indexed_table):
+    sqs = boto3.client("sqs")
+    stack = _fifo_stack(indexed_table)
+    dlq, url = stack.dlq_url, stack.queue_url
     job = new_job("ops.ok", job_id="in-order")
     now = int(time.time() * 1000)
     _write(stack, [build_record(key=job.id, task=job.task, status=DEAD, attempts=1, started_at=now, finished_at=now),
@@ -513,6 +522,29 @@ def test_redrive_revives_dead_jobs_then_moves_the_dlq_back_by_hand_where_the_mov
     BROKEN["on"] = False
     work(stack)
     assert {client.status(j.id) for j in jobs} == {SUCCEEDED}
+
+
+def test_redrive_by_hand_on_a_fifo_queue_sends_each_message_back_in_its_own_group(indexed_table, monkeypatch):
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # moto answers 500 to the move task: no retries
+    stack = _fifo_stack(indexed_table)
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    groups = {f"fifo-rd-{i}": f"customer-{i % 2}" for i in range(4)}
+    for job_id, group in groups.items():
+        client.send(Call("emails.send", [f"{job_id}@x"], job_id=job_id, group=group))
+    work(stack)
+    assert {client.status(i) for i in groups} == {DEAD}
+    dead = boto3.client("sqs").receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10,
+                                               VisibilityTimeout=0)["Messages"]
+
+    report = redrive(stack, progress=lambda line: None)
+
+    assert report["moved"] == 4 and report["method"] == "receive/send/delete" and dlq_bodies(stack) == []
+    sent = boto3.client("sqs").receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=10,
+                                               AttributeNames=["All"])["Messages"]
+    assert {decode_job(m["Body"]).id: m["Attributes"]["MessageGroupId"] for m in sent} == groups
+    # Deduplicated as the move of that DLQ message, not as the job's first send (same body, same
+    # enqueued_at): SQS would drop that as a copy within five minutes of it.
+    assert {m["Attributes"]["MessageDeduplicationId"] for m in sent} == {m["MessageId"] for m in dead}
 
 
 def test_redrive_without_revive_lets_the_worker_bounce_dead_jobs_back(stack, monkeypatch):

@@ -90,12 +90,22 @@ def dead_letters(event: dict, outcomes: Iterable[Outcome]) -> list[dict]:
         if isinstance(signature, dict) and signature.get("stringValue"):  # so a redrive to its queue verifies
             attributes["kindling_signature"] = {"DataType": "String", "StringValue": signature["stringValue"]}
         entry = {"Id": o.ref, "MessageBody": records[o.ref].get("body") or "", "MessageAttributes": attributes}
-        group = (records[o.ref].get("attributes") or {}).get("MessageGroupId")
-        if group:  # a FIFO queue's dead-letter queue is FIFO too
-            entry["MessageGroupId"] = group
-            entry["MessageDeduplicationId"] = o.ref
+        # A FIFO queue's dead-letter queue is FIFO too.
+        entry.update(fifo_move(o.ref, (records[o.ref].get("attributes") or {}).get("MessageGroupId")))
         entries.append(entry)
     return entries
+
+
+def fifo_move(message_id: str, group: str | None) -> dict:
+    """The send parameters that keep message ``message_id`` of FIFO group ``group`` in its
+    group when it is moved to another FIFO queue (a dead job to the DLQ, a DLQ message back
+    to its queue); none for a message with no group (a standard queue's)."""
+    if not group:
+        return {}
+    # Deduplicated as this move, by the moved message's id: a move retried after its delete
+    # failed is dropped as a copy, the job's next move (a new message) is not, and neither
+    # takes the id its producer sent the same body under, which SQS would drop for 5 minutes.
+    return {"MessageGroupId": group, "MessageDeduplicationId": message_id}
 
 
 def visibility_changes(event: dict, outcomes: Iterable[Outcome], moved: Collection[str] = ()) -> dict[str, list[dict]]:

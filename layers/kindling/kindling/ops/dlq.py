@@ -33,6 +33,7 @@ from kindling.ops import Stack
 from kindling.ops.query import REVIVE_PREFIX
 from kindling.ops.revive import RetryRefused, message_job_id, revive
 from kindling.results import from_item
+from kindling.sqs import fifo_move
 from kindling.status import REVIVABLE
 
 TYPE_CHECKING = False
@@ -146,12 +147,15 @@ def _move_by_hand(stack: Stack, progress) -> dict:
     while True:
         messages = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=60,
                                              WaitTimeSeconds=stack.receive_wait_s,
+                                             MessageSystemAttributeNames=["MessageGroupId"],
                                              MessageAttributeNames=["All"]).get("Messages", [])
         if not messages:
             break
         entries = []
         for n, m in enumerate(messages):
-            entry = {"Id": str(n), "MessageBody": m["Body"]}
+            # A FIFO DLQ's message goes back to its queue in its own group.
+            entry = {"Id": str(n), "MessageBody": m["Body"],
+                     **fifo_move(m["MessageId"], m.get("Attributes", {}).get("MessageGroupId"))}
             if m.get("MessageAttributes"):
                 entry["MessageAttributes"] = m["MessageAttributes"]
             entries.append(entry)
