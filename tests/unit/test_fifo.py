@@ -7,6 +7,7 @@ import pytest
 from kindling import sqs
 from kindling.client import Call, Client
 from kindling.envelope import decode_job, encode_job, new_job
+from kindling.followups import next_id
 from kindling.loop import SqsWorker
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
@@ -116,3 +117,14 @@ def test_the_local_loop_keeps_each_group_in_order_and_moves_a_dead_job_to_the_fi
                                                      MessageAttributeNames=["All"])["Messages"]
     assert decode_job(message["Body"]).id == doomed.id and message["Attributes"]["MessageGroupId"] == "a"
     assert "step 1 broke" in message["MessageAttributes"]["kindling_reason"]["StringValue"]  # the worker moved it
+
+
+def test_the_local_loop_sends_a_chains_next_step_to_a_fifo_queue(reg, table):
+    url, _ = _fifo_queue_with_dlq(f"chain-{uuid.uuid4().hex[:8]}")
+    producer = Client(queue_url=url, table=table)
+    first = producer.send(Call("step", [1], group="a", chain=[{"task": "step", "args": [], "kwargs": {}}]))
+
+    counts = SqsWorker(url, table, registry=reg, wait=1, log=None).run(burst=True, idle_timeout=10)
+
+    assert counts == {"succeeded": 2} and reg.ran == [1, None]  # step 1 returned None: step 2's argument
+    assert producer.status(next_id(first.id)) == "succeeded"

@@ -324,8 +324,8 @@ def _send_batch(queue_url: str, jobs: list, deadline: float | None = None, sign=
                 ) -> tuple[list[str], dict[str, str]]:
     """One ``SendMessageBatch`` of up to 10 jobs: the ids sent, and ``{id: reason}`` refused.
 
-    On a FIFO queue each job is its own message group (a chain orders its steps itself),
-    deduplicated by its id: a follow-up sent twice within five minutes is dropped by SQS."""
+    On a FIFO queue each job is its own message group, deduplicated by its id
+    (:func:`kindling.sqs.fifo_follow_up`)."""
     from kindling import aws
     from kindling.envelope import encode_job
 
@@ -334,8 +334,7 @@ def _send_batch(queue_url: str, jobs: list, deadline: float | None = None, sign=
     for n, job in enumerate(jobs):
         entry = {"Id": str(n), "MessageBody": encode_job(job).decode()}
         if fifo:
-            entry["MessageGroupId"] = job.id
-            entry["MessageDeduplicationId"] = job.id[:128]
+            entry.update(sqs.fifo_follow_up(job))
         entries.append(sign(entry) if sign is not None else entry)
     response = aws.sqs().call("SendMessageBatch", {"QueueUrl": queue_url, "Entries": entries}, deadline=deadline)
     sent = [jobs[int(e["Id"])].id for e in response.get("Successful", [])]

@@ -140,9 +140,11 @@ class SqsWorker:
 
         runner = self.runner
         overhead = 0 if runner.verifier is None else payloads.SIGNATURE_BYTES
+        fifo = self.queue_url.endswith(".fifo")
         for chunk in payloads.sqs_batches(jobs, self.max_message_bytes, overhead, runner.payload_bucket,
                                           lambda: runner._payloads()[0]):
-            entries = [self._signed({"Id": str(n), "MessageBody": encode_job(job).decode()})
+            entries = [self._signed({"Id": str(n), "MessageBody": encode_job(job).decode(),
+                                     **(sqs.fifo_follow_up(job) if fifo else {})})
                        for n, job in enumerate(chunk)]
             failed = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries).get("Failed")
             if failed:

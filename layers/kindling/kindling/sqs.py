@@ -29,6 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
+    from kindling.envelope import Job
     from kindling.runner import Outcome
 
 
@@ -106,6 +107,13 @@ def fifo_move(message_id: str, group: str | None) -> dict:
     # failed is dropped as a copy, the job's next move (a new message) is not, and neither
     # takes the id its producer sent the same body under, which SQS would drop for 5 minutes.
     return {"MessageGroupId": group, "MessageDeduplicationId": message_id}
+
+
+def fifo_follow_up(job: Job) -> dict:
+    """The send parameters of a follow-up ``job`` (a chain's next step, a chord's callback)
+    on a FIFO queue: its own message group (a chain orders its steps itself), deduplicated
+    by its id, which is known before it is sent: one enqueued twice within 5 minutes runs once."""
+    return {"MessageGroupId": job.id, "MessageDeduplicationId": job.id[:128]}
 
 
 def visibility_changes(event: dict, outcomes: Iterable[Outcome], moved: Collection[str] = ()) -> dict[str, list[dict]]:
