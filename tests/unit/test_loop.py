@@ -30,3 +30,37 @@ def test_the_local_loop_records_every_outcome_and_moves_dead_jobs_itself(table):
     bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10)["Messages"]]
     assert len(bodies) == 1 and doomed.id in bodies[0]
     assert counts.get("rejected") == 1
+
+
+def test_a_dlq_that_refuses_the_dead_job_does_not_stop_the_loop_or_leave_the_batch_unsettled(table, monkeypatch):
+    """As the Lambda handler: the refusal is logged, the batch's other messages are settled, and
+    the dead job's message stays on the queue to be moved later (its record already says dead)."""
+    import tasks  # noqa: F401  the example tasks
+    from botocore.exceptions import ClientError
+
+    sqs = boto3.client("sqs")
+    dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}", Attributes={
+        "VisibilityTimeout": "30",
+        "RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "2"}}',  # one attempt
+    })["QueueUrl"]
+    client = Client(queue_url=url, table=table)
+    ok = client.enqueue("echo", 1)
+    doomed = client.enqueue("always_fails", "no")
+    lines = []
+    worker = SqsWorker(url, table, wait=1, log=lines.append)
+
+    def refuse(**_):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "SendMessageBatch")
+
+    monkeypatch.setattr(worker.sqs, "send_message_batch", refuse)
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"],
+                                   MessageAttributeNames=["All"])["Messages"]
+    worker.run_batch(messages)
+
+    assert client.status(ok.id) == "succeeded" and client.status(doomed.id) == "dead"
+    assert any(line.get("kindling") == "dlq_send_failed" for line in lines)
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    left = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    assert sum(int(left[n]) for n in names) == 1  # the dead one only: the succeeded one was deleted

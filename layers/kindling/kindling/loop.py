@@ -164,7 +164,16 @@ class SqsWorker:
         dead = sqs.dead_letters(event, outcomes)
         if not dead or not self.dlq_url:
             return set()
-        response = self.sqs.send_message_batch(QueueUrl=self.dlq_url, Entries=dead)
+        try:
+            response = self.sqs.send_message_batch(QueueUrl=self.dlq_url, Entries=dead)
+        except Exception as exc:  # noqa: BLE001 - as the Lambda handler: the rest of the batch is settled
+            # The dead messages stay on the queue (their records say dead): they come back, are
+            # moved on a later delivery or by the queue's own redrive. Stopping here would leave
+            # the whole batch unsettled and the worker down.
+            if self.runner.log:
+                self.runner.log({"kindling": "dlq_send_failed", "error": f"{type(exc).__name__}: {exc}"[:500],
+                                 "messages": len(dead)})
+            return set()
         return {entry["Id"] for entry in response.get("Successful", [])}
 
     def _drained(self) -> bool:
