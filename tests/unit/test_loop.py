@@ -64,3 +64,16 @@ def test_a_dlq_that_refuses_the_dead_job_does_not_stop_the_loop_or_leave_the_bat
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     left = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
     assert sum(int(left[n]) for n in names) == 1  # the dead one only: the succeeded one was deleted
+
+
+def test_the_local_loop_keeps_the_producers_trace_on_the_record(table, monkeypatch):
+    import tasks  # noqa: F401  the example tasks
+
+    root = "1-5759e988-bd862e3fe1be46a994272793"
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", f"Root={root};Parent=53995c3f42cd8ad8;Sampled=1")
+    url = boto3.client("sqs").create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    client = Client(queue_url=url, table=table)
+    job = client.enqueue("echo", 1)
+    monkeypatch.delenv("_X_AMZN_TRACE_ID")
+    SqsWorker(url, table, wait=1, log=None).run(burst=True, idle_timeout=5)
+    assert client.record(job.id)["trace_id"] == root

@@ -95,8 +95,9 @@ class SqsWorker:
                 messages = self.sqs.receive_message(
                     QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait,
                     # A FIFO message's group: the runner keeps each group in order, and a dead
-                    # job's message needs it to be sent to the FIFO dead-letter queue.
-                    MessageSystemAttributeNames=["ApproximateReceiveCount", "MessageGroupId"],
+                    # job's message needs it to be sent to the FIFO dead-letter queue. The trace
+                    # header: the record keeps the producer's trace, as in Lambda.
+                    MessageSystemAttributeNames=["ApproximateReceiveCount", "MessageGroupId", "AWSTraceHeader"],
                     MessageAttributeNames=["kindling_signature"],
                 ).get("Messages", [])
                 if messages:
