@@ -30,19 +30,29 @@ COLD_TARGET = 1.3
 POLL_S = 0.002
 
 
-def scenario(ns, svc, layer: str, env: dict, results: dict, *, cold_child, new_job, log) -> None:
-    """``cold_child`` and ``new_job`` are run.py's (spawn a child, check its record; a job dict)."""
-    from cold_child import drain_cmd, kindling_cmd
+def cold_drain(svc, layer: str, env: dict, cold_child):
+    """The drain's cold start as a function of an optional CPU share (``share=None``): each call
+    puts one noop on the stream and times a fresh child given the drain event, spawn to its
+    record in DynamoDB (``cold_child`` is run.py's). Used here and by the memory scenario."""
+    from cold_child import drain_cmd
     from kindling.valkey import StreamProducer
 
-    py = sys.executable
     producer = StreamProducer(svc.valkey_url, stream=STREAM)  # no function: the child is the drain
     event = {"kindling": "drain", "stream": STREAM, "url": svc.valkey_url}
 
-    def drain() -> float:
+    def drain(share=None) -> float:
         sent = producer.enqueue("noop")
-        return cold_child(drain_cmd(py, layer), env, svc, {"id": sent.id}, event=event)
+        return cold_child(drain_cmd(sys.executable, layer), env, svc, {"id": sent.id}, share, event=event)
 
+    return drain
+
+
+def scenario(ns, svc, layer: str, env: dict, results: dict, *, cold_child, new_job, log) -> None:
+    """``cold_child`` and ``new_job`` are run.py's (spawn a child, check its record; a job dict)."""
+    from cold_child import kindling_cmd
+
+    py = sys.executable
+    drain = cold_drain(svc, layer, env, cold_child)
     systems = {COLD_DRAIN: drain, COLD_SQS: lambda: cold_child(kindling_cmd(py, layer), env, svc, new_job())}
     samples: dict[str, list[float]] = {k: [] for k in systems}
     for fn in systems.values():  # untimed warm-up (page cache, pyc files; the drain's group is created)

@@ -316,15 +316,19 @@ POWERTOOLS_COLD = "boto3 + Powertools handler"
 FLOOR_COLD = "floor (bare -S + 1 PutItem)"
 
 
-def cold_handlers(layer: str, env: dict, svc: Services) -> dict:
-    """The Lambda-shaped cold starts: name -> fn(share) -> ms (each a fresh child, one job)."""
+def cold_handlers(layer: str, env: dict, svc: Services, *, drain: bool = False) -> dict:
+    """The Lambda-shaped cold starts: name -> fn(share) -> ms (each a fresh child, one job).
+    ``drain``: also the Valkey-triggered Lambda's drain (the memory scenario's CPU shares)."""
     from cold_child import floor_cmd, kindling_cmd, powertools_cmd
 
-    return {
+    systems = {
         KINDLING_COLD: lambda share=None: cold_child(kindling_cmd(PY, layer), env, svc, new_job(), share),
         POWERTOOLS_COLD: lambda share=None: cold_child(powertools_cmd(PY), env, svc, new_job(), share),
         FLOOR_COLD: lambda share=None: cold_child(floor_cmd(PY, layer), env, svc, new_job(), share),
     }
+    if drain and svc.valkey_url:  # the Valkey-triggered Lambda's drain: the same handler, a drain event
+        systems[lambda_valkey.COLD_DRAIN] = lambda_valkey.cold_drain(svc, layer, env, cold_child)
+    return systems
 
 
 def scenario_memory(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
@@ -337,7 +341,7 @@ def scenario_memory(ns, svc: Services, layer: str, env: dict, results: dict) -> 
         log(f"memory: SKIPPED, {exc}")
         results["memory"] = {"skipped": str(exc)}
         return
-    systems = cold_handlers(layer, env, svc)
+    systems = cold_handlers(layer, env, svc, drain=True)
     for fn in systems.values():  # untimed warm-up at full speed (page cache, pyc files)
         fn()
     sizes = MEMORY_SIZES_QUICK if ns.quick else MEMORY_SIZES
@@ -988,6 +992,10 @@ def memory_table(c: dict) -> str:
         cells = [stats.fmt_ratio(stats.ratio(stats.summary(c["sizes"][mb][KINDLING_COLD])["median"],
                                              stats.summary(c["sizes"][mb][other])["median"])) for mb in sizes]
         out.append(f"| ratio kindling / {other.split(' (')[0]} | " + " | ".join(cells) + " |")
+    if lambda_valkey.COLD_DRAIN in systems:
+        cells = [stats.fmt_ratio(stats.ratio(stats.summary(c["sizes"][mb][lambda_valkey.COLD_DRAIN])["median"],
+                                             stats.summary(c["sizes"][mb][KINDLING_COLD])["median"])) for mb in sizes]
+        out.append("| ratio drain / SQS handler | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
 
