@@ -12,6 +12,7 @@ from kindling.loop import SqsWorker
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Runner
+from support.sqs import fifo_queue_with_dlq
 
 
 @pytest.fixture
@@ -92,19 +93,8 @@ def test_the_client_sends_groups_to_a_fifo_queue_and_refuses_what_fifo_cannot_do
         Client(queue_url="http://127.0.0.1:1/000000000000/jobs", table="t").send(Call("step", [1], group="g"))
 
 
-def _fifo_queue_with_dlq(name: str) -> tuple[str, str]:
-    """A FIFO jobs queue and its FIFO dead-letter queue, as template.yaml's FifoQueue=true makes them."""
-    client = boto3.client("sqs")
-    dlq = client.create_queue(QueueName=f"{name}-dead.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-    arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    url = client.create_queue(QueueName=f"{name}.fifo", Attributes={
-        "FifoQueue": "true", "VisibilityTimeout": "1",
-        "RedrivePolicy": f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "10"}}'})["QueueUrl"]
-    return url, dlq
-
-
 def test_the_local_loop_keeps_each_group_in_order_and_moves_a_dead_job_to_the_fifo_dlq_in_its_group(reg, table):
-    url, dlq = _fifo_queue_with_dlq(f"loop-{uuid.uuid4().hex[:8]}")
+    url, dlq = fifo_queue_with_dlq(f"loop-{uuid.uuid4().hex[:8]}")
     producer = Client(queue_url=url, table=table)
     doomed = producer.send(Call("fail", [1], group="a"))
     producer.send(Call("step", [2], group="a"))
@@ -120,7 +110,7 @@ def test_the_local_loop_keeps_each_group_in_order_and_moves_a_dead_job_to_the_fi
 
 
 def test_the_local_loop_sends_a_chains_next_step_to_a_fifo_queue(reg, table):
-    url, _ = _fifo_queue_with_dlq(f"chain-{uuid.uuid4().hex[:8]}")
+    url, _ = fifo_queue_with_dlq(f"chain-{uuid.uuid4().hex[:8]}")
     producer = Client(queue_url=url, table=table)
     first = producer.send(Call("step", [1], group="a", chain=[{"task": "step", "args": [], "kwargs": {}}]))
 

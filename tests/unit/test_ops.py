@@ -20,6 +20,7 @@ from kindling.registry import Registry
 from kindling.results import DynamoResultStore, MemoryResultStore
 from kindling.runner import Delivery, Runner
 from kindling.status import DEAD, FAILED, QUEUED, REJECTED, SUCCEEDED, may_replace
+from support.sqs import fifo_queue_with_dlq
 
 BROKEN = {"on": True}
 registry = Registry()
@@ -390,12 +391,7 @@ def test_a_retried_job_keeps_its_arguments_in_s3_and_the_rest_of_its_chain(stack
 
 def _fifo_stack(table: str) -> Stack:
     """A FIFO jobs queue with its FIFO dead-letter queue, as FifoQueue=true deploys them."""
-    sqs = boto3.client("sqs")
-    dlq = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}.fifo", Attributes={
-        "FifoQueue": "true", "VisibilityTimeout": "1",
-        "RedrivePolicy": f'{{"deadLetterTargetArn": "{arn}", "maxReceiveCount": "10"}}'})["QueueUrl"]
+    url, _ = fifo_queue_with_dlq()
     BROKEN["on"] = True
     stack = Stack(table=table, queue_url=url, queues={})
     stack.receive_wait_s = 0
