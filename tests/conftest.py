@@ -50,6 +50,18 @@ def moto_endpoint():
 
 
 @pytest.fixture
+def bucket(moto_endpoint):
+    """A fresh S3 bucket on moto (large payloads and results)."""
+    import uuid
+
+    import boto3
+
+    name = f"kindling-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
 def table(moto_endpoint) -> str:
     """A fresh results table (partition key ``id``) on the moto server."""
     import boto3

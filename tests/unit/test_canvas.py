@@ -63,6 +63,37 @@ class Sent(list):
         self.extend(jobs)
 
 
+class RecordingValkey:
+    """A Valkey client for a StreamWorker that records each executed pipeline's commands as
+    ``(command, args)``; every reply is None."""
+
+    def __init__(self):
+        self.pipes: list[list[tuple[str, tuple]]] = []
+
+    def register_script(self, script):
+        return None
+
+    def pipeline(self, transaction=False):
+        return _RecordingPipe(self.pipes)
+
+    def added(self) -> list[dict]:
+        """The fields of every XADD, in order."""
+        return [args[1] for pipe in self.pipes for command, args in pipe if command == "xadd"]
+
+
+class _RecordingPipe(list):
+    def __init__(self, pipes: list):
+        super().__init__()
+        self.pipes = pipes
+
+    def __getattr__(self, command):  # xadd, xack, xdel, ...
+        return lambda *args, **kwargs: self.append((command, args))
+
+    def execute(self):
+        self.pipes.append(list(self))
+        return [None] * len(self)
+
+
 @pytest.fixture
 def store():
     return MemoryResultStore()
@@ -300,17 +331,6 @@ def test_a_group_without_callback_is_completed_and_sends_nothing(runner, store):
 
 
 # -- large values: results kept in S3, follow-ups too large for their queue ------------------
-
-
-@pytest.fixture
-def bucket(moto_endpoint):
-    import uuid
-
-    import boto3
-
-    name = f"canvas-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3").create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture
@@ -571,25 +591,11 @@ def test_the_valkey_worker_keeps_a_large_follow_up_inline_on_its_stream(big, sto
     from kindling.valkey.connection import FIELD
     from kindling.valkey.worker import StreamWorker
 
-    class Pipe(list):
-        def xadd(self, stream, fields):
-            self.append(fields)
-
-        def execute(self):
-            added.extend(self)
-
-    class Client:
-        def register_script(self, script):
-            return None
-
-        def pipeline(self, transaction=False):
-            return Pipe()
-
-    added = []
+    valkey = RecordingValkey()
     runner = Runner(big, store, log=None, metrics=False, payload_bucket="")
     step = new_job("length", ["x" * (2 * 1024 * 1024)])
-    StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False).send([step])
-    (fields,) = added
+    StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=valkey, heartbeat=False).send([step])
+    (fields,) = valkey.added()
     assert decode_job(fields[FIELD]) == step
 
 
@@ -725,24 +731,10 @@ def test_with_signing_on_the_worker_signs_its_follow_ups_for_their_queue_and_str
     signature = message["MessageAttributes"][jobsig.ATTRIBUTE]["StringValue"]
     assert jobsig.verify({"k1": key}, jobsig.sqs_destination(url), message["Body"], signature) is None
 
-    class Pipe(list):
-        def xadd(self, stream, fields):
-            self.append(fields)
-
-        def execute(self):
-            added.extend(self)
-
-    class Client:
-        def register_script(self, script):
-            return None
-
-        def pipeline(self, transaction=False):
-            return Pipe()
-
-    added = []
+    valkey = RecordingValkey()
     runner = Runner(reg, MemoryResultStore(), log=None, metrics=False, verifier=verifier())
-    StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False).send([step])
-    (fields,) = added
+    StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=valkey, heartbeat=False).send([step])
+    (fields,) = valkey.added()
     assert jobsig.verify({"k1": key}, jobsig.stream_destination("s"), fields[FIELD], fields[SIG_FIELD]) is None
 
 
@@ -763,33 +755,16 @@ def test_the_valkey_worker_sends_follow_ups_on_its_stream(reg, store):
     from kindling.valkey.connection import FIELD
     from kindling.valkey.worker import StreamWorker
 
-    class Pipe(list):
-        def __getattr__(self, command):  # xack, xdel, ...: recorded, replies None
-            return lambda *args, **kwargs: self.append((command, args))
-
-        def xadd(self, stream, fields, **options):
-            self.append(("xadd", (stream, decode_job(fields[FIELD]))))
-
-        def execute(self):
-            pipes.append(list(self))
-            return [None] * len(self)
-
-    class Client:
-        def register_script(self, script):
-            return None
-
-        def pipeline(self, transaction=False):
-            return Pipe()
-
-    pipes = []
+    valkey = RecordingValkey()
     runner = Runner(reg, store, log=None, metrics=False)
-    worker = StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False)
+    worker = StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=valkey, heartbeat=False)
     step = new_job("add", [1, 2], chain=[{"task": "add", "args": [4], "kwargs": {}}])
     (outcome,) = worker.process([Delivery("1-0", encode_job(step).decode())])
     assert outcome.status == "succeeded"
-    sent = [args for pipe in pipes for command, args in pipe if command == "xadd"]
+    sent = [(args[0], decode_job(args[1][FIELD])) for pipe in valkey.pipes for command, args in pipe
+            if command == "xadd"]
     assert [(stream, job.id, job.args) for stream, job in sent] == [("s", next_id(step.id), [3, 4])]
-    order = [command for pipe in pipes for command, _ in pipe if command in ("xadd", "xack", "xdel")]
+    order = [command for pipe in valkey.pipes for command, _ in pipe if command in ("xadd", "xack", "xdel")]
     assert order == ["xadd", "xack", "xdel"]  # the next step is on the stream before this entry is acknowledged
 
 
@@ -798,23 +773,9 @@ def test_a_member_the_valkey_worker_records_dead_for_too_many_deliveries_fails_i
     from kindling.valkey.connection import FIELD
     from kindling.valkey.worker import StreamWorker
 
-    class Pipe(list):
-        def xadd(self, stream, fields):
-            self.append(decode_job(fields[FIELD]))
-
-        def execute(self):
-            sent.extend(self)
-
-    class Client:
-        def register_script(self, script):
-            return None
-
-        def pipeline(self, transaction=False):
-            return Pipe()
-
-    sent = []
+    valkey = RecordingValkey()
     runner = Runner(reg, store, log=None, metrics=False)
-    worker = StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=Client(), heartbeat=False)
+    worker = StreamWorker("redis://127.0.0.1:1/0", runner=runner, stream="s", client=valkey, heartbeat=False)
     (member,) = members("gv", [("add", [1])], TOTAL)
     step = new_job("add", [1, 1], chain=[{"task": "add", "args": [], "kwargs": {}}])
     deliver(runner, step, Sent())  # recorded succeeded; its worker died before sending the next step
@@ -822,6 +783,7 @@ def test_a_member_the_valkey_worker_records_dead_for_too_many_deliveries_fails_i
     outcomes, rest = worker._split_exhausted(crashed)
     assert [o.status for o in outcomes] == ["dead", "skipped"] and rest == []
     assert store.records[chord_key("gv")]["status"] == "dead"
+    sent = [decode_job(fields[FIELD]) for fields in valkey.added()]
     assert [(j.id, j.args) for j in sent] == [(next_id(step.id), [2])]
 
 

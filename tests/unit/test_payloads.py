@@ -20,13 +20,6 @@ BIG = 2 * 1024 * 1024
 
 
 @pytest.fixture
-def bucket(moto_endpoint):
-    name = f"payloads-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3").create_bucket(Bucket=name)
-    return name
-
-
-@pytest.fixture
 def s3(moto_endpoint):
     return S3Client(endpoint=moto_endpoint)
 
