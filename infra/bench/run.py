@@ -619,6 +619,31 @@ def count_and_drop(table: str) -> int:
     return count
 
 
+def server_pids() -> tuple[int, ...]:
+    """LocalStack's process and its DynamoDB Local child (call_costs.py finds them); none
+    when LocalStack was not started by infra/localstack/ctl here."""
+    from call_costs import servers
+
+    try:
+        return servers()
+    except (OSError, ValueError, KeyError, SystemExit):
+        return ()
+
+
+def cpu_seconds(pid: int) -> float:
+    from call_costs import cpu_seconds as of
+
+    return of(pid)
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of this process's finished children (each system's child, with its start-up)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def span_of(cmd: list[str], env: dict) -> tuple[float, float]:
     """Run a child that prints ``SPAN <seconds>``; return (seconds, peak RSS in MiB)."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -674,6 +699,7 @@ def scenario_dynamodb(ns, svc: Services, layer: str, env: dict, results: dict) -
         "kindling SQS handler, warm, events of 10 (1 connection)": (handler, n + 1),
     }
     runs: dict[str, list[dict]] = {k: [] for k in systems}
+    servers = server_pids() if svc.localstack else ()
     # DynamoDB Local's JIT warms up over its first thousands of items: one untimed run first,
     # or the first repetition of every system measures the warm-up
     table = fresh_table(svc)
@@ -682,11 +708,17 @@ def scenario_dynamodb(ns, svc: Services, layer: str, env: dict, results: dict) -
     for i in range(ns.tp_reps):
         for name, (fn, expect) in systems.items():
             table = fresh_table(svc)
+            server0, client0 = sum(map(cpu_seconds, servers)), children_cpu_seconds()
             seconds, rss = fn(table)
+            server_s, client_s = sum(map(cpu_seconds, servers)) - server0, children_cpu_seconds() - client0
             stored = count_and_drop(table)
             if stored != expect:
                 raise RuntimeError(f"{name}: {stored} records in DynamoDB, expected {expect}")
-            runs[name].append({"jobs_per_s": n / seconds, "total_s": seconds, "peak_rss_mib": rss})
+            run = {"jobs_per_s": n / seconds, "total_s": seconds, "peak_rss_mib": rss,
+                   "client_cpu_ms_per_job": 1000 * client_s / n}
+            if servers:
+                run["server_cpu_ms_per_job"] = 1000 * server_s / n
+            runs[name].append(run)
         log(f"dynamodb {i + 1}/{ns.tp_reps} (n={n}): " + ", ".join(
             f"{k.split(' (')[0].split(',')[0]} {v[-1]['jobs_per_s']:.0f}/s" for k, v in runs.items()))
     results["dynamodb"] = {"unit": "jobs/s", "baseline": DDB_BASELINE,
@@ -880,6 +912,19 @@ def scenario_latency(ns, svc: Services, env: dict, results: dict) -> None:
 
 # ----------------------------------------------------------------------------- report
 
+def dynamodb_cpu_table(c: dict) -> str:
+    """CPU time per job of the local cloud and of each DynamoDB system's own process."""
+    lines = ["CPU time per job, medians: the local cloud's (LocalStack and DynamoDB Local, read from /proc "
+             "around each run) and the system's own process (its start-up included). Both share the "
+             "machine's cores, so a system's rate follows the sum.\n",
+             "| system | local cloud ms/job | own process ms/job |", "|---|---:|---:|"]
+    for name, runs in c["runs"].items():
+        server, own = (stats.summary([r[f] for r in runs if f in r])["median"]
+                       for f in ("server_cpu_ms_per_job", "client_cpu_ms_per_job"))
+        lines.append(f"| {name} | {stats.fmt(server, 3)} | {stats.fmt(own, 3)} |")
+    return "\n".join(lines) + "\n"
+
+
 def report(results: dict, out: Path, stamp: str) -> str:
     md = [f"## kindling benchmarks ({stamp})", "", f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, "
           f"Python {platform.python_version()}. {results['meta']['services']} Load average at start "
@@ -936,6 +981,7 @@ def report(results: dict, out: Path, stamp: str) -> str:
                       "sent while the previous batch's write is in flight) and the write (one BatchWriteItem per 25), "
                       "made by kindling's store with no worker, no Valkey and no jobs. Against it, what the worker "
                       "adds; against BatchWriteItem alone, what the check costs the table.\n")
+        md.append(dynamodb_cpu_table(c))
     if "sqs" in results:
         c = results["sqs"]
         runs = c["runs"]
@@ -1094,6 +1140,12 @@ def ratio_lines(results: dict) -> list[str]:
                                        stats.ratio(rates[DDB_STREAM], rates[DDB_CALLS]), 0.9, at_most=False))
             lines.append("results in DynamoDB: the StreamWorker's store calls alone (check + write) / BatchWriteItem "
                          f"alone = {stats.fmt_ratio(stats.ratio(rates[DDB_CALLS], base))}")
+            server = {k: med([r["server_cpu_ms_per_job"] for r in v if "server_cpu_ms_per_job" in r])
+                      for k, v in c["runs"].items()}
+            cpu = stats.ratio(server[DDB_CALLS], server[c["baseline"]])
+            if cpu is not None:
+                lines.append("results in DynamoDB: the local cloud's CPU per job, the StreamWorker's store calls / "
+                             f"BatchWriteItem alone = {stats.fmt_ratio(cpu)}")
         one = rates["BatchWriteItem alone (25 per call, 1 connection)"]
         lines.append("results in DynamoDB: kindling SQS handler (events of 10) / BatchWriteItem alone (1 connection) = "
                      + stats.fmt_ratio(stats.ratio(rates["kindling SQS handler, warm, events of 10 (1 connection)"],

@@ -143,3 +143,27 @@ def test_sleep_throughput_is_a_ratio_to_the_bare_consumer():
     assert ("throughput sleep 10 ms, concurrency 100: kindling / bare batched consumer, steady (10% to 90%): 1 "
             "(target >= 0.9): met") in lines
     assert not any("jobs/s" in line for line in lines)
+
+
+def test_dynamodb_cpu_table_gives_the_local_clouds_and_each_systems_own_cpu_per_job():
+    runs = {run.DDB_BASELINE: [{"jobs_per_s": 1000, "server_cpu_ms_per_job": 1.1, "client_cpu_ms_per_job": 0.1},
+                               {"jobs_per_s": 900, "server_cpu_ms_per_job": 1.3, "client_cpu_ms_per_job": 0.3}],
+            run.DDB_STREAM: [{"jobs_per_s": 800, "client_cpu_ms_per_job": 0.25}]}  # moto: no local cloud pids
+    md = run.dynamodb_cpu_table({"runs": runs})
+    assert f"| {run.DDB_BASELINE} | 1.200 | 0.200 |" in md
+    assert f"| {run.DDB_STREAM} | - | 0.250 |" in md
+
+
+def test_dynamodb_ratios_set_the_check_against_the_write_in_rate_and_in_the_local_clouds_cpu():
+    def runs(rate, server):
+        return [{"jobs_per_s": rate, "server_cpu_ms_per_job": server, "client_cpu_ms_per_job": 0.1}]
+
+    c = {"baseline": run.DDB_BASELINE, "runs": {
+        run.DDB_BASELINE: runs(1000, 1.0), run.DDB_STREAM: runs(800, 1.35), run.DDB_CALLS: runs(900, 1.3),
+        "BatchWriteItem alone (25 per call, 1 connection)": runs(500, 1.0),
+        "kindling SQS handler, warm, events of 10 (1 connection)": runs(200, 2.0)}}
+    lines = run.ratio_lines({"dynamodb": c})
+    assert ("results in DynamoDB: kindling StreamWorker / BatchWriteItem alone (4 connections): 0.8 "
+            "(target >= 0.9): NOT met") in lines
+    assert ("results in DynamoDB: the local cloud's CPU per job, the StreamWorker's store calls / BatchWriteItem "
+            "alone = 1.30x") in lines
