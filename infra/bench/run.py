@@ -645,16 +645,25 @@ def children_cpu_seconds() -> float:
 
 
 def span_of(cmd: list[str], env: dict) -> tuple[float, float]:
-    """Run a child that prints ``SPAN <seconds>``; return (seconds, peak RSS in MiB)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, tree_rss(proc))
-        time.sleep(0.02)
-    out, err = proc.communicate()
-    if proc.returncode != 0 or "SPAN" not in out:
-        raise RuntimeError(f"{cmd[1:3]} failed ({proc.returncode}): {err[-2000:]}")
-    return float(out.split("SPAN", 1)[1].split()[0]), peak / 2**20
+    """Run a child that prints ``SPAN <seconds>``; return (seconds, peak RSS in MiB).
+
+    Its output goes to files, not pipes: this loop samples its memory rather than reading,
+    and a child that logs more than a pipe holds (the SQS handler logs a line per event)
+    would block on its write for good."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, tree_rss(proc))
+            time.sleep(0.02)
+        out.seek(0)
+        err.seek(0)
+        spans = [line.split()[1] for line in out if line.startswith("SPAN ")]
+        if proc.returncode != 0 or not spans:
+            raise RuntimeError(f"{cmd[1:3]} failed ({proc.returncode}): {err.read()[-2000:]}")
+    return float(spans[-1]), peak / 2**20
 
 
 DDB_BASELINE = "BatchWriteItem alone (25 per call, 4 connections)"

@@ -167,3 +167,15 @@ def test_dynamodb_ratios_set_the_check_against_the_write_in_rate_and_in_the_loca
             "(target >= 0.9): NOT met") in lines
     assert ("results in DynamoDB: the local cloud's CPU per job, the StreamWorker's store calls / BatchWriteItem "
             "alone = 1.30x") in lines
+
+
+def test_span_of_reads_a_child_that_prints_more_than_a_pipe_holds(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(run, "tree_rss", lambda proc: 0)
+    child = [sys.executable, "-c", "import sys; sys.stdout.write('log line\\n' * 40000); print('SPAN 1.5')"]
+    got = []
+    reader = threading.Thread(target=lambda: got.append(run.span_of(child, {})), daemon=True)
+    reader.start()
+    reader.join(30)
+    assert got == [(1.5, 0.0)]  # with pipes the child blocked on its 64 KiB and this waited for ever
