@@ -619,6 +619,12 @@ def count_and_drop(table: str) -> int:
     return count
 
 
+def rotated(items: list, i: int) -> list:
+    """``items`` starting at the ``i``-th (cyclically): repetition ``i``'s order of systems."""
+    k = i % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
 def server_pids() -> tuple[int, ...]:
     """LocalStack's process and its DynamoDB Local child (call_costs.py finds them); none
     when LocalStack was not started by infra/localstack/ctl here."""
@@ -710,12 +716,15 @@ def scenario_dynamodb(ns, svc: Services, layer: str, env: dict, results: dict) -
     runs: dict[str, list[dict]] = {k: [] for k in systems}
     servers = server_pids() if svc.localstack else ()
     # DynamoDB Local's JIT warms up over its first thousands of items: one untimed run first,
-    # or the first repetition of every system measures the warm-up
+    # or the first repetition of every system measures the warm-up. It goes on getting
+    # faster after that (BatchWriteItem alone from 1.5 to 0.9 ms of server CPU per job over
+    # a full run's repetitions), so each repetition starts with the next system: none is
+    # always measured on a colder table than another.
     table = fresh_table(svc)
     batchwrite(4)(table)
     count_and_drop(table)
     for i in range(ns.tp_reps):
-        for name, (fn, expect) in systems.items():
+        for name, (fn, expect) in rotated(list(systems.items()), i):
             table = fresh_table(svc)
             server0, client0 = sum(map(cpu_seconds, servers)), children_cpu_seconds()
             seconds, rss = fn(table)
