@@ -5,7 +5,7 @@
     python -S ddb_child.py handler --layer DIR --table T --n N [--batch 10]
     python ddb_child.py stream --layer DIR --table T --n N --url redis://... [--batch 500] [--connections 4]
 
-``batchwrite``: N result records (kindling's item shape) written with BatchWriteItem, 25
+``batchwrite``: N result records (the StreamWorker's own, :func:`stream_worker_record`) written with BatchWriteItem, 25
 per call, through kindling's own client on ``--connections`` kept-alive connections (one
 thread each): what the table accepts with nothing else going on. ``storecalls``: the calls
 the StreamWorker makes for N jobs and nothing else (no Valkey, no jobs): through kindling's
@@ -42,15 +42,11 @@ def main(argv: list[str]) -> int:
         from kindling.results import to_item
 
         client = dynamodb()
-        now = time.time_ns() // 1_000_000
-
-        def record(i: int) -> dict:
-            return {"id": f"bw-{i:08d}", "task": "noop", "status": "succeeded", "result": "null", "attempts": 1,
-                    "enqueued_at": now, "started_at": now, "finished_at": now, "duration_ms": 0.01,
-                    "worker": {"function": "bench"}, "expires_at": now // 1000 + 86400}
+        # n, and one per warm-up call
+        records = [stream_worker_record(f"bw-{i:08d}") for i in range(n + 1 + int(opts.get("--connections", "1")))]
 
         def write(ids: range, via=client) -> None:
-            requests = [{"PutRequest": {"Item": to_item(record(i))}} for i in ids]
+            requests = [{"PutRequest": {"Item": to_item(records[i])}} for i in ids]
             pending = {table: requests}
             while pending:
                 pending = via.call("BatchWriteItem", {"RequestItems": pending}).get("UnprocessedItems") or {}
@@ -80,16 +76,13 @@ def main(argv: list[str]) -> int:
                 t0 = time.perf_counter()  # all connections open and warm
                 list(pool.map(write_on_own_connection, chunks))
     elif mode == "storecalls":
-        from kindling.records import build_record
         from kindling.results import DynamoResultStore
 
         store = DynamoResultStore(table, concurrency=int(opts.get("--connections", "4")))
         _warm(store)
         batch = int(opts.get("--batch", "500"))
-        now = time.time_ns() // 1_000_000
-        batches = [[build_record(key=f"sc-{i:08d}", task="noop", status="succeeded", attempts=1, started_at=now,
-                                 finished_at=now, job=None, worker={"function": "bench"}, result="null")
-                    for i in range(start, min(start + batch, n))] for start in range(0, n, batch)]
+        batches = [[stream_worker_record(f"sc-{i:08d}") for i in range(start, min(start + batch, n))]
+                   for start in range(0, n, batch)]
         t0 = time.perf_counter()
         read = store.begin_read([r["id"] for r in batches[0]])
         in_flight = None
@@ -160,6 +153,21 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"unknown mode {mode!r}")
     print("SPAN", repr(time.perf_counter() - t0), flush=True)
     return 0
+
+
+def stream_worker_record(key: str) -> dict:
+    """The record the StreamWorker writes for a no-op job, attribute for attribute (its
+    worker and consumer, the job's enqueued_at, the results' TTL), so that the baselines
+    write the same items as the worker they are set against."""
+    from kindling.envelope import new_job
+    from kindling.records import build_record
+    from kindling.runner import DAY_S
+    from kindling.valkey.connection import default_consumer
+
+    now = time.time_ns() // 1_000_000
+    return build_record(key=key, task="noop", status="succeeded", attempts=1, started_at=now, finished_at=now,
+                        duration_ms=0.012, job=new_job("noop"), result="null",
+                        worker={"function": "kindling-valkey", "consumer": default_consumer()}, ttl_s=14 * DAY_S)
 
 
 def _warm(store) -> None:
