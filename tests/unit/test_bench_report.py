@@ -179,3 +179,10 @@ def test_span_of_reads_a_child_that_prints_more_than_a_pipe_holds(monkeypatch):
     reader.start()
     reader.join(30)
     assert got == [(1.5, 0.0)]  # with pipes the child blocked on its 64 KiB and this waited for ever
+
+
+def test_each_repetition_starts_with_the_next_system_so_none_always_runs_first():
+    systems = ["a", "b", "c"]
+    orders = [run.rotated(systems, i) for i in range(4)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert run.rotated([], 2) == []
