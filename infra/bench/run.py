@@ -636,12 +636,6 @@ def server_pids() -> tuple[int, ...]:
         return ()
 
 
-def cpu_seconds(pid: int) -> float:
-    from call_costs import cpu_seconds as of
-
-    return of(pid)
-
-
 def children_cpu_seconds() -> float:
     """CPU time of this process's finished children (each system's child, with its start-up)."""
     import resource
@@ -714,6 +708,8 @@ def scenario_dynamodb(ns, svc: Services, layer: str, env: dict, results: dict) -
         "kindling SQS handler, warm, events of 10 (1 connection)": (handler, n + 1),
     }
     runs: dict[str, list[dict]] = {k: [] for k in systems}
+    from call_costs import cpu_seconds
+
     servers = server_pids() if svc.localstack else ()
     # DynamoDB Local's JIT warms up over its first thousands of items: one untimed run first,
     # or the first repetition of every system measures the warm-up. It goes on getting
