@@ -1,7 +1,8 @@
-"""The long-lived stream worker checks its next batch while this one is written, and keeps
-every guarantee of the one-batch-at-a-time loop: records only move forward, a job already
-succeeded is skipped, a read that fails hands its batch back, and no entry is acknowledged
-before its record is written. Against a real valkey-server (tests/support/valkey.py).
+"""The long-lived stream worker checks its next batch while this one is written (and, with
+its jobs in threads, reads and checks it while this one runs), and keeps every guarantee of
+the one-batch-at-a-time loop: records only move forward, a job already succeeded is
+skipped, a read that fails hands its batch back, and no entry is acknowledged before its
+record is written. Against a real valkey-server (tests/support/valkey.py).
 
 Run: .venv/bin/pytest tests/integration/test_valkey_pipeline.py -q -m valkey
 """
@@ -82,14 +83,14 @@ class Timeline(MemoryResultStore):
         return collect
 
 
-def _setup(url: str, stream: str, jobs: list, **store_options):
+def _setup(url: str, stream: str, jobs: list, threads: int = 0, task=None, **store_options):
     from kindling.envelope import encode_job, new_job
     from kindling.registry import Registry
     from kindling.valkey import StreamWorker, connect
 
     runs: Counter = Counter()
     registry = Registry()
-    registry.task(name="count")(lambda key: runs.update([key]))
+    registry.task(name="count")(task or (lambda key: runs.update([key])))
     client = connect(url)
     store = Timeline(client, stream, **store_options)
     client.xgroup_create(stream, "kindling", id="0", mkstream=True)
@@ -97,7 +98,7 @@ def _setup(url: str, stream: str, jobs: list, **store_options):
         job = job if not isinstance(job, str) else new_job("count", [job], job_id=job)
         store.entries[job.id] = client.xadd(stream, {"job": encode_job(job)}).decode()
     worker = StreamWorker(url, registry=registry, store=store, stream=stream, batch=5, block_ms=50,
-                          visibility_ms=200, log=False)
+                          visibility_ms=200, log=False, threads=threads)
     return worker, store, runs, client
 
 
@@ -175,4 +176,86 @@ def test_a_record_that_may_not_be_replaced_is_left_and_its_entry_settled(valkey_
     assert runs == Counter(k for k in keys if k not in ("job-06", "job-07"))
     assert store.records["job-06"]["result"] == "before" and store.records["job-07"]["status"] == "dead"
     assert counts == {"succeeded": 10, "skipped": 1, "dead": 1}, counts
+    _settled(client, stream)
+
+
+# -- jobs in threads: the next batch is read and checked while this one runs ----------------
+
+THREADED = 4
+
+
+def test_threaded_batch_n_plus_1_is_read_and_checked_while_batch_n_runs(valkey_url, stream):
+    keys = [f"job-{i:02d}" for i in range(20)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys, threads=THREADED)
+    counts = worker.run(burst=True)
+    assert counts == {"succeeded": 20} and runs == Counter(keys)
+    batches = _batches(store)
+    assert len(batches) == 4, batches
+    for this, following in zip(batches, batches[1:], strict=False):
+        # before this batch's write even goes out: while its jobs ran
+        assert _at(store, "read sent", following) < _at(store, "write sent", this), store.events
+    assert store.acked_before_written == []
+    _settled(client, stream)
+
+
+def test_threaded_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream):
+    """The second delivery is checked while the first one still runs, before its record
+    exists: its id is read again once that record is written, so it is skipped, not run twice."""
+    keys = [f"job-{i:02d}" for i in range(9)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys[:5] + ["job-04"] + keys[5:], threads=THREADED)
+    counts = worker.run(burst=True)
+    assert counts == {"succeeded": 9, "skipped": 1}, counts
+    assert runs == Counter(keys)
+    assert store.records["job-04"]["status"] == "succeeded" and store.records["job-04"]["attempts"] == 1
+    assert store.acked_before_written == []
+    _settled(client, stream)
+
+
+def test_threaded_when_a_write_fails_the_batch_read_ahead_is_handed_back_unrun(valkey_url, stream):
+    keys = [f"job-{i:02d}" for i in range(15)]
+    worker, store, runs, client = _setup(valkey_url, stream, keys, threads=THREADED, down_from_write=0, down_s=0.3)
+    counts = worker.run(burst=True)
+    first = sorted(_batches(store)[0])
+    assert runs == Counter(keys + first), runs  # only the batch whose record was lost ran twice
+    assert counts["succeeded"] == 15, counts
+    assert store.acked_before_written == []
+    assert all(r["status"] == "succeeded" for r in store.records.values()) and len(store.records) == 15
+    _settled(client, stream)
+
+
+def test_threaded_a_batch_read_ahead_when_the_worker_stops_is_given_back_unrun(valkey_url, stream):
+    """SIGTERM while batch 1 runs and batch 2 has been read ahead: batch 1 is finished and
+    acknowledged, batch 2 is not started and goes back to the stream's pending list with its
+    delivery uncounted and reclaimable at once; the next worker runs it."""
+    from kindling.valkey import StreamWorker
+
+    keys = [f"job-{i:02d}" for i in range(10)]
+    runs: Counter = Counter()
+    first: dict = {}
+
+    def count(key: str) -> None:
+        if first:  # the first worker: stopped once batch 2's check has gone out
+            store = first["store"]
+            until = time.monotonic() + 5
+            while not any(kind == "read sent" and "job-05" in ids for kind, ids in store.events):
+                assert time.monotonic() < until, store.events
+                time.sleep(0.005)
+            first["worker"].stop()
+        runs.update([key])
+
+    worker, store, _, client = _setup(valkey_url, stream, keys, threads=THREADED, task=count)
+    first.update(worker=worker, store=store)
+    counts = worker.run(burst=True)
+    assert runs == Counter(keys[:5]), runs
+    assert counts == {"succeeded": 5, "deferred": 5}, counts
+    pending = client.xpending_range(stream, "kindling", min="-", max="+", count=100)
+    assert len(pending) == 5 and all(p["times_delivered"] == 0 for p in pending), pending
+    assert all(p["time_since_delivered"] >= 200 for p in pending), pending  # reclaimable now
+
+    first.clear()
+    later = StreamWorker(valkey_url, registry=worker.runner.registry, store=store, stream=stream, batch=5,
+                         block_ms=50, visibility_ms=200, log=False, threads=THREADED)
+    assert later.run(burst=True) == {"succeeded": 5}
+    assert runs == Counter(keys), runs
+    assert store.acked_before_written == []
     _settled(client, stream)

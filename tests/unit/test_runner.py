@@ -336,3 +336,43 @@ def test_a_runner_bug_in_a_thread_leaves_the_job_settled_and_the_threads_working
     assert statuses(first)[2] == "succeeded" and "succeeded" not in statuses(first)[:2]
     second = runner.run([delivery("add", 2, 2), delivery("add", 3, 3), delivery("add", 4, 4)], remaining_ms=left)
     assert statuses(second) == ["succeeded"] * 3
+
+
+def test_meanwhile_runs_while_threaded_jobs_run_and_a_batch_admitted_then_keeps_its_own_worker(store):
+    """A long-lived worker admits its next batch while this one's jobs run in threads: each
+    batch's records carry its own invocation, however the two interleave."""
+    import threading
+
+    reg = Registry()
+    admitted = threading.Event()
+
+    @reg.task(name="wait")
+    def wait():
+        assert admitted.wait(5)  # finishes only after the next batch was admitted
+        return 1
+
+    runner = Runner(reg, store, threads=4, log=None, metrics=False, worker={"name": "w"})
+    running = runner.begin([delivery("wait"), delivery("wait")], request_id="req-a")
+    ahead = {}
+
+    def meanwhile():
+        ahead["batch"] = runner.begin([delivery("wait"), Delivery("m-bad", "{not json", 1)], request_id="req-b",
+                                      in_flight=running.job_ids())
+        admitted.set()
+
+    outcomes = runner.finish(runner.execute(running, meanwhile))
+    assert statuses(outcomes) == ["succeeded", "succeeded"]
+    assert {store.records[o.job_id]["worker"]["request_id"] for o in outcomes} == {"req-a"}
+    rejected = ahead["batch"].outcomes[1]
+    assert rejected.status == "rejected" and rejected.record["worker"]["request_id"] == "req-b"
+    later = runner.finish(runner.execute(ahead["batch"]))
+    assert statuses(later) == ["succeeded", "rejected"]
+    assert store.records[later[0].job_id]["worker"]["request_id"] == "req-b"
+
+
+def test_meanwhile_is_not_called_when_jobs_run_one_after_another(reg, store):
+    called = []
+    runner = Runner(reg, store, log=None, metrics=False)
+    outcomes = runner.finish(runner.execute(runner.begin([delivery("add", 1, 2), delivery("add", 2, 2)]),
+                                                lambda: called.append(1)))
+    assert statuses(outcomes) == ["succeeded", "succeeded"] and called == []

@@ -11,7 +11,6 @@ after another on the main thread).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -20,10 +19,15 @@ PREFIX = "kindling-result:"
 
 
 class ValkeyResultStore:
-    """kindling's ResultStore protocol over Valkey keys (``kindling-result:<id>`` -> JSON)."""
+    """kindling's ResultStore protocol over Valkey keys (``kindling-result:<id>`` -> JSON),
+    encoded with kindling's codec as its own stores encode records (orjson once the worker
+    has switched to it)."""
 
     def __init__(self, client):
+        from kindling import codec
+
         self.client = client
+        self.codec = codec  # its dumps/loads are rebound by codec.use_orjson()
 
     def read_states(self, job_ids, **_):
         ids = list(dict.fromkeys(job_ids))
@@ -31,13 +35,13 @@ class ValkeyResultStore:
             return {}
         values = self.client.mget([PREFIX + i for i in ids])
         return {i: (r["status"], r.get("attempts", 0)) for i, v in zip(ids, values, strict=True)
-                if v is not None and (r := json.loads(v))}
+                if v is not None and (r := self.codec.loads(v))}
 
     def write(self, records, **_):
         # The benchmark's jobs all succeed: plain SETs, as kindling's own store writes successes.
         pipe = self.client.pipeline(transaction=False)
         for r in records:
-            pipe.set(PREFIX + r["id"], json.dumps(r))
+            pipe.set(PREFIX + r["id"], self.codec.dumps(r))
         pipe.execute()
         return {}
 

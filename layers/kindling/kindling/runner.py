@@ -212,6 +212,10 @@ class Batch:
         """The job ids whose records this batch's write carries."""
         return {o.record["id"] for o in self.outcomes if o.record is not None}
 
+    def job_ids(self) -> set[str]:
+        """Every job id its write may carry, known before its jobs have run."""
+        return {o.job_id for o in self.outcomes if o.job_id is not None} | self.writing()
+
 
 class Runner:
     """Runs batches of deliveries against a registry and records outcomes in a store.
@@ -298,7 +302,8 @@ class Runner:
         self.log = log
         self._loop = None  # the event loop for async tasks (kindling.execution.asyncrun), likewise
         self._finishing = allocate_lock()
-        self._batch_worker = self.worker
+        self._batch_worker = self.worker  # the executing batch's
+        self._admitting_worker = self.worker  # the batch being admitted's (Runner.begin)
         if metrics is None:
             flag = os.environ.get("KINDLING_METRICS")
             metrics = flag == "1" if flag in ("0", "1") else "AWS_LAMBDA_FUNCTION_NAME" in os.environ
@@ -350,9 +355,10 @@ class Runner:
         batch's :meth:`finish`: a job just run is then skipped, not run twice.
         """
         worker = dict(self.worker, request_id=request_id) if request_id else self.worker
-        self._batch_worker = worker
+        # Not the running batch's worker and deadline: a long-lived worker admits its next
+        # batch while this one's jobs still run in threads (Runner.execute's ``meanwhile``).
+        self._admitting_worker = worker
         deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
-        self._deadline = deadline
         # Past this there is no time left to run anything the read would allow.
         read_by = None if deadline is None else deadline - self.safety_ms / 1000
         if self.verifier is not None:
@@ -372,23 +378,28 @@ class Runner:
                 self._check(o, d)
         return Batch(deliveries, outcomes, runnable, collect, deadline, read_by, worker)
 
-    def execute(self, batch: Batch) -> Batch:
+    def execute(self, batch: Batch, meanwhile: Callable[[], object] | None = None) -> Batch:
         """Read the duplicate check's reply, run the jobs, and send the write (not read back:
-        :meth:`finish` does that). A check that fails hands the batch back unrun."""
+        :meth:`finish` does that). A check that fails hands the batch back unrun.
+
+        ``meanwhile`` is called once on this thread while the batch's jobs run in threads
+        (``threads`` > 1), and not at all by the other strategies: a long-lived worker reads
+        and admits its next batch then (:meth:`begin` with this batch's
+        :meth:`Batch.job_ids` in flight). It must not raise."""
         if batch.handed_back is not None:  # handed back at admission (no signing keys)
             return batch
         if not self.otel:
-            return self._execute(batch)
+            return self._execute(batch, meanwhile)
         # The jobs' spans stay open until finish() knows their outcomes as recorded.
         self._spans = batch.spans = []
         try:
-            return self._execute(batch)
+            return self._execute(batch, meanwhile)
         except BaseException:
             spans, batch.spans = batch.spans, []
             self._end_spans(spans)
             raise
 
-    def _execute(self, batch: Batch) -> Batch:
+    def _execute(self, batch: Batch, meanwhile: Callable[[], object] | None = None) -> Batch:
         # The batch's own, not the one begun since (a long-lived worker begins the next early).
         self._batch_worker, self._deadline = batch.worker, batch.deadline
         outcomes, deliveries, deadline, read_by = batch.outcomes, batch.deliveries, batch.deadline, batch.read_by
@@ -413,7 +424,7 @@ class Runner:
             elif self.threads > 1 and len(sync_jobs) > 1:
                 from kindling.execution.threaded import run_threaded
 
-                run_threaded(self, sync_jobs, deadline)
+                run_threaded(self, sync_jobs, deadline, meanwhile)
             else:
                 for o in sync_jobs:
                     self._run_sync(o, deadline)
@@ -556,7 +567,7 @@ class Runner:
         at = now_ms()
         o.record = build_record(key=key, task=task, status=REJECTED, attempts=d.attempts, started_at=at,
                                 finished_at=at, job=job, error={"type": "InvalidJob", "message": reason},
-                                raw=d.body, job_id=claimed_id, worker=self._batch_worker, ttl_s=self.ttl_s,
+                                raw=d.body, job_id=claimed_id, worker=self._admitting_worker, ttl_s=self.ttl_s,
                                 redact=redact)
         return o
 
@@ -858,8 +869,10 @@ class Runner:
             otel.end(span, started, o, redact=known is not None and known.redact)
 
     def _finish(self, o: Outcome, *, value=None, error: BaseException | None = None) -> None:
+        if o.status is not None:  # a thread that outlived its timeout: already recorded
+            return
         result = result_payload = text = None
-        if error is None and o.status is None:
+        if error is None:
             # Outside the lock: encoding runs the task's own code (__str__, isoformat), and a
             # large result goes to S3, while a pool's waiter may need the lock to time out others.
             result, error = encode_result(value)
@@ -868,27 +881,36 @@ class Runner:
                     and not self._task(o).redact):
                 text = error.text
                 result_payload, error = self._store_result(o, text)
-        with self._finishing:  # a pool thread and the batch's waiter may both get here
-            if o.status is not None:  # a thread that outlived its timeout: already recorded
-                return
-            duration = round((time.perf_counter() - o.t0) * 1000, 3)
-            if error is None:
-                status = SUCCEEDED
+        duration = round((time.perf_counter() - o.t0) * 1000, 3)
+        if error is None:
+            # A success's record is built outside the lock too: a hundred threads finishing
+            # jobs would otherwise queue on it behind one another's records.
+            record = self._record(o, SUCCEEDED, duration, result, result_payload, None)
+            with self._finishing:  # a pool thread and the batch's waiter may both get here
+                if o.status is not None:
+                    return
                 o.result = text  # kept in S3 or not: a chain's next step gets it from here
-            else:
-                o.error = error
-                o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
-                # An unread job's attempt number is known only after the run.
-                status = FAILED if o.unread else self._after_failure(o)
-            redact = self._task(o).redact
-            if redact and error is not None:  # what the worker logs and the DLQ carries, too
+                o.record, o.status = record, SUCCEEDED
+            return
+        with self._finishing:
+            if o.status is not None:
+                return
+            o.error = error
+            o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
+            # An unread job's attempt number is known only after the run.
+            status = FAILED if o.unread else self._after_failure(o)
+            if self._task(o).redact:  # what the worker logs and the DLQ carries, too
                 o.reason = f"{type(error).__name__}: [redacted]"
-            o.record = build_record(key=o.job_id, task=o.task, status=status, attempts=o.attempts,  # type: ignore[arg-type]
-                                    started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
-                                    job=o.job, result=result, result_payload=result_payload,
-                                    error=describe_error(error) if error else None,
-                                    worker=self._batch_worker, ttl_s=self.ttl_s, trace_id=o.trace_id, redact=redact)
+            o.record = self._record(o, status, duration, None, None, error)
             o.status = status
+
+    def _record(self, o: Outcome, status: str, duration: float, result: str | None, result_payload: dict | None,
+                error: BaseException | None) -> dict:
+        return build_record(key=o.job_id, task=o.task, status=status, attempts=o.attempts,  # type: ignore[arg-type]
+                            started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
+                            job=o.job, result=result, result_payload=result_payload,
+                            error=describe_error(error) if error else None, worker=self._batch_worker,
+                            ttl_s=self.ttl_s, trace_id=o.trace_id, redact=self._task(o).redact)
 
     def _settle_unfinished(self, outcomes: list[Outcome], exc: BaseException) -> None:
         """After kindling's own machinery was interrupted: a job that started is a failed

@@ -20,6 +20,8 @@ from kindling.runner import _timeout_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kindling.runner import Outcome, Runner
 
 LOOK_EVERY = 0.05
@@ -75,26 +77,30 @@ class Gang:
                 while self._round == seen:
                     self._wake.wait()
                 seen, batch = self._round, self._batch
+            ran = False  # one lock round per job: the end of one job and the take of the next
             while True:
                 with batch.lock:  # type: ignore[union-attr]
+                    if ran:
+                        batch.left -= 1  # type: ignore[union-attr]
+                        if not batch.left:  # type: ignore[union-attr]
+                            batch.ended.notify()  # type: ignore[union-attr]
                     if batch.stopped or batch.next >= len(batch.outcomes):  # type: ignore[union-attr]
                         break
                     o = batch.outcomes[batch.next]  # type: ignore[union-attr]
                     batch.next += 1  # type: ignore[union-attr]
-                try:
+                ran = True
+                try:  # noqa: SIM105 - contextlib is one more import for this
                     self.runner._run_sync(o, batch.deadline)  # type: ignore[union-attr]
                 except BaseException:  # noqa: BLE001, S110 - a bug in kindling, not the job's failure:
                     pass  # the job is left without an outcome (the runner settles it), the thread lives on
-                finally:
-                    with batch.lock:  # type: ignore[union-attr]
-                        batch.left -= 1  # type: ignore[union-attr]
-                        if not batch.left:  # type: ignore[union-attr]
-                            batch.ended.notify()  # type: ignore[union-attr]
 
 
-def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None) -> None:
+def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None,
+                 meanwhile: Callable[[], object] | None = None) -> None:
     """Run ``outcomes`` on the runner's threads (made at its first use, kept while warm) and
     wait until each has an outcome, its limit has passed, or it was handed back.
+    ``meanwhile`` is called once the threads have the batch, before the wait (it must not
+    raise): the waiter's thread is otherwise idle while the jobs run.
 
     The waiter is woken when the last job ends, and otherwise only when a limit or the
     invocation's cutoff may have come."""
@@ -102,6 +108,8 @@ def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None
         runner._pool = Gang(runner, runner.threads)
     batch = _Batch(outcomes, deadline)
     runner._pool.run(batch)
+    if meanwhile is not None:
+        meanwhile()
     stop_at = None if deadline is None else deadline - runner.safety_ms / 1000
     waiting = list(outcomes)
     while True:

@@ -161,6 +161,10 @@ class StreamWorker:
         self.counts: dict[str, int] = {}
         self._stopping = False
         self._group_ready = False
+        # The next batch, read (a list of entries) or admitted (a _Batch) while the running
+        # one's jobs ran in threads; and what went wrong reading it, for the next round.
+        self._ahead: _Batch | list[Delivery] | None = None
+        self._ahead_error: BaseException | None = None
         self._move = self.client.register_script(MOVE_DUE)
         self.heartbeat = None
         if heartbeat and visibility_ms > 0:
@@ -281,10 +285,10 @@ class StreamWorker:
                                                                      in_flight=in_flight)))
         return b
 
-    def _execute(self, b: _Batch) -> _Batch:
-        """Run the admitted jobs and send their write."""
+    def _execute(self, b: _Batch, meanwhile: Callable[[], object] | None = None) -> _Batch:
+        """Run the admitted jobs and send their write (``meanwhile``: see :meth:`Runner.execute`)."""
         if b.outcomes is None:
-            self._contain(b, lambda: self.runner.execute(b.run))
+            self._contain(b, lambda: self.runner.execute(b.run, meanwhile))
         return b
 
     def _complete(self, b: _Batch) -> list[Outcome]:
@@ -536,7 +540,7 @@ class StreamWorker:
         # duplicate check sent before that write is read back (and its entries settled).
         sent: _Batch | None = None
         try:
-            while not self._stopping or sent is not None:
+            while not self._stopping or sent is not None or self._ahead is not None:
                 try:
                     sent = self._round(sent, burst, valkey_backoff, store_backoff)
                 except errors.connection_errors() as exc:
@@ -549,6 +553,9 @@ class StreamWorker:
                 except _Drained:
                     break
         finally:
+            ahead, self._ahead = self._ahead, None
+            if isinstance(ahead, _Batch):  # left by an error: pending, reclaimed later
+                ahead.release()
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
                     signal.signal(s, handler)
@@ -568,18 +575,30 @@ class StreamWorker:
         that write are read again afterwards (:meth:`kindling.runner.Runner.begin`); entries
         delivered too often are judged only after it; and if that write fails (the store is
         down) the next batch is handed back unrun rather than run into the outage."""
+        if self._ahead_error is not None:  # reading ahead failed: handled as if this round's read had
+            error, self._ahead_error = self._ahead_error, None
+            raise error
         deliveries: list[Delivery] = []
-        if not self._stopping:
+        admitted = ahead = None
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            if isinstance(ahead, _Batch):
+                admitted, deliveries = ahead, ahead.deliveries
+            else:
+                deliveries = ahead
+        elif not self._stopping:
             deliveries = self.fetch(None if sent is not None else self.block_ms)
             valkey_backoff.reset()
-        admitted = None
         try:
-            if sent is not None and deliveries and self._needs_split(deliveries):
+            if self._stopping and ahead is not None:  # read ahead before the signal: given back unstarted
+                self._hand_back(ahead, "not started: the worker is stopping", retry_in=0)
+                admitted, deliveries = None, []
+            if admitted is None and sent is not None and deliveries and self._needs_split(deliveries):
                 if self._finish_sent(sent, store_backoff) is _DOWN:
                     self._hand_back(deliveries)
                     return None
                 sent = None
-            if deliveries:
+            if deliveries and admitted is None:
                 admitted = self._admit(deliveries, in_flight=sent.run.writing() if _writing(sent) else ())
             if sent is not None and self._finish_sent(sent, store_backoff) is _DOWN:
                 if admitted is not None:
@@ -591,7 +610,7 @@ class StreamWorker:
                 if not burst and not deliveries:  # nothing to do: the one-off import costs no job
                     codec.use_orjson()
                 return None
-            executed = self._execute(admitted)
+            executed = self._execute(admitted, lambda: self._read_ahead(admitted.run.job_ids()))
             if _writing(executed):
                 return executed
             # nothing in flight (handed back, or nothing to write): settled now, paused if the store is down
@@ -613,16 +632,36 @@ class StreamWorker:
             codec.use_orjson()
         return None
 
-    def _hand_back(self, batch: list[Delivery] | _Batch) -> None:
-        """Hand entries back unrun (an admitted batch's check reply is dropped): the store
-        went down while they waited, and jobs run into an outage would run again after
-        their write failed."""
+    def _hand_back(self, batch: list[Delivery] | _Batch, reason: str | None = None,
+                   retry_in: float | None = None) -> None:
+        """Hand entries back unrun (an admitted batch's check reply is dropped). By default
+        because the store went down while they waited: jobs run into an outage would run
+        again after their write failed. ``retry_in``: seconds until they may be reclaimed
+        (default: the visibility timeout)."""
         b = batch if isinstance(batch, _Batch) else _Batch(batch)
         if b.outcomes is None:  # not already run (a runner bug runs a batch one by one at once)
-            reason = f"{STORE_DOWN}: the previous batch's write failed; not run into the outage"
+            reason = reason or f"{STORE_DOWN}: the previous batch's write failed; not run into the outage"
             unrun = b.runnable if b.run is not None else b.deliveries
-            b.outcomes = b.exhausted + [_deferred(d, reason) for d in unrun]
+            b.outcomes = b.exhausted + [_deferred(d, reason, retry_in) for d in unrun]
         self._complete(b)
+
+    def _read_ahead(self, in_flight: set[str]) -> None:
+        """While a batch's jobs run in threads: read the next batch and send its duplicate
+        check, so that the threads wait for neither when they come free. ``in_flight``: the
+        running batch's job ids, read again once its write is read back
+        (:meth:`kindling.runner.Runner.begin`). Entries delivered too often are left to be
+        judged after that write, as in a round. Whatever fails is raised by the next round,
+        after the running batch has been settled as usual."""
+        if self._stopping:
+            return
+        try:
+            deliveries = self.fetch(None)
+            if deliveries:
+                self._ahead = deliveries
+                if not self._needs_split(deliveries):
+                    self._ahead = self._admit(deliveries, in_flight=in_flight)
+        except BaseException as exc:  # noqa: BLE001 - raised by the next round, not into the running batch
+            self._ahead_error = exc
 
     def _needs_split(self, deliveries: list[Delivery]) -> bool:
         return any(d.attempts > self.max_attempts for d in deliveries)
@@ -682,9 +721,10 @@ class _Drained(Exception):
 _DOWN = object()
 
 
-def _deferred(d: Delivery, reason: str) -> Outcome:
+def _deferred(d: Delivery, reason: str, retry_in: float | None = None) -> Outcome:
     o = Outcome(d.ref, None, None, DEFERRED, d.attempts)
     o.reason = reason
+    o.retry_in = retry_in
     return o
 
 
