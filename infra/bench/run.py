@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(HERE / "systems")]
 
+import children  # noqa: E402
 import critical_path  # noqa: E402
 import lambda_valkey  # noqa: E402
 import stats  # noqa: E402
@@ -169,8 +170,7 @@ def cold_celery(pool: str, c: int, env: dict, svc: Services) -> float:
     res = celery_app.noop.delay()
     key = f"celery-task-meta-{res.id}"
     t0 = time.time()
-    proc = subprocess.Popen(celery_cmd(pool, c), env=env, cwd=HERE / "systems",
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = children.popen(celery_cmd(pool, c), env=env, cwd=HERE / "systems", stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -179,7 +179,7 @@ def cold_celery(pool: str, c: int, env: dict, svc: Services) -> float:
                 t1 = time.time()
                 break
             if proc.poll() is not None:
-                raise RuntimeError(f"celery worker exited: {proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"celery worker exited: {children.stderr_tail(proc)}")
             if time.monotonic() > deadline:
                 raise RuntimeError("celery cold start: no result after 120 s")
             time.sleep(0.002)
@@ -214,8 +214,8 @@ def cold_worker(pkg: str, env: dict, svc: Services, share=None) -> float:
     wenv = dict(env, KINDLING_RESULTS="valkey", KINDLING_LOG="0", KINDLING_VALKEY_URL=svc.valkey_url,
                 PYTHONPATH=os.pathsep.join([pkg, env.get("PYTHONPATH", "")]))
     t0 = time.time()
-    proc = subprocess.Popen(worker_cmd(), env=wenv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            preexec_fn=share.join if share is not None else None)
+    proc = children.popen(worker_cmd(), env=wenv, stdout=subprocess.DEVNULL,
+                          preexec_fn=share.join if share is not None else None)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -224,7 +224,7 @@ def cold_worker(pkg: str, env: dict, svc: Services, share=None) -> float:
                 t1 = time.time()
                 break
             if proc.poll() is not None:
-                raise RuntimeError(f"kindling worker exited: {proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"kindling worker exited: {children.stderr_tail(proc)}")
             if time.monotonic() > deadline:
                 raise RuntimeError("kindling worker cold start: no result after 120 s")
             time.sleep(0.001)
@@ -268,13 +268,13 @@ def cold_peer(kind: str, env: dict, svc: Services) -> float:
     rdb = svc.valkey(db)
     penv = dict(env, ARQ_MAX_JOBS="10")
     t0 = time.time()
-    proc = subprocess.Popen(peer_cmd(kind), env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = children.popen(peer_cmd(kind), env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
+                          start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while not rdb.exists(key):
             if proc.poll() is not None:
-                raise RuntimeError(f"{kind} worker exited: {proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"{kind} worker exited: {children.stderr_tail(proc)}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{kind} cold start: no result after 120 s")
             time.sleep(0.001)
@@ -477,7 +477,7 @@ def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1,
                 break
             for p in procs:
                 if p.poll() not in (None, 0):
-                    err = (p.stderr.read() or b"").decode()[-2000:]
+                    err = children.stderr_tail(p)
                     raise RuntimeError(f"worker exited with {p.returncode}: {err}")
             if now > deadline:
                 raise RuntimeError(f"{prefix}: only {count}/{n} results after 600 s")
@@ -506,8 +506,7 @@ def tp_celery(svc: Services, env: dict, workload: str, n: int) -> dict:
     pool, c = ("prefork", 2) if cpu else ("threads", 100)
 
     def spawn():
-        return [subprocess.Popen(celery_cmd(pool, c), env=env, cwd=HERE / "systems",
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)]
+        return [children.popen(celery_cmd(pool, c), env=env, cwd=HERE / "systems", stdout=subprocess.DEVNULL)]
     return drain(svc, spawn, n, "celery-task-meta-")
 
 
@@ -524,7 +523,7 @@ def tp_kindling(svc: Services, env: dict, workload: str, n: int) -> dict:
            "--threads", "100" if task == "sleep" else "0", "--batch", "50" if cpu else "500"]
 
     def spawn():
-        return [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return [children.popen(cmd, env=env, stdout=subprocess.DEVNULL)
                 for _ in range(procs)]
     return drain(svc, spawn, n, "kindling-result:")
 
@@ -541,7 +540,7 @@ def tp_bare(svc: Services, env: dict, workload: str, n: int) -> dict:
            "--batch", "50" if cpu else "500"]
 
     def spawn():
-        return [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return [children.popen(cmd, env=env, stdout=subprocess.DEVNULL)
                 for _ in range(2 if cpu else 1)]
     return drain(svc, spawn, n, "bare-result:")
 
@@ -562,8 +561,8 @@ def tp_peer(kind: str, svc: Services, env: dict, workload: str, n: int) -> dict:
         penv, count, prefix, db = env, None, "", 1  # db 1 holds only its results (MD5 keys)
 
     def spawn():
-        return [subprocess.Popen(c, env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, start_new_session=True) for c in cmds]
+        return [children.popen(c, env=penv, cwd=HERE / "systems", stdout=subprocess.DEVNULL,
+                               start_new_session=True) for c in cmds]
     return drain(svc, spawn, n, prefix, count=count, db=db, stop_proc=kill_group)
 
 

@@ -11,7 +11,7 @@ run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run)
 sys.path[:] = [p for p in sys.path if not p.startswith(str(_PATH.parent))]  # run.py adds its own dirs
 # run.py's own modules, kept by it, not left for other tests
-for _name in ("stats", "services", "critical_path", "lambda_valkey"):
+for _name in ("stats", "services", "critical_path", "lambda_valkey", "children"):
     sys.modules.pop(_name, None)
 
 K, P, F = run.KINDLING_COLD, run.POWERTOOLS_COLD, run.FLOOR_COLD
@@ -179,6 +179,21 @@ def test_span_of_reads_a_child_that_prints_more_than_a_pipe_holds(monkeypatch):
     reader.start()
     reader.join(30)
     assert got == [(1.5, 0.0)]  # with pipes the child blocked on its 64 KiB and this waited for ever
+
+
+def test_a_watched_worker_that_logs_more_than_a_pipe_holds_runs_to_its_end_and_its_error_is_read():
+    """The workers the harness samples while they run (throughput, cold starts, latency) write
+    stderr to a file: into a pipe nobody reads, the 64 KiB-th byte would block them for good."""
+    import subprocess
+
+    child = [sys.executable, "-c", "import sys; sys.stderr.write('log line\\n' * 40000 + 'the end'); sys.exit(3)"]
+    proc = run.children.popen(child, stdout=subprocess.DEVNULL)
+    try:
+        assert proc.wait(30) == 3  # with stderr=PIPE: TimeoutExpired, the child stuck on its write
+    finally:
+        proc.kill()
+    tail = run.children.stderr_tail(proc, limit=50)
+    assert tail.endswith("log line\nthe end") and len(tail) == 50
 
 
 def test_each_repetition_starts_with_the_next_system_so_none_always_runs_first():
