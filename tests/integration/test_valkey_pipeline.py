@@ -259,3 +259,35 @@ def test_threaded_a_batch_read_ahead_when_the_worker_stops_is_given_back_unrun(v
     assert runs == Counter(keys), runs
     assert store.acked_before_written == []
     _settled(client, stream)
+
+
+def test_threaded_a_runner_bug_admitting_a_batch_read_ahead_waits_for_the_next_round(valkey_url, stream, monkeypatch):
+    """A bug in admission is contained by running the batch's entries one by one: not while
+    the batch read ahead waits beside a running one (that would hold up the running batch's
+    waiter and its limits), but in the next round, where it is admitted again."""
+    from kindling.runner import Runner
+
+    keys = [f"job-{i:02d}" for i in range(10)]
+    spans: dict = {}
+
+    def count(key: str) -> None:
+        start = time.monotonic()
+        time.sleep(0.1)
+        spans[key] = (start, time.monotonic())
+
+    original, failed = Runner.begin, []
+
+    def begin(self, deliveries, *args, in_flight=(), **kwargs):
+        if in_flight and not failed:  # the first batch read ahead
+            failed.append(len(deliveries))
+            raise RuntimeError("kindling bug (test)")
+        return original(self, deliveries, *args, in_flight=in_flight, **kwargs)
+
+    monkeypatch.setattr(Runner, "begin", begin)
+    worker, store, _, client = _setup(valkey_url, stream, keys, threads=THREADED, task=count)
+    counts = worker.run(burst=True)
+    assert failed == [5] and counts == {"succeeded": 10}, (failed, counts)
+    first_done = max(spans[k][1] for k in keys[:5])
+    assert all(spans[k][0] >= first_done for k in keys[5:]), spans  # batch 2 ran after batch 1, not beside it
+    assert store.acked_before_written == []
+    _settled(client, stream)

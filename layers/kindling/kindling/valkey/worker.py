@@ -164,6 +164,7 @@ class StreamWorker:
         # The next batch, read (a list of entries) or admitted (a _Batch) while the running
         # one's jobs ran in threads; and what went wrong reading it, for the next round.
         self._ahead: _Batch | list[Delivery] | None = None
+        self._ahead_held = None  # the heartbeat's hold on entries read ahead but not admitted
         self._ahead_error: BaseException | None = None
         self._move = self.client.register_script(MOVE_DUE)
         self.heartbeat = None
@@ -265,10 +266,11 @@ class StreamWorker:
     # -- a batch in phases: admitted (its check sent), executed (its write sent), completed ----
 
     def _admit(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None,
-               request_id: str | None = None, in_flight=()) -> _Batch:
+               request_id: str | None = None, in_flight=(), contained: bool = True) -> _Batch:
         """Entries delivered too often are judged (rare: a read and a write of their own);
         the rest are admitted by the runner, their duplicate check sent, and held by the
-        heartbeat until settled."""
+        heartbeat until settled. Not ``contained``: a runner bug is raised (the hold
+        released) instead of running the entries one by one at once."""
         b = _Batch(deliveries)
         try:
             b.exhausted, b.runnable = self._split_exhausted(deliveries)
@@ -281,8 +283,18 @@ class StreamWorker:
         if self.heartbeat is not None:
             b.held = self.heartbeat.hold(self.consumer, [d.ref for d in b.runnable]).__enter__()
         b.remaining_ms, b.request_id = remaining_ms, request_id
-        self._contain(b, lambda: setattr(b, "run", self.runner.begin(b.runnable, remaining_ms, request_id,
-                                                                     in_flight=in_flight)))
+
+        def begin() -> None:
+            b.run = self.runner.begin(b.runnable, remaining_ms, request_id, in_flight=in_flight)
+
+        if contained:
+            self._contain(b, begin)
+            return b
+        try:
+            begin()
+        except BaseException:
+            b.release()
+            raise
         return b
 
     def _execute(self, b: _Batch, meanwhile: Callable[[], object] | None = None) -> _Batch:
@@ -556,6 +568,7 @@ class StreamWorker:
             ahead, self._ahead = self._ahead, None
             if isinstance(ahead, _Batch):  # left by an error: pending, reclaimed later
                 ahead.release()
+            self._ahead_held = _released(self._ahead_held)
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
                     signal.signal(s, handler)
@@ -580,6 +593,7 @@ class StreamWorker:
             raise error
         deliveries: list[Delivery] = []
         admitted = ahead = None
+        held, self._ahead_held = self._ahead_held, None  # this round's to release (the next one may hold anew)
         if self._ahead is not None:
             ahead, self._ahead = self._ahead, None
             if isinstance(ahead, _Batch):
@@ -600,6 +614,7 @@ class StreamWorker:
                 sent = None
             if deliveries and admitted is None:
                 admitted = self._admit(deliveries, in_flight=sent.run.writing() if _writing(sent) else ())
+            held = _released(held)  # admitted (held anew) or handed back by now
             if sent is not None and self._finish_sent(sent, store_backoff) is _DOWN:
                 if admitted is not None:
                     self._hand_back(admitted)
@@ -620,6 +635,8 @@ class StreamWorker:
             if admitted is not None and not admitted.done:  # left pending, reclaimed later
                 admitted.release()
             raise
+        finally:
+            _released(held)
 
     def _finish_sent(self, b: _Batch, store_backoff: _Backoff):
         """Complete the batch in flight; ``_DOWN`` (after a pause) if the store was down."""
@@ -656,12 +673,26 @@ class StreamWorker:
             return
         try:
             deliveries = self.fetch(None)
-            if deliveries:
-                self._ahead = deliveries
-                if not self._needs_split(deliveries):
-                    self._ahead = self._admit(deliveries, in_flight=in_flight)
         except BaseException as exc:  # noqa: BLE001 - raised by the next round, not into the running batch
             self._ahead_error = exc
+            return
+        if not deliveries:
+            return
+        self._ahead = deliveries
+        if self._needs_split(deliveries):
+            self._ahead_held = self._hold(deliveries)
+            return
+        try:
+            # Not contained here: running entries one by one would hold up the running batch's waiter.
+            self._ahead = self._admit(deliveries, in_flight=in_flight, contained=False)
+        except Exception:  # noqa: BLE001 - a runner bug: the next round admits them again, contained
+            self._ahead_held = self._hold(deliveries)
+
+    def _hold(self, deliveries: list[Delivery]):
+        """The heartbeat's hold on entries read ahead and not admitted (``None`` without one)."""
+        if self.heartbeat is None:
+            return None
+        return self.heartbeat.hold(self.consumer, [d.ref for d in deliveries]).__enter__()
 
     def _needs_split(self, deliveries: list[Delivery]) -> bool:
         return any(d.attempts > self.max_attempts for d in deliveries)
@@ -703,9 +734,14 @@ class _Batch:
 
     def release(self) -> None:
         """Stop the heartbeat's hold (joined: no beat after this)."""
-        held, self.held = self.held, None
-        if held is not None:
-            held.__exit__(None, None, None)
+        self.held = _released(self.held)
+
+
+def _released(held) -> None:
+    """Stop a heartbeat hold (joined); ``None`` for the variable that had it."""
+    if held is not None:
+        held.__exit__(None, None, None)
+    return None
 
 
 def _writing(b: _Batch | None) -> bool:
