@@ -19,6 +19,8 @@ from kindling.results import MemoryResultStore
 
 pytestmark = pytest.mark.valkey
 
+THREADED = 4  # sync jobs in threads: the next batch is read and checked while one runs
+
 
 @pytest.fixture
 def stream() -> str:
@@ -115,24 +117,30 @@ def _settled(client, stream: str) -> None:
     assert client.xlen(stream) == 0 and client.xpending(stream, "kindling")["pending"] == 0
 
 
-def test_batch_n_plus_1_is_read_before_batch_n_s_write_is_read_back(valkey_url, stream):
+@pytest.mark.parametrize(("threads", "before"), [
+    (0, "write collected"),  # the next batch is read and checked before this one's write is read back
+    (THREADED, "write sent"),  # with threads, before that write even goes out: while the jobs run
+])
+def test_batch_n_plus_1_is_read_and_checked_early(valkey_url, stream, threads, before):
     keys = [f"job-{i:02d}" for i in range(20)]
-    worker, store, runs, client = _setup(valkey_url, stream, keys)
+    worker, store, runs, client = _setup(valkey_url, stream, keys, threads=threads)
     counts = worker.run(burst=True)
     assert counts == {"succeeded": 20} and runs == Counter(keys)
     batches = _batches(store)
     assert len(batches) == 4, batches
     for this, following in zip(batches, batches[1:], strict=False):
-        assert _at(store, "read sent", following) < _at(store, "write collected", this), store.events
+        assert _at(store, "read sent", following) < _at(store, before, this), store.events
     assert store.acked_before_written == []
     _settled(client, stream)
 
 
-def test_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream):
-    """The second delivery's check goes out before the first one's record is written: its id
-    is read again after that write, so the job is skipped, not run twice."""
+@pytest.mark.parametrize("threads", [0, THREADED])
+def test_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream, threads):
+    """The second delivery's check goes out before the first one's record is written (with
+    threads, while the first one still runs): its id is read again after that write, so the
+    job is skipped, not run twice."""
     keys = [f"job-{i:02d}" for i in range(9)]
-    worker, store, runs, client = _setup(valkey_url, stream, keys[:5] + ["job-04"] + keys[5:])
+    worker, store, runs, client = _setup(valkey_url, stream, keys[:5] + ["job-04"] + keys[5:], threads=threads)
     counts = worker.run(burst=True)
     assert counts == {"succeeded": 9, "skipped": 1}, counts
     assert runs == Counter(keys)
@@ -152,11 +160,13 @@ def test_a_read_that_fails_hands_its_batch_back_and_it_runs_later(valkey_url, st
     _settled(client, stream)
 
 
-def test_when_a_write_fails_the_batch_already_checked_is_handed_back_unrun(valkey_url, stream):
+@pytest.mark.parametrize("threads", [0, THREADED])
+def test_when_a_write_fails_the_batch_already_checked_is_handed_back_unrun(valkey_url, stream, threads):
     """The store goes down as batch 1's write is read back: batch 2, checked while the store
-    was up, is not run into the outage (it would run again after its own write failed)."""
+    was up (with threads, read ahead while batch 1 ran), is not run into the outage (it would
+    run again after its own write failed)."""
     keys = [f"job-{i:02d}" for i in range(15)]
-    worker, store, runs, client = _setup(valkey_url, stream, keys, down_from_write=0, down_s=0.3)
+    worker, store, runs, client = _setup(valkey_url, stream, keys, threads=threads, down_from_write=0, down_s=0.3)
     counts = worker.run(burst=True)
     first = sorted(_batches(store)[0])
     assert runs == Counter(keys + first), runs  # only the batch whose record was lost ran twice
@@ -180,47 +190,6 @@ def test_a_record_that_may_not_be_replaced_is_left_and_its_entry_settled(valkey_
 
 
 # -- jobs in threads: the next batch is read and checked while this one runs ----------------
-
-THREADED = 4
-
-
-def test_threaded_batch_n_plus_1_is_read_and_checked_while_batch_n_runs(valkey_url, stream):
-    keys = [f"job-{i:02d}" for i in range(20)]
-    worker, store, runs, client = _setup(valkey_url, stream, keys, threads=THREADED)
-    counts = worker.run(burst=True)
-    assert counts == {"succeeded": 20} and runs == Counter(keys)
-    batches = _batches(store)
-    assert len(batches) == 4, batches
-    for this, following in zip(batches, batches[1:], strict=False):
-        # before this batch's write even goes out: while its jobs ran
-        assert _at(store, "read sent", following) < _at(store, "write sent", this), store.events
-    assert store.acked_before_written == []
-    _settled(client, stream)
-
-
-def test_threaded_a_job_in_two_batches_in_a_row_runs_once(valkey_url, stream):
-    """The second delivery is checked while the first one still runs, before its record
-    exists: its id is read again once that record is written, so it is skipped, not run twice."""
-    keys = [f"job-{i:02d}" for i in range(9)]
-    worker, store, runs, client = _setup(valkey_url, stream, keys[:5] + ["job-04"] + keys[5:], threads=THREADED)
-    counts = worker.run(burst=True)
-    assert counts == {"succeeded": 9, "skipped": 1}, counts
-    assert runs == Counter(keys)
-    assert store.records["job-04"]["status"] == "succeeded" and store.records["job-04"]["attempts"] == 1
-    assert store.acked_before_written == []
-    _settled(client, stream)
-
-
-def test_threaded_when_a_write_fails_the_batch_read_ahead_is_handed_back_unrun(valkey_url, stream):
-    keys = [f"job-{i:02d}" for i in range(15)]
-    worker, store, runs, client = _setup(valkey_url, stream, keys, threads=THREADED, down_from_write=0, down_s=0.3)
-    counts = worker.run(burst=True)
-    first = sorted(_batches(store)[0])
-    assert runs == Counter(keys + first), runs  # only the batch whose record was lost ran twice
-    assert counts["succeeded"] == 15, counts
-    assert store.acked_before_written == []
-    assert all(r["status"] == "succeeded" for r in store.records.values()) and len(store.records) == 15
-    _settled(client, stream)
 
 
 def test_threaded_a_batch_read_ahead_when_the_worker_stops_is_given_back_unrun(valkey_url, stream):
