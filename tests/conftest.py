@@ -24,6 +24,18 @@ def layer_python(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def function_dir(tmp_path_factory) -> Path:
+    """The worker function's code directory, built by its own Makefile as `sam build` would."""
+    out = tmp_path_factory.mktemp("function")
+    subprocess.run(
+        ["make", "-s", "-C", str(ROOT / "functions/worker"), "build-WorkerFunction",
+         f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
+        check=True,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
 def moto_endpoint():
     """An in-process moto server; AWS_* variables point boto3 and kindling.aws at it."""
     import socket

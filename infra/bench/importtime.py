@@ -1,9 +1,10 @@
 """Import phase of the worker against a bare interpreter, interleaved, same run.
 
     python infra/bench/importtime.py [--runs 30] [--layer .aws-sam/build/KindlingLayer/python]
+                                     [--function .aws-sam/build/WorkerFunction]
 
 For each round it runs, in turn: ``python -c pass``; ``python -c "import app"`` with the
-layer's python/ on sys.path as /opt/python and functions/worker first (as in Lambda);
+layer's python/ on sys.path as /opt/python and the built function first (as in Lambda);
 the same with ``-X importtime``, from which it takes the cumulative microseconds of the
 ``app`` import; and ``python -c "import orjson"``/``"import boto3"`` for scale. It prints
 medians with min and max, and the ratio of the handler's wall time to the bare one.
@@ -47,6 +48,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--layer", default=str(ROOT / ".aws-sam/build/KindlingLayer/python"))
+    ap.add_argument("--function", default=str(ROOT / ".aws-sam/build/WorkerFunction"),
+                    help="the built worker function (its modules with their bytecode)")
     ap.add_argument("--json", help="write every sample to this file")
     ns = ap.parse_args()
     layer = Path(ns.layer)
@@ -54,7 +57,10 @@ def main() -> None:
         raise SystemExit(f"no built layer at {layer}: run `make build` first")
     py = ns.python
     # -S: no site-packages, as in Lambda where the venv's packages are not there; -I too.
-    handler = f"import sys; sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer)!r}]; import app"
+    function = Path(ns.function)
+    if not (function / "app.py").is_file():
+        raise SystemExit(f"no built function at {function}: run `make build` first")
+    handler = f"import sys; sys.path[:0] = [{str(function)!r}, {str(layer)!r}]; import app"
     cases = {
         "bare (python -c pass)": [py, "-S", "-c", "pass"],
         "worker handler import": [py, "-S", "-c", handler],

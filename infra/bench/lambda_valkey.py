@@ -2,7 +2,7 @@
 
 Two parts, each interleaved (one of each path per repetition):
 
-- cold start: a fresh ``python -S`` with the built layer and functions/worker on its path,
+- cold start: a fresh ``python -S`` with the built layer and the built function on its path,
   given a drain event with one noop already on the stream, against the same child given an
   SQS event (scenario ``cold``'s kindling system), spawn to the first record in DynamoDB;
 - warm latency: the deployed stack (stack.py: template.yaml with ``ValkeyUrl`` set), one job
@@ -155,7 +155,7 @@ def report(c: dict) -> str:
     md = [stats.markdown_table("Valkey-triggered Lambda, cold: spawn to first record in DynamoDB, the drain "
                                "event against the SQS event, same handler and layer", cold["unit"],
                                stats.table_rows(cold["samples"], cold["baseline"]), cold["baseline"])]
-    md.append("A fresh `python -S` with the layer and functions/worker, spawn to its first batch recorded: the "
+    md.append("A fresh `python -S` with the built layer and function, spawn to its first batch recorded: the "
               "worker handler given a drain event with one noop already on the stream, or an SQS event of one "
               f"noop; interleaved (target: drain / SQS <= {COLD_TARGET:g}).\n")
     warm = c.get("warm")

@@ -59,6 +59,15 @@ def build_layer(out: Path) -> str:
     return str(art / "python")
 
 
+def build_function(out: Path) -> str:
+    """Build the worker function from the source (as sam build does) into <out>/function: its
+    modules with their bytecode, which Lambda's read-only /var/task could not write."""
+    art = out / "function"
+    subprocess.run(["make", "-s", "-C", str(ROOT / "functions/worker"), "build-WorkerFunction",
+                    f"ARTIFACTS_DIR={art}", f"PYTHON={PY}"], check=True)
+    return str(art)
+
+
 def install_package(out: Path) -> str:
     """kindling as a compiled copy in <out>/pkg, as ``pip install`` leaves it (for ``kindling worker``).
 
@@ -407,7 +416,7 @@ def scenario_tls(ns, svc: Services, layer: str, env: dict, results: dict) -> Non
 def scenario_imports(ns, layer: str, env: dict, results: dict) -> None:
     from importtime import wall
 
-    funcdir = str(ROOT / "functions/worker")
+    funcdir = os.environ["KINDLING_BENCH_FUNCTION"]
     systems_dir = str(HERE / "systems")
     cases = {
         "bare (python -S -c pass)": [PY, "-S", "-c", "pass"],
@@ -1297,6 +1306,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="override every scenario's repetitions (development)")
     ap.add_argument("--n", type=int, help="override N for throughput/enqueue (CPU-bound: N/5)")
     ap.add_argument("--layer", help="a built layer's python/ dir (default: build one fresh into <out>/layer)")
+    ap.add_argument("--function", help="a built worker function's dir (default: build one fresh into <out>/function)")
     ap.add_argument("--aws", choices=("localstack", "moto"), default="localstack",
                     help="AWS endpoint for DynamoDB and SQS (default: LocalStack, started if not running)")
     ns = ap.parse_args()
@@ -1331,6 +1341,9 @@ def main() -> int:
 
     layer = ns.layer or build_layer(out)
     log(f"layer: {layer}")
+    # the children that run the handler find it here (systems/cold_child.py, systems/ddb_child.py)
+    os.environ["KINDLING_BENCH_FUNCTION"] = ns.function or build_function(out)
+    log(f"function: {os.environ['KINDLING_BENCH_FUNCTION']}")
     svc = Services(log=log)
     # SIGTERM (timeout, kill) ends the run through SystemExit, so the finally below stops
     # what it started

@@ -82,6 +82,59 @@ def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python):
     assert "orjson" in top
 
 
+COMPILE_PROBE = """
+import sys
+compiled = []
+sys.addaudithook(lambda event, args: compiled.append(str(args[1])) if event == "compile" else None)
+sys.path[:0] = [{code!r}, {layer!r}]
+import app
+print("\\n".join(compiled))
+"""
+
+
+def compiled_by_import(code: Path, layer: Path) -> list[str]:
+    """The files compiled from source while ``import app`` runs (the ``compile`` audit event)."""
+    probe = COMPILE_PROBE.format(code=str(code), layer=str(layer))
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def test_the_built_function_ships_bytecode_so_a_cold_start_compiles_nothing(layer_python, function_dir, tmp_path):
+    """/var/task is read-only in Lambda: a module without shipped bytecode is compiled at every
+    cold start. The function's build ships it for each module (checked-hash, so an edited
+    source is compiled, never shadowed), and with the layer's, importing the handler
+    compiles nothing."""
+    import importlib.util
+    import shutil
+
+    modules = sorted(p.name for p in (ROOT / "functions/worker").glob("*.py"))
+    assert "app.py" in modules and sorted(p.name for p in function_dir.glob("*.py")) == modules
+    for name in modules:
+        pyc = Path(importlib.util.cache_from_source(str(function_dir / name)))
+        flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+        assert flags == 0b11, (name, flags)  # hash-based, checked against the source
+    assert compiled_by_import(function_dir, layer_python) == []
+    bare = tmp_path / "no-bytecode"  # the probe sees a compile when there is one to see
+    shutil.copytree(function_dir, bare, ignore=shutil.ignore_patterns("__pycache__"))
+    assert str(bare / "app.py") in compiled_by_import(bare, layer_python)
+
+
+def test_the_function_build_ships_the_user_s_own_packages_with_bytecode_and_not_the_makefile(tmp_path):
+    import shutil
+
+    source = tmp_path / "worker"
+    shutil.copytree(ROOT / "functions/worker", source, ignore=shutil.ignore_patterns("__pycache__", "build"))
+    (source / "billing").mkdir()
+    (source / "billing" / "__init__.py").write_text("from billing.invoices import total  # noqa\n")
+    (source / "billing" / "invoices.py").write_text("def total(xs):\n    return sum(xs)\n")
+    out = tmp_path / "built"
+    subprocess.run(["make", "-s", "-C", str(source), "build-WorkerFunction", f"ARTIFACTS_DIR={out}",
+                    f"PYTHON={sys.executable}"], check=True, capture_output=True)
+    assert not (out / "Makefile").exists()
+    assert (out / "billing" / "invoices.py").is_file()
+    assert (out / "billing" / "__pycache__" / "invoices.cpython-313.pyc").is_file()
+
+
 # What a first batch of plain jobs loads of kindling, as of the envelope's version 2: a
 # feature (payloads, chains, signing, tracing...) that adds to it must load lazily instead.
 FIRST_BATCH_MODULES = [

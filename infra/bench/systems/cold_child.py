@@ -9,6 +9,7 @@ durably recorded by then: the handler writes it synchronously) and exits.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -19,9 +20,15 @@ _TAIL = (
 )
 
 
+def function_dir() -> str:
+    """The worker function as built (run.py builds it, with its bytecode, as sam build does),
+    else the source."""
+    return os.environ.get("KINDLING_BENCH_FUNCTION") or str(ROOT / "functions/worker")
+
+
 def kindling_cmd(py: str, layer: str) -> list[str]:
     """kindling: python -S with functions/worker and the layer on sys.path, as in Lambda."""
-    funcdir = str(ROOT / "functions/worker")
+    funcdir = function_dir()
     code = (
         f"import sys; sys.path[:0] = [{funcdir!r}, {layer!r}]; import app, os\n"
         "r = app.handler(eval(os.environ['KINDLING_BENCH_EVENT']), None)\n"
@@ -63,7 +70,7 @@ def drain_cmd(py: str, layer: str) -> list[str]:
     ``process`` returns (records written, entries acknowledged), the moment the SQS handler
     would have returned.
     """
-    funcdir = str(ROOT / "functions/worker")
+    funcdir = function_dir()
     code = (
         f"import sys; sys.path[:0] = [{funcdir!r}, {layer!r}]; import app, os\n"
         "import time as _t\n"
@@ -84,7 +91,7 @@ def drain_cmd(py: str, layer: str) -> list[str]:
 def write_only_cmd(py: str, layer: str) -> list[str]:
     """:func:`kindling_cmd` on a job of a task declared ``skip_succeeded=False``: the runner
     makes no duplicate check, so its first batch is one write (the floor's one call)."""
-    funcdir = str(ROOT / "functions/worker")
+    funcdir = function_dir()
     code = (
         f"import sys; sys.path[:0] = [{funcdir!r}, {layer!r}]; import app, os\n"
         "from kindling import task\n"

@@ -30,8 +30,10 @@ ROOT = __file__.rsplit("/infra/", 1)[0]
 def main(argv: list[str]) -> int:
     mode = argv[0]
     opts = dict(zip(argv[1::2], argv[2::2], strict=True))
-    sys.path[:0] = [ROOT + "/functions/worker", opts["--layer"]]
     import os
+
+    # the worker function as run.py built it (with its bytecode), else the source
+    sys.path[:0] = [os.environ.get("KINDLING_BENCH_FUNCTION") or ROOT + "/functions/worker", opts["--layer"]]
 
     os.environ["KINDLING_TABLE"] = table = opts["--table"]
     n, batch = int(opts["--n"]), int(opts.get("--batch", "10"))
