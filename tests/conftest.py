@@ -11,28 +11,23 @@ from support.valkey import ValkeyServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def sam_build(source: str, target: str, out: Path) -> Path:
+    """Run ``make <target>`` in ``source`` into ``out``, as `sam build` runs a makefile build."""
+    subprocess.run(["make", "-s", "-C", str(ROOT / source), target, f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
+                   check=True)
+    return out
+
+
 @pytest.fixture(scope="session")
 def layer_python(tmp_path_factory) -> Path:
     """The layer's python/ directory, built by its own Makefile as `sam build` would."""
-    out = tmp_path_factory.mktemp("layer")
-    subprocess.run(
-        ["make", "-s", "-C", str(ROOT / "layers/kindling"), "build-KindlingLayer",
-         f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
-        check=True,
-    )
-    return out / "python"
+    return sam_build("layers/kindling", "build-KindlingLayer", tmp_path_factory.mktemp("layer")) / "python"
 
 
 @pytest.fixture(scope="session")
 def function_dir(tmp_path_factory) -> Path:
     """The worker function's code directory, built by its own Makefile as `sam build` would."""
-    out = tmp_path_factory.mktemp("function")
-    subprocess.run(
-        ["make", "-s", "-C", str(ROOT / "functions/worker"), "build-WorkerFunction",
-         f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
-        check=True,
-    )
-    return out
+    return sam_build("functions/worker", "build-WorkerFunction", tmp_path_factory.mktemp("function"))
 
 
 @pytest.fixture(scope="session")
