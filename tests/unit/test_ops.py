@@ -302,6 +302,30 @@ def test_an_interrupted_retry_is_finished_by_running_it_again(stack, monkeypatch
         retry_job(stack, job.id)
 
 
+def test_a_job_that_dies_while_retry_searches_the_dlq_is_revived_not_sent_beside_its_dead_record(stack, monkeypatch):
+    """The worker records ``dead`` and then moves the message: a retry that read no record
+    and then finds the message (the worker finished meanwhile) must act on the record as it
+    is now. Sent as a job with no record, it would meet its ``dead`` record on the queue and
+    go straight back to the DLQ, and the retry would have said it ran again."""
+    import kindling.ops.revive as rv
+
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    job = client.send(Call("emails.send", ["x@y"], job_id="dies-meanwhile"))
+    search = rv.find_in_dlq
+
+    def worker_finishes_first(*args, **kwargs):
+        if client.record(job.id) is None:
+            work(stack)  # both attempts fail: recorded dead, then moved to the DLQ
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(rv, "find_in_dlq", worker_finishes_first)
+    done = retry_job(stack, job.id)
+    assert done["previous_status"] == DEAD and done["generation"] == 2
+    record = client.record(job.id)
+    assert record["status"] == QUEUED and record["generation"] == 2
+    assert dlq_bodies(stack) == []
+
+
 def test_retry_refuses_failed_and_unknown_jobs_and_resends_a_rejected_one_from_its_body(stack):
     client = Client(queue_url=stack.queue_url, table=stack.table)
     now = int(time.time() * 1000)

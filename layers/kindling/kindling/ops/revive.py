@@ -91,12 +91,7 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
     """
     record = get_job(stack, job_id)
     status = record.get("status") if record else None
-    if status == SUCCEEDED:
-        raise RetryRefused(f"job {job_id} already succeeded; a new run would be skipped as a duplicate "
-                           "(enqueue it under a new id to run it again)")
-    if status == FAILED:
-        raise RetryRefused(f"job {job_id} failed attempt {record.get('attempts')} and is back on the queue: "
-                           "it runs again by itself")
+    _refuse_settled(job_id, record)
     if status == REJECTED and record.get("raw") is not None:
         body = record["raw"]
         if "raw" in record.get("truncated", {}):
@@ -137,6 +132,11 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
                                    "waits for a worker")
             raise RetryRefused(f"job {job_id}: no record and no message in {where} (looked at {seen}): it is "
                                "queued or running, or unknown")
+        # The worker records an outcome before it moves the message, so the record read
+        # before the search may predate a death the search then found: act on it as it is now.
+        record = get_job(stack, job_id)
+        status = record.get("status") if record else None
+        _refuse_settled(job_id, record)
         generation = record["generation"] if record else 1
         if status in REVIVABLE:
             generation = revive(stack, record)
@@ -150,6 +150,18 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
             _release(view, others)
     return {"id": job_id, "previous_status": status, "generation": generation, "message_id": message_id,
             "source": "dlq", "queue": home.queue_name}
+
+
+def _refuse_settled(job_id: str, record: dict | None) -> None:
+    """Refuse a job whose record says a retry would not run it: succeeded, or failed and
+    back on its queue."""
+    status = record.get("status") if record else None
+    if status == SUCCEEDED:
+        raise RetryRefused(f"job {job_id} already succeeded; a new run would be skipped as a duplicate "
+                           "(enqueue it under a new id to run it again)")
+    if status == FAILED:
+        raise RetryRefused(f"job {job_id} failed attempt {record.get('attempts')} and is back on the queue: "
+                           "it runs again by itself")
 
 
 def revive(stack: Stack, record: dict, *, now_ms: int | None = None) -> int:
