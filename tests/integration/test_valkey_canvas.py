@@ -49,3 +49,45 @@ def test_a_chain_and_a_chord_run_through_the_stream_worker(valkey_url, stream, t
     counts = _counts(out)
     assert counts.get("succeeded") == 3 + 20 + 1 + 1 and counts.get("dead") == 1, counts
     _empty(producer.client, stream)
+
+
+def test_a_chain_and_a_chord_complete_with_results_kept_in_valkey(valkey_url, stream, table):
+    """``KINDLING_RESULTS=valkey``: the chord is counted on a record next to the jobs'
+    (``<prefix>:result:chord#<id>``) and read back through the store as a handle's reader."""
+    import subprocess
+
+    import kindling.dispatch as dispatch
+    import tasks
+    from kindling import chain, group
+    from kindling.errors import JobFailed
+    from kindling.valkey import StreamProducer, ValkeyResultStore
+
+    results = ValkeyResultStore(valkey_url)  # the worker's (default prefix; the ids are fresh)
+    producer = StreamProducer(valkey_url, stream=stream)
+    dispatch.set_producer(producer)
+    try:
+        steps = chain(tasks.add.s(1, 2), tasks.add.s(10)).delay()
+        chord = group([tasks.add.s(i, i) for i in range(5)]).then(tasks.total.s(extra=1)).delay()
+        failed = group([tasks.add.s(1), tasks.always_fails.s("down").set(max_attempts=1)]).then(
+            tasks.total.s()).delay()
+    finally:
+        dispatch.set_producer(None)
+    for handle in (steps, chord, failed):
+        handle.reader = results
+    worker = _worker(valkey_url, stream, table, KINDLING_VALKEY_BLOCK_MS=100, KINDLING_RESULTS="valkey")
+    try:
+        out, err = worker.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # the chord's members never settle: the stream never drains
+        worker.kill()
+        out, err = worker.communicate()
+        raise AssertionError(f"the worker did not drain the stream: {err[-2000:]}") from None
+    assert worker.returncode == 0, err
+    assert steps.result(timeout=5) == 13
+    assert chord.result(timeout=5) == sum(2 * i for i in range(5)) + 1
+    assert chord.status() == "completed" and sorted(chord.record()["done"]) == ["0", "1", "2", "3", "4"]
+    with pytest.raises(JobFailed):
+        failed.result(timeout=5)
+    assert failed.record()["dead"] == ["1"] and results.get(failed.callback_id) is None
+    counts = _counts(out)
+    assert counts.get("succeeded") == 2 + 5 + 1 + 1 and counts.get("dead") == 1, counts
+    _empty(producer.client, stream)

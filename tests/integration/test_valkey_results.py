@@ -52,3 +52,41 @@ def test_a_failure_or_death_of_an_older_generation_never_replaces_a_revived_reco
     assert store.read_states(["j"]) == {"j": ("dead", 2, 2)}
     # A success is not checked (written as DynamoDB's BatchWriteItem writes it): the job did succeed.
     assert store.write([{"id": "j", "status": "succeeded", "attempts": 1}]) == {}
+
+
+def test_a_chord_member_counts_once_and_a_dead_one_fails_the_chord_for_good(store):
+    """The chord record's rules, as DynamoDB's UpdateItem applies them (kindling.followups)."""
+    key = "chord#c1"
+    assert store.count_member(key, 0, 3, ok=True, at_ms=1, ttl_s=60) == {}
+    old = store.count_member(key, 0, 3, ok=True, at_ms=2, ttl_s=60)  # a duplicate delivery
+    assert old["done"] == ["0"] and old["status"] == "waiting"
+    old = store.count_member(key, 2, 3, ok=False, reason="dead", at_ms=3, ttl_s=60)
+    assert old["done"] == ["0"] and "dead" not in old
+    store.count_member(key, 1, 3, ok=False, message="member 1's result is lost", at_ms=4, ttl_s=60)
+    record = store.record(key)
+    assert sorted(record["done"]) == ["0", "1", "2"] and sorted(record["dead"]) == ["1", "2"]
+    assert record["status"] == "dead" and record["size"] == 3 and record["kind"] == "chord"
+    assert record["error"] == {"type": "ChordFailed", "message": "member 2 did not succeed: dead"}  # the first kept
+    store.mark_chord(key, "completed", "c1.then")
+    assert store.record(key)["status"] == "dead" and "callback" not in store.record(key)
+    assert 0 < store.client.execute_command("TTL", store._key(key)) <= 60
+
+
+def test_a_completed_chord_names_its_callback_and_keeps_its_expiry(store):
+    key = "chord#c2"
+    store.count_member(key, 0, 1, ok=True, at_ms=1_790_000_000_123, ttl_s=60)
+    store.mark_chord(key, "completed", "c2.then")
+    record = store.record(key)
+    assert record["status"] == "completed" and record["callback"] == "c2.then"
+    assert record["updated_at"] == 1_790_000_000_123  # milliseconds survive the server's JSON
+    assert 0 < store.client.execute_command("TTL", store._key(key)) <= 60
+    store.mark_chord("chord#never-counted", "completed", None)
+    assert store.record("chord#never-counted") is None
+
+
+def test_results_are_read_back_for_chains_and_chords(store):
+    store.write([{"id": "a", "status": "succeeded", "attempts": 1, "result": "[1, 2]"},
+                 {"id": "b", "status": "succeeded", "attempts": 1, "result_payload": {"key": "results/b"}},
+                 {"id": "c", "status": "dead", "attempts": 2}])
+    assert store.read_results(["a", "b", "c", "missing", "a"]) == {
+        "a": ("succeeded", "[1, 2]", None), "b": ("succeeded", None, {"key": "results/b"}), "c": ("dead", None, None)}

@@ -112,3 +112,23 @@ def test_a_write_sent_to_a_missing_table_fails_as_store_unavailable_when_collect
         with pytest.raises(StoreUnavailable, match="BatchWriteItem"):
             collect()
         store.close()
+
+
+def test_every_store_a_worker_runs_on_has_every_method_the_worker_calls_on_its_store():
+    """A store short of one (chords on the Valkey store lacked three) fails each batch that
+    needs it for good: the job is deferred, comes back, and fails again."""
+    import re
+    from pathlib import Path
+
+    import kindling
+    from kindling.results import MemoryResultStore
+    from kindling.valkey.results import ValkeyResultStore
+
+    package = Path(kindling.__file__).parent
+    callers = ["runner.py", "followups.py", "handler.py", "loop.py", "valkey/worker.py", "valkey/lambda_drain.py"]
+    called = set()
+    for name in callers:
+        called |= set(re.findall(r"\b(?:runner|self)\.store\.([a-z]\w*)\(", (package / name).read_text()))
+    assert {"read_states", "write", "read_results", "count_member", "mark_chord"} <= called  # the scan sees them
+    for store in (MemoryResultStore, DynamoResultStore, ValkeyResultStore):
+        assert not [m for m in sorted(called) if not callable(getattr(store, m, None))], store.__name__

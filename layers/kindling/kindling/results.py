@@ -13,8 +13,12 @@ A store needs two primitives, both per batch rather than per job:
   one its batch read; absent: 1) is not the stored record's: the job was revived while
   that delivery ran (:data:`kindling.status.GENERATION_CHECKED`).
 
-Both raise :class:`~kindling.errors.StoreUnavailable` when the store cannot be reached, so
-the runner hands the batch back instead of losing it. Both take a ``deadline`` (a
+Chains and chords (:mod:`kindling.followups`) also read results back (``read_results``)
+and count a chord's members on its record (``count_member``, ``mark_chord``): every store
+a worker runs on has all five.
+
+All raise :class:`~kindling.errors.StoreUnavailable` when the store cannot be reached, so
+the runner hands the batch back instead of losing it. All take a ``deadline`` (a
 :func:`time.monotonic` value): past it they give up with ``StoreUnavailable`` rather than
 hold an invocation Lambda is about to kill.
 

@@ -38,6 +38,49 @@ end
 return false
 """
 
+# A chord member's count (kindling.followups), as DynamoDB's one UpdateItem does it: the
+# index joins ``done`` (and ``dead`` unless it succeeded: the chord is then ``dead`` for
+# good, its first error kept), counting twice changes nothing; returns the record as it was.
+# KEYS: the chord record. ARGV: its id, index, size, at ms, ok (1/0), error JSON, ttl s.
+_COUNT_MEMBER = """
+local raw = redis.call('GET', KEYS[1])
+local rec
+if raw then rec = cjson.decode(raw) else rec = {id = ARGV[1]} end
+local function add(list, v)
+  list = list or {}
+  for _, x in ipairs(list) do if x == v then return list end end
+  list[#list + 1] = v
+  return list
+end
+rec.kind = 'chord'
+rec.done = add(rec.done, ARGV[2])
+rec.size = tonumber(ARGV[3])
+rec.updated_at = tonumber(ARGV[4])
+if ARGV[5] == '1' then
+  rec.status = rec.status or 'waiting'
+else
+  rec.dead = add(rec.dead, ARGV[2])
+  rec.status = 'dead'
+  rec.error = rec.error or cjson.decode(ARGV[6])
+end
+rec.expires_at = math.floor(tonumber(ARGV[4]) / 1000) + tonumber(ARGV[7])
+redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[7])
+return raw or false
+"""
+
+# The chord's status once its callback is sent, unless a member made it ``dead``.
+# KEYS: the chord record. ARGV: status, callback id ('' for none).
+_MARK_CHORD = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local rec = cjson.decode(raw)
+if rec.status == 'dead' then return 0 end
+rec.status = ARGV[1]
+if ARGV[2] ~= '' then rec.callback = ARGV[2] end
+redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
+return 1
+"""
+
 
 class ValkeyResultStore:
     """Outcomes in Valkey instead of DynamoDB, with waiters that block instead of polling.
@@ -52,6 +95,10 @@ class ValkeyResultStore:
     (:data:`kindling.status.GENERATION_CHECKED`). Valkey errors
     become :class:`~kindling.errors.StoreUnavailable`, so the runner hands a batch back
     rather than losing it.
+
+    Chains and chords work as on DynamoDB (:mod:`kindling.followups`): a chord's record is
+    ``<prefix>:result:chord#<id>``, counted and marked by server-side scripts, and a handle
+    reads outcomes through the store (``handle.reader = ValkeyResultStore(url)``).
     """
 
     def __init__(self, url: str, ttl_s: int = 7 * 86_400, *, prefix: str = "kindling", client=None):
@@ -119,6 +166,45 @@ class ValkeyResultStore:
     def get(self, job_id: str) -> dict | None:
         value = self._guard(lambda: self.client.get(self._key(job_id)))
         return codec.loads(value) if value is not None else None
+
+    record = get  # a handle's reader (kindling.canvas), as Client.record
+
+    def read_results(self, job_ids, *, deadline: float | None = None
+                     ) -> dict[str, tuple[str, str | None, dict | None]]:
+        """``{job_id: (status, result JSON text or None, its S3 pointer or None)}`` for the
+        ids that have a record, in one ``MGET`` (chains and chords only)."""
+        ids = list(dict.fromkeys(job_ids))
+        if not ids:
+            return {}
+        values = self._guard(lambda: self.client.mget([self._key(i) for i in ids]))
+        found = {}
+        for job_id, value in zip(ids, values, strict=True):
+            if value is not None:
+                record = codec.loads(value)
+                found[job_id] = (record["status"], record.get("result"), record.get("result_payload"))
+        return found
+
+    def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
+                     ttl_s: int = 0, deadline: float | None = None, message: str | None = None) -> dict:
+        """Count chord member ``index`` on the chord record ``key`` (one script, so counting
+        twice changes nothing); return the record as it was (``{}`` if none). Unless ``ok``
+        the chord is ``dead`` and its ``error`` (the first one kept) names the member."""
+        from kindling.results import _chord_error
+
+        error = _chord_error(index, reason, message)
+        args = [key, str(index), size, at_ms, int(ok), codec.dumps(error), ttl_s or self.ttl_s]
+        old = self._guard(lambda: self._scripts(_COUNT_MEMBER)(keys=[self._key(key)], args=args))
+        return codec.loads(old) if old is not None else {}
+
+    def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
+        """Set the chord record's status (``completed``) and callback id, unless it is ``dead``."""
+        self._guard(lambda: self._scripts(_MARK_CHORD)(keys=[self._key(key)], args=[status, callback or ""]))
+
+    def _scripts(self, source: str):
+        scripts = self.__dict__.setdefault("_registered", {})
+        if source not in scripts:
+            scripts[source] = self.client.register_script(source)
+        return scripts[source]
 
     def wait(self, job_id: str, timeout: float = 30.0) -> dict | None:
         """The job's final record, blocking (``BLPOP``) up to ``timeout`` seconds for it;
