@@ -93,6 +93,10 @@ def flaky_registry() -> Registry:
             raise RuntimeError(f"smtp refused {to}")
         return f"sent {to}"
 
+    @reg.task(name="join")
+    def join(results):
+        return ", ".join(results)
+
     return reg
 
 
@@ -331,3 +335,27 @@ def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, st
     assert worker().run(burst=True) == {"succeeded": 1}
     record = store.get(job.id)
     assert record["status"] == "succeeded" and record["trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
+
+
+def test_redrive_reopens_the_chord_of_a_member_it_revives(url, stream, store, prefix_env, monkeypatch, capsys):
+    """Results in Valkey: the chord a dead member failed completes once the member runs again."""
+    from kindling.client import Call
+    from kindling.followups import callback_id, chord_key
+
+    chord = f"ch{uuid.uuid4().hex[:6]}"
+    parent = {"id": chord, "size": 2, "then": {"task": "join", "args": [], "kwargs": {}}}
+    _broken.add("bob@example.com")
+    StreamProducer(url, stream).enqueue_many([
+        Call("mail", [to], job_id=f"{chord}.{i}", parent=dict(parent, index=i))
+        for i, to in enumerate(["ada@example.com", "bob@example.com"])])
+    assert drain(url, stream, store) == {"succeeded": 1, "dead": 1}
+    assert store.record(chord_key(chord))["status"] == "dead"
+    _broken.clear()
+    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
+                       "valkey")
+    assert code == 0 and "revived 1" in out
+    record = store.record(chord_key(chord))
+    assert record["status"] == "waiting" and "dead" not in record and "error" not in record
+    assert drain(url, stream, store) == {"succeeded": 2}  # the member, then the callback
+    assert store.record(chord_key(chord))["status"] == "completed"
+    assert store.get(callback_id(chord))["result"] == '"sent ada@example.com, sent bob@example.com"'

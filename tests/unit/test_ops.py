@@ -326,6 +326,52 @@ def test_a_job_that_dies_while_retry_searches_the_dlq_is_revived_not_sent_beside
     assert dlq_bodies(stack) == []
 
 
+def _send_chord(stack: Stack, chord: str, members: list[tuple[str, list]]) -> None:
+    parent = {"id": chord, "size": len(members), "then": {"task": "ops.ok", "args": [], "kwargs": {}}}
+    for i, (task, args) in enumerate(members):
+        job = new_job(task, args, job_id=f"{chord}.{i}", parent=dict(parent, index=i))
+        boto3.client("sqs").send_message(QueueUrl=stack.queue_url, MessageBody=encode_job(job).decode())
+
+
+def test_reviving_a_chords_dead_member_reopens_the_chord_and_its_callback_runs(stack):
+    """The member that failed the chord runs again: once it succeeds, the chord completes."""
+    from kindling.followups import chord_key
+
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    _send_chord(stack, "ch-revive", [("ops.ok", [1]), ("emails.send", ["x@y"]), ("emails.send", ["z@y"])])
+    work(stack)
+    chord = client.record(chord_key("ch-revive"))
+    assert chord["status"] == DEAD and sorted(chord["dead"]) == ["1", "2"]
+
+    retry_job(stack, "ch-revive.1")
+    chord = client.record(chord_key("ch-revive"))
+    assert chord["status"] == DEAD and chord["dead"] == ["2"]  # member 2 still fails it
+    retry_job(stack, "ch-revive.2")
+    chord = client.record(chord_key("ch-revive"))
+    assert chord["status"] == "waiting" and "dead" not in chord and "error" not in chord
+    assert sorted(chord["done"]) == ["0", "1", "2"]
+
+    BROKEN["on"] = False
+    work(stack)
+    assert client.record(chord_key("ch-revive"))["status"] == "completed"
+    callback = client.record("ch-revive.then")
+    assert callback["status"] == SUCCEEDED and codec.loads(callback["result"]) == [1, "sent to x@y", "sent to z@y"]
+
+
+def test_a_redrive_reopens_the_chords_of_the_members_it_revives(stack):
+    from kindling.followups import chord_key
+
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    _send_chord(stack, "ch-redrive", [("emails.send", ["a@b"]), ("ops.ok", [2])])
+    work(stack)
+    assert client.record(chord_key("ch-redrive"))["status"] == DEAD
+    report = redrive(stack, move_task=False, progress=lambda line: None)
+    assert report["revived"] == 1 and client.record(chord_key("ch-redrive"))["status"] == "waiting"
+    BROKEN["on"] = False
+    work(stack)
+    assert codec.loads(client.record("ch-redrive.then")["result"]) == ["sent to a@b", 2]
+
+
 def test_retry_refuses_failed_and_unknown_jobs_and_resends_a_rejected_one_from_its_body(stack):
     client = Client(queue_url=stack.queue_url, table=stack.table)
     now = int(time.time() * 1000)

@@ -23,7 +23,8 @@ The rules the worker applies (:mod:`kindling.followups`):
 * a group's members run in parallel; the callback runs once, after every member has
   succeeded, with their results as a list in the order of the group. A member that ends
   ``dead`` (or ``rejected``, or revoked) fails the chord: the callback never runs and the
-  chord's record (``chord#<id>`` in the results table) says ``dead``, naming the member;
+  chord's record (``chord#<id>`` in the results table) says ``dead``, naming the member
+  (until an operator revives that member: ``kindling jobs retry`` reopens the chord);
 * every id is known when the canvas is sent: members are ``<chord id>.<index>``, the
   callback ``<chord id>.then``, each chain step :func:`kindling.followups.next_id` of the
   one before. So a follow-up enqueued twice runs once.

@@ -21,7 +21,9 @@ the record ``completed``.
 Failure rule: a member that ends ``dead`` (or ``rejected``, or revoked) fails the chord.
 Its count marks the record ``dead`` with the member's index and reason, and the callback is
 never enqueued, whatever the other members do. Celery's chord does the same (its error
-callback aside). So does a member whose result is lost (below).
+callback aside). So does a member whose result is lost (below). An operator's revive of
+a dead member (:func:`kindling.ops.revive.reopen_chord`) takes it off ``dead``, and with
+none left the chord is ``waiting`` again.
 
 Ids are derived, never drawn: the next step of a chain is :func:`next_id` of the job that
 ran, the callback is :func:`callback_id` of the chord. A worker that enqueues a follow-up

@@ -27,7 +27,8 @@ worker reads ``queued`` as no record, so the job runs again from attempt 1; with
 revive it would see ``dead`` and move the job straight back. ``revive=False`` moves entries
 as they are. DynamoDB records are revived by :func:`kindling.ops.revive.revive`; Valkey
 records by one server-side script (the same check and replace, the ledger at
-``<prefix>:revive:<id>``).
+``<prefix>:revive:<id>``). A revived job that failed its chord reopens it
+(:func:`kindling.ops.revive.reopen_chord`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ class DynamoRecords:
 
         return revive(self.stack, record)
 
+    def reopen_chord(self, body: str | bytes) -> bool:
+        from kindling.ops.revive import reopen_chord
+
+        return reopen_chord(self.stack, body)
+
 
 class ValkeyRecords:
     """Job records in the Valkey result store (``KINDLING_RESULTS=valkey``)."""
@@ -125,6 +131,12 @@ class ValkeyRecords:
             record["previous"] = ledger.get("history", [])
             out[job_id] = record
         return out
+
+    def reopen_chord(self, body: str | bytes) -> bool:
+        from kindling.ops.revive import chord_member
+
+        member = chord_member(body)
+        return member is not None and self.store.reopen_chord(*member)
 
     def revive(self, record: dict, *, now_ms: int | None = None) -> int:
         from kindling.ops.revive import RetryRefused
@@ -237,7 +249,8 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
 
 
 def _revive(entries, records, progress, refused_error) -> tuple[int, int]:
-    ids = list(dict.fromkeys(r["job_id"] for r in (_row(i, f) for i, f in entries) if r["job_id"]))
+    bodies = {r["job_id"]: f.get("job") or b"" for r, f in ((_row(i, f), f) for i, f in entries)}
+    ids = [i for i in bodies if i]
     current = records.read(ids)
     revived = refused = 0
     for job_id in ids:
@@ -247,6 +260,7 @@ def _revive(entries, records, progress, refused_error) -> tuple[int, int]:
         try:
             records.revive(record)
             revived += 1
+            records.reopen_chord(bodies[job_id])  # before the entry is added back
         except refused_error as exc:
             refused += 1
             progress(f"not revived: {exc}")

@@ -12,8 +12,9 @@ destination: the worker moves dead jobs to the DLQ itself (``SendMessage``), and
 redrives such messages "to their source" only when its redrive policy moved them.
 
 Before moving, ``redrive`` revives the jobs recorded ``dead`` (a new generation each, as
-``kindling jobs retry`` does; see :mod:`kindling.ops.revive`): otherwise the worker would
-see their ``dead`` records and move them straight back. ``revive=False`` moves the messages
+``kindling jobs retry`` does, reopening the chord of a member that failed one; see
+:mod:`kindling.ops.revive`): otherwise the worker would see their ``dead`` records and
+move them straight back. ``revive=False`` moves the messages
 as they are, for the worker to decide (a job with no final record runs; a job that
 succeeded since is acknowledged as a duplicate; a ``dead`` one returns to the DLQ).
 
@@ -31,7 +32,7 @@ import time
 
 from kindling.ops import Stack
 from kindling.ops.query import REVIVE_PREFIX
-from kindling.ops.revive import RetryRefused, message_job_id, revive
+from kindling.ops.revive import RetryRefused, message_job_id, reopen_chord, revive
 from kindling.results import from_item
 from kindling.sqs import fifo_move
 from kindling.status import REVIVABLE
@@ -181,7 +182,8 @@ def _revive_pass(stack: Stack, progress) -> tuple[int, int]:
     messages = _receive_all(stack, 1_000_000, 300)
     revived = refused = 0
     try:
-        ids = list(dict.fromkeys(i for i in (message_job_id(m) for m in messages) if i))
+        bodies = {message_job_id(m): m["Body"] for m in messages}
+        ids = [i for i in bodies if i]
         records = _records(stack, ids)
         for job_id in ids:
             record = records.get(job_id)
@@ -190,6 +192,7 @@ def _revive_pass(stack: Stack, progress) -> tuple[int, int]:
             try:
                 revive(stack, record)
                 revived += 1
+                reopen_chord(stack, bodies[job_id])
             except RetryRefused as exc:
                 refused += 1
                 progress(f"not revived: {exc}")

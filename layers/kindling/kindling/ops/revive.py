@@ -13,10 +13,12 @@ retrying a dead job is an explicit revive, a new *generation* of its record:
    and count the generation in the job's revive ledger, the item ``revive#<job id>`` (a
    key no job id can take), which keeps the earlier generations' outcomes: the worker's
    next record replaces the whole item and would drop them;
-3. send the job again to the queue it came from (the one whose DLQ held it): its whole
+3. if the job is a chord's member that failed its chord, reopen the chord
+   (:func:`reopen_chord`), so that the member's success can still complete it;
+4. send the job again to the queue it came from (the one whose DLQ held it): its whole
    envelope as it was (same id, arguments or their S3 pointer, options, chain and chord
    membership), with a new ``enqueued_at``, since this is a new enqueue;
-4. delete its message from the dead-letter queue.
+5. delete its message from the dead-letter queue.
 
 The worker reads ``queued`` as no record at all (:mod:`kindling.status`): the job's next
 run is attempt 1 of its full allowance, and its outcome, which carries the generation it
@@ -65,7 +67,7 @@ from kindling.records import build_record
 from kindling.results import to_item
 from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED
 
-__all__ = ["retry_job", "revive", "find_in_dlq", "RetryRefused", "HISTORY"]
+__all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "find_in_dlq", "RetryRefused", "HISTORY"]
 
 HISTORY = 20  # earlier generations kept in the revive ledger
 DEFAULT_TTL_S = 14 * 86_400  # the queues' retention: a revived record outlives its message
@@ -104,6 +106,7 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
         if target.need_queue().endswith(".fifo"):
             raise RetryRefused(f"job {job_id} was rejected and its record does not keep its FIFO message group: "
                                "send it again with its group (Call(..., group=...))")
+        reopen_chord(stack, body)
         message_id = _send(target, job_id, body)
         return {"id": job_id, "previous_status": status, "generation": record.get("generation", 1),
                 "message_id": message_id, "source": "record", "queue": target.queue_name}
@@ -140,6 +143,7 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
         generation = record["generation"] if record else 1
         if status in REVIVABLE:
             generation = revive(stack, record)
+        reopen_chord(stack, found[0]["Body"])  # before the send: its count must find the chord open
         group = found[0].get("Attributes", {}).get("MessageGroupId")  # a FIFO queue's message
         message_id = _send(home, job_id, found[0]["Body"], group=group)
         _delete(home, found)
@@ -206,6 +210,52 @@ def revive(stack: Stack, record: dict, *, now_ms: int | None = None) -> int:
         raise RetryRefused(f"job {job_id} changed while it was being revived (now {now and now.get('status')}, "
                            f"generation {now and now.get('generation')}): look again before retrying") from exc
     return generation + 1
+
+
+def chord_member(body: str | bytes) -> tuple[str, str] | None:
+    """``(the chord record's key, the member's index)`` of a job sent again, if it is a
+    chord's member (its envelope's ``parent``); else ``None``."""
+    from kindling.followups import chord_key
+
+    try:
+        parent = decode_job(body).parent
+    except InvalidJob:
+        return None
+    return (chord_key(parent["id"]), str(parent["index"])) if parent else None
+
+
+def reopen_chord(stack: Stack, body: str | bytes) -> bool:
+    """Take a chord member that is sent again off its chord's ``dead`` members; once none
+    is left the chord is ``waiting`` again (its ``error`` removed), so the member's next
+    count can complete it and send the callback. Returns whether the chord is open again.
+
+    Called before the member is sent: a count that ran first would still find the chord
+    dead. Two conditional updates, each harmless to repeat, so a retry that stops between
+    them is finished by running it again; a member that dies again fails the chord again.
+    Celery's chord stays failed; kindling's revive is an operator's explicit decision to
+    run the member again, so its chord follows it.
+    """
+    from kindling.followups import WAITING
+
+    member = chord_member(body)
+    if member is None or not stack.table:
+        return False
+    key, index = member
+    failed = stack.dynamodb.exceptions.ConditionalCheckFailedException
+    with contextlib.suppress(failed):  # not one of the chord's dead members (or no chord record)
+        stack.dynamodb.update_item(
+            TableName=stack.table, Key={"id": {"S": key}}, UpdateExpression="DELETE #dead :i",
+            ConditionExpression="contains(#dead, :index)", ExpressionAttributeNames={"#dead": "dead"},
+            ExpressionAttributeValues={":i": {"SS": [index]}, ":index": {"S": index}})
+    try:
+        stack.dynamodb.update_item(
+            TableName=stack.table, Key={"id": {"S": key}}, UpdateExpression="SET #st = :waiting REMOVE #err",
+            ConditionExpression="attribute_not_exists(#dead) AND #st = :dead",
+            ExpressionAttributeNames={"#dead": "dead", "#st": "status", "#err": "error"},
+            ExpressionAttributeValues={":waiting": {"S": WAITING}, ":dead": {"S": DEAD}})
+    except failed:  # another member still fails it, or it was not dead
+        return False
+    return True
 
 
 def find_in_dlq(stack: Stack, job_id: str, *, search: int = 1000, hide_s: int = 60) -> tuple[list[dict], list[dict]]:

@@ -81,6 +81,27 @@ redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
 return 1
 """
 
+# A member sent again leaves the chord's dead members; with none left the chord is
+# ``waiting`` again (kindling.ops.revive.reopen_chord). KEYS: the chord record. ARGV: index.
+_REOPEN_CHORD = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local rec = cjson.decode(raw)
+local open = 0
+if rec.dead then
+  local left = {}
+  for _, x in ipairs(rec.dead) do if x ~= ARGV[1] then left[#left + 1] = x end end
+  if #left == 0 then rec.dead = nil else rec.dead = left end
+end
+if rec.dead == nil and rec.status == 'dead' then
+  rec.status = 'waiting'
+  rec.error = nil
+  open = 1
+end
+redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
+return open
+"""
+
 
 class ValkeyResultStore:
     """Outcomes in Valkey instead of DynamoDB, with waiters that block instead of polling.
@@ -199,6 +220,12 @@ class ValkeyResultStore:
     def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
         """Set the chord record's status (``completed``) and callback id, unless it is ``dead``."""
         self._guard(lambda: self._scripts(_MARK_CHORD)(keys=[self._key(key)], args=[status, callback or ""]))
+
+    def reopen_chord(self, key: str, index: int | str) -> bool:
+        """Take member ``index`` off the chord's dead members; ``True`` if the chord is
+        ``waiting`` again (see :func:`kindling.ops.revive.reopen_chord`)."""
+        reply = self._guard(lambda: self._scripts(_REOPEN_CHORD)(keys=[self._key(key)], args=[str(index)]))
+        return bool(reply)
 
     def _scripts(self, source: str):
         scripts = self.__dict__.setdefault("_registered", {})
