@@ -134,18 +134,20 @@ class ValkeyResultStore:
     def _done(self, job_id: str) -> str:
         return f"{self.prefix}:done:{job_id}"
 
-    def read_states(self, job_ids, *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
+    def _records(self, job_ids) -> dict[str, dict]:
+        """The records of ``job_ids`` that have one, in one ``MGET``."""
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
         values = self._guard(lambda: self.client.mget([self._key(i) for i in ids]))
+        return {i: codec.loads(value) for i, value in zip(ids, values, strict=True) if value is not None}
+
+    def read_states(self, job_ids, *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
         states = {}
-        for i, value in zip(ids, values, strict=True):
-            if value is not None:
-                record = codec.loads(value)
-                state = (record["status"], int(record.get("attempts") or 0))
-                generation = int(record.get("generation") or 1)  # a revived job's (kindling.ops.revive)
-                states[i] = (*state, generation) if generation > 1 else state
+        for i, record in self._records(job_ids).items():
+            state = (record["status"], int(record.get("attempts") or 0))
+            generation = int(record.get("generation") or 1)  # a revived job's (kindling.ops.revive)
+            states[i] = (*state, generation) if generation > 1 else state
         return states
 
     def get_statuses(self, job_ids) -> dict[str, str]:
@@ -194,16 +196,8 @@ class ValkeyResultStore:
                      ) -> dict[str, tuple[str, str | None, dict | None]]:
         """``{job_id: (status, result JSON text or None, its S3 pointer or None)}`` for the
         ids that have a record, in one ``MGET`` (chains and chords only)."""
-        ids = list(dict.fromkeys(job_ids))
-        if not ids:
-            return {}
-        values = self._guard(lambda: self.client.mget([self._key(i) for i in ids]))
-        found = {}
-        for job_id, value in zip(ids, values, strict=True):
-            if value is not None:
-                record = codec.loads(value)
-                found[job_id] = (record["status"], record.get("result"), record.get("result_payload"))
-        return found
+        return {i: (record["status"], record.get("result"), record.get("result_payload"))
+                for i, record in self._records(job_ids).items()}
 
     def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
                      ttl_s: int = 0, deadline: float | None = None, message: str | None = None) -> dict:
