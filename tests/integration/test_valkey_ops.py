@@ -359,3 +359,20 @@ def test_redrive_reopens_the_chord_of_a_member_it_revives(url, stream, store, pr
     assert drain(url, stream, store) == {"succeeded": 2}  # the member, then the callback
     assert store.record(chord_key(chord))["status"] == "completed"
     assert store.get(callback_id(chord))["result"] == '"sent ada@example.com, sent bob@example.com"'
+
+
+def test_a_job_revoked_in_the_valkey_result_store_is_never_run(url, stream, store, prefix_env, monkeypatch, capsys):
+    (doomed,) = StreamProducer(url, stream).enqueue_many([("mail", ("ada@example.com",), {})])
+    code, out, err = cli(monkeypatch, capsys, url, "jobs", "revoke", doomed.id, "--valkey", "--results", "valkey")
+    assert code == 0 and f"{doomed.id} revoked" in out, err
+    assert store.get(doomed.id)["status"] == "revoked"
+    counts = drain(url, stream, store)
+    assert counts.get("succeeded") is None and store.get(doomed.id)["status"] == "revoked", counts
+    assert connect(url).xlen(stream) == 0  # acknowledged, not left to come back
+
+    (done,) = StreamProducer(url, stream).enqueue_many([("mail", ("bob@example.com",), {})])
+    assert drain(url, stream, store) == {"succeeded": 1}
+    code, _, err = cli(monkeypatch, capsys, url, "jobs", "revoke", done.id, "--valkey", "--results", "valkey")
+    assert code == 1 and "already succeeded: not revoked" in err
+    code, _, err = cli(monkeypatch, capsys, url, "jobs", "revoke", done.id, "--valkey")
+    assert code == 2 and "add --results valkey" in err

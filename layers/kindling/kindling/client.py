@@ -332,16 +332,11 @@ class Client:
         so it is not stopped). Raises :class:`KindlingError` if the job has finished
         already (or is dead); a worker that had already started it may still record
         ``succeeded`` over the revoke."""
-        from kindling.envelope import now_ms
         from kindling.errors import KindlingError
-        from kindling.records import build_record
+        from kindling.records import revoked_record
         from kindling.results import DynamoResultStore
-        from kindling.status import REVOKED
 
-        at = now_ms()
-        record = build_record(key=job_id, task=task, status=REVOKED, attempts=0, started_at=at, finished_at=at,
-                              error={"type": "Revoked", "message": "revoked by an operator before it ran"})
-        refused = DynamoResultStore(self.table).write([record])
+        refused = DynamoResultStore(self.table).write([revoked_record(job_id, task)])
         if refused:
             raise KindlingError(f"job {job_id} is already {self.status(job_id)}: not revoked")
 

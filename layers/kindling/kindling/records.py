@@ -246,3 +246,14 @@ def build_record(
     if ttl_s:
         record["expires_at"] = finished_at // 1000 + ttl_s
     return record
+
+
+def revoked_record(job_id: str, task: str | None = None, *, at_ms: int | None = None) -> dict:
+    """The record an operator's revoke writes: ``revoked``, so the duplicate check every batch
+    makes skips the job (written under the forward-only rule: a finished job is not revoked)."""
+    from kindling.envelope import now_ms
+    from kindling.status import REVOKED
+
+    at = now_ms() if at_ms is None else at_ms
+    return build_record(key=job_id, task=task, status=REVOKED, attempts=0, started_at=at, finished_at=at,
+                        error={"type": "Revoked", "message": "revoked by an operator before it ran"})

@@ -82,6 +82,7 @@ def add_parsers(sub, env) -> None:
                                          "A job that has finished (or is dead) cannot be revoked.")
     revoke.add_argument("job_id")
     common(revoke)
+    valkey(revoke, "record the revoke in the Valkey result store (with --results valkey)")
     revoke.set_defaults(fn=cmd_jobs_revoke)
 
     dlq = sub.add_parser("dlq", help="look at and redrive the dead-letter queue")
@@ -152,14 +153,23 @@ def cmd_jobs_retry(ns) -> int:
 
 
 def cmd_jobs_revoke(ns) -> int:
+    return _run(_jobs_revoke, ns)
+
+
+def _jobs_revoke(ns) -> int:
     from kindling.client import Client
     from kindling.errors import KindlingError
 
-    if not ns.table:
-        print("kindling: --table / KINDLING_TABLE is required", file=sys.stderr)
-        return 2
+    if _on_valkey(ns) and ns.results != "valkey":
+        raise _ops_error("--valkey records the revoke in the Valkey result store: add --results valkey (or set "
+                         "KINDLING_RESULTS=valkey); a worker writing to the results table reads it there")
+    if not _on_valkey(ns) and not ns.table:
+        raise _ops_error("--table / KINDLING_TABLE is required (or --valkey with --results valkey)")
     try:
-        Client(queue_url="unused", table=ns.table).revoke(ns.job_id)
+        if _on_valkey(ns):
+            _records(ns).store.revoke(ns.job_id)
+        else:
+            Client(queue_url="unused", table=ns.table).revoke(ns.job_id)
     except KindlingError as exc:
         print(f"kindling: {exc}", file=sys.stderr)
         return 1

@@ -192,6 +192,17 @@ class ValkeyResultStore:
 
     record = get  # a handle's reader (kindling.canvas), as Client.record
 
+    def revoke(self, job_id: str, *, task: str | None = None) -> None:
+        """Record the job ``revoked``, so no stream worker writing here runs it (as
+        :meth:`kindling.client.Client.revoke` does in DynamoDB). Raises
+        :class:`~kindling.errors.KindlingError` if it has finished already (or is dead)."""
+        from kindling.errors import KindlingError
+        from kindling.records import revoked_record
+
+        refused = self.write([revoked_record(job_id, task)])
+        if refused:
+            raise KindlingError(f"job {job_id} is already {refused[job_id]}: not revoked")
+
     def read_results(self, job_ids, *, deadline: float | None = None
                      ) -> dict[str, tuple[str, str | None, dict | None]]:
         """``{job_id: (status, result JSON text or None, its S3 pointer or None)}`` for the
