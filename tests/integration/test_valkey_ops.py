@@ -376,3 +376,64 @@ def test_a_job_revoked_in_the_valkey_result_store_is_never_run(url, stream, stor
     assert code == 1 and "already succeeded: not revoked" in err
     code, _, err = cli(monkeypatch, capsys, url, "jobs", "revoke", done.id, "--valkey")
     assert code == 2 and "add --results valkey" in err
+
+
+def test_one_dead_job_is_retried_from_the_dead_stream_and_runs_again(url, stream, store, prefix_env, monkeypatch,
+                                                                      capsys):
+    ada, bob = kill_jobs(url, stream, store, "ada@example.com", "bob@example.com")
+    code, out, err = cli(monkeypatch, capsys, url, "jobs", "retry", bob.id, "--valkey", "--stream", stream,
+                         "--results", "valkey")
+    assert code == 0, err
+    assert f"job {bob.id} enqueued again on stream {stream} (revived as generation 2; entry " in out
+    client = connect(url)
+    assert client.xlen(stream) == 1 and client.xlen(f"{stream}:dead") == 1  # ada's entry stays dead
+    assert drain(url, stream, store) == {"succeeded": 1}
+    assert (store.get(bob.id)["status"], store.get(bob.id)["generation"]) == ("succeeded", 2)
+    assert store.get(ada.id)["status"] == "dead"
+
+    code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", bob.id, "--valkey", "--stream", stream,
+                       "--results", "valkey")
+    assert code == 2 and "already succeeded" in err
+    code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", "nobody", "--valkey", "--stream", stream,
+                       "--results", "valkey")
+    assert code == 2 and "not in" in err and "looked at 1 entries" in err
+
+
+def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_results_table(url, stream, table,
+                                                                                          monkeypatch, capsys):
+    from kindling.results import DynamoResultStore
+
+    dynamo = DynamoResultStore(table)
+    (job,) = kill_jobs(url, stream, dynamo, "ada@example.com")
+    code, out, err = cli(monkeypatch, capsys, url, "jobs", "retry", job.id, "--valkey", "--stream", stream,
+                         "--table", table, "--json")
+    assert code == 0, err
+    from kindling import codec
+
+    done = codec.loads(out)
+    assert (done["previous_status"], done["generation"], done["stream"]) == ("dead", 2, stream)
+    assert drain(url, stream, dynamo) == {"succeeded": 1}
+    code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", job.id, "--valkey", "--stream", stream)
+    assert code == 2 and "--table / KINDLING_TABLE, or --results valkey" in err
+
+
+def test_a_job_that_dies_while_retry_searches_the_dead_stream_is_revived(url, stream, store, monkeypatch):
+    """The retry read no record, then the worker recorded ``dead`` and added the entry its
+    search finds: the job must be revived, not added back beside its ``dead`` record."""
+    from kindling.ops import dead_stream
+
+    _broken.add("ada@example.com")
+    (job,) = StreamProducer(url, stream).enqueue_many([("mail", ("ada@example.com",), {})])
+    search = dead_stream._entries
+
+    def worker_finishes_first(*args, **kwargs):
+        if store.get(job.id) is None:
+            assert drain(url, stream, store) == {"dead": 1}
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(dead_stream, "_entries", worker_finishes_first)
+    records = dead_stream.ValkeyRecords(url, prefix=store.prefix)
+    done = dead_stream.retry(dead_stream.DeadStream(url, stream), records, job.id)
+    assert (done["previous_status"], done["generation"]) == ("dead", 2)
+    _broken.clear()
+    assert drain(url, stream, store) == {"succeeded": 1}

@@ -70,11 +70,12 @@ def add_parsers(sub, env) -> None:
                                         "came from.")
     retry.add_argument("job_id")
     retry.add_argument("--search", type=int, default=1000,
-                       help="messages to look through in each DLQ (default 1000)")
+                       help="messages to look through in each DLQ, or entries of the dead stream (default 1000)")
     retry.add_argument("--json", action="store_true")
     common(retry, queue=True)
     named_queue(retry, "the queue the job came from (default: every DLQ of the deployment is looked through, "
                        "and the job goes back to the queue whose DLQ held it)")
+    valkey(retry, "retry the job from the Valkey dead stream <stream>:dead instead of an SQS DLQ")
     retry.set_defaults(fn=cmd_jobs_retry)
 
     revoke = jsub.add_parser("revoke", help="cancel a job that has not run: recorded revoked, skipped by workers",
@@ -235,14 +236,25 @@ def _jobs_retry(ns) -> int:
     from kindling.ops import fmt
     from kindling.ops.revive import retry_job
 
-    done = retry_job(_stack(ns), ns.job_id, search=ns.search, queue=ns.queue)
+    if _on_valkey(ns):
+        from kindling.ops import dead_stream
+
+        if ns.queue:
+            raise _ops_error("--queue names an SQS queue and its DLQ; a Valkey stream is named by --stream")
+        if ns.results != "valkey" and not ns.table:
+            raise _ops_error("a retry reads the job's record: --table / KINDLING_TABLE, or --results valkey")
+        done = dead_stream.retry(_dead_stream(ns), _records(ns), ns.job_id, search=ns.search)
+        on, sent = f" on stream {done['stream']}", f"entry {done['entry']}"
+    else:
+        done = retry_job(_stack(ns), ns.job_id, search=ns.search, queue=ns.queue)
+        on = "" if done["queue"] == "default" else f" on queue {done['queue']}"
+        sent = f"message {done['message_id']}"
     if ns.json:
         print(fmt.dumps(done))
     else:
         how = (f"revived as generation {done['generation']}" if done["previous_status"] == "dead"
                else f"was {done['previous_status'] or 'without a record'}")
-        on = "" if done["queue"] == "default" else f" on queue {done['queue']}"
-        print(f"job {done['id']} enqueued again{on} ({how}; message {done['message_id']})")
+        print(f"job {done['id']} enqueued again{on} ({how}; {sent})")
     return 0
 
 

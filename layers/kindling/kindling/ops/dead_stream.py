@@ -4,7 +4,8 @@ The stream worker (:mod:`kindling.valkey.worker`) copies every ``dead`` job to
 ``<stream>:dead`` (capped, ``MAXLEN ~``) with fields ``job`` (the body as delivered),
 ``error``, ``entry`` (its entry id on the job stream), ``job_id``, ``attempts``, ``dead_at``
 and, when the producer sent them, ``sig`` (:mod:`kindling.jobsig`) and ``trace``. This is
-``kindling dlq peek|redrive --valkey``: the same operations as :mod:`kindling.ops.dlq` over SQS.
+``kindling dlq peek|redrive --valkey`` and ``kindling jobs retry ID --valkey``: the same
+operations as :mod:`kindling.ops.dlq` and :mod:`kindling.ops.revive` over SQS.
 
 ``peek`` reads the oldest entries (``XRANGE``: nothing is received or hidden, a stream can
 be read as it is) and each job's current record, from DynamoDB or from the Valkey result
@@ -43,7 +44,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["DeadStream", "ValkeyRecords", "DynamoRecords", "peek", "redrive", "CHUNK"]
+__all__ = ["DeadStream", "ValkeyRecords", "DynamoRecords", "peek", "redrive", "retry", "CHUNK"]
 
 CHUNK = 100
 """Entries moved per round trip pair (XADDs, then XDELs)."""
@@ -226,18 +227,7 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
             revived, refused = _revive(entries, records, progress, RetryRefused)  # type: ignore[arg-type]
             report["revived"] += revived
             report["revive_refused"] += refused
-        pipe = dead.client.pipeline(transaction=False)
-        for _, fields in entries:
-            copy = {"job": fields.get("job") or b""}
-            for kept in ("sig", "trace"):  # a signed job still verifies on its own stream
-                if fields.get(kept):
-                    copy[kept] = fields[kept]
-            pipe.xadd(dead.stream, copy)
-        added = pipe.execute(raise_on_error=False)
-        moved = [entry_id for (entry_id, _), reply in zip(entries, added, strict=True)
-                 if not isinstance(reply, Exception)]
-        if moved:
-            dead.client.xdel(dead.dead, *moved)
+        moved, added = _move(dead, entries)
         report["moved"] += len(moved)
         progress(f"moved {report['moved']} of {report['total']}")
         if len(moved) < len(entries):
@@ -246,6 +236,67 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
                      "they stay in the dead stream")
             break
     return report
+
+
+def _move(dead: DeadStream, entries: list[tuple[str, dict]]) -> tuple[list[str], list]:
+    """Add a copy of each entry to the job stream (one pipelined round trip), then delete
+    from the dead stream the entries whose copy was added; return their ids and the replies."""
+    pipe = dead.client.pipeline(transaction=False)
+    for _, fields in entries:
+        copy = {"job": fields.get("job") or b""}
+        for kept in ("sig", "trace"):  # a signed job still verifies on its own stream
+            if fields.get(kept):
+                copy[kept] = fields[kept]
+        pipe.xadd(dead.stream, copy)
+    added = pipe.execute(raise_on_error=False)
+    moved = [entry_id for (entry_id, _), reply in zip(entries, added, strict=True) if not isinstance(reply, Exception)]
+    if moved:
+        dead.client.xdel(dead.dead, *moved)
+    return moved, added
+
+
+def retry(dead: DeadStream, records: DynamoRecords | ValkeyRecords, job_id: str, *, search: int = 1000) -> dict:
+    """``kindling jobs retry ID --valkey``: send one job of the dead stream back to its job
+    stream, as :func:`kindling.ops.revive.retry_job` does from an SQS DLQ.
+
+    Its entry is looked for among the first ``search`` entries of the dead stream (oldest
+    first). A ``dead`` record is revived (a new generation) and the chord it failed
+    reopened before the entry is added back; a ``queued`` one (a retry that stopped half
+    way) or none is sent as it is; a ``succeeded`` or ``failed`` job is refused. The
+    record is read again once the entry is found: the worker records an outcome before it
+    adds the entry, so that read is never older than the entry. Returns ``{"id",
+    "previous_status", "generation", "entry", "stream"}``.
+    """
+    from kindling.ops.revive import RetryRefused, refuse_settled
+
+    refuse_settled(job_id, records.read([job_id]).get(job_id))
+    found: list[tuple[str, dict]] = []
+    start, seen = "-", 0
+    while seen < search:
+        entries = _entries(dead, start, "+", min(CHUNK, search - seen))
+        if not entries:
+            break
+        seen += len(entries)
+        start = "(" + entries[-1][0]
+        found += [(i, f) for i, f in entries if _row(i, f)["job_id"] == job_id]
+        if found:
+            break
+    if not found:
+        raise RetryRefused(f"job {job_id}: not in {dead.dead} (looked at {seen} entries): it is queued or running, "
+                           "already retried, trimmed from the dead stream, or unknown")
+    record = records.read([job_id]).get(job_id)
+    refuse_settled(job_id, record)
+    status = record.get("status") if record else None
+    generation = int(record.get("generation") or 1) if record else 1
+    if status == DEAD:
+        generation = records.revive(record)
+    records.reopen_chord(found[0][1].get("job") or b"")  # before the entry: its count must find the chord open
+    moved, added = _move(dead, found[:1])
+    if not moved:
+        raise OpsError(f"job {job_id}: its entry could not be added to {dead.stream} ({added[0]}); it stays in "
+                       f"{dead.dead}: run the retry again")
+    return {"id": job_id, "previous_status": status, "generation": generation, "entry": _s(added[0]),
+            "stream": dead.stream}
 
 
 def _revive(entries, records, progress, refused_error) -> tuple[int, int]:

@@ -67,7 +67,8 @@ from kindling.records import build_record
 from kindling.results import to_item
 from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED
 
-__all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "find_in_dlq", "RetryRefused", "HISTORY"]
+__all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "refuse_settled", "find_in_dlq", "RetryRefused",
+           "HISTORY"]
 
 HISTORY = 20  # earlier generations kept in the revive ledger
 DEFAULT_TTL_S = 14 * 86_400  # the queues' retention: a revived record outlives its message
@@ -93,7 +94,7 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
     """
     record = get_job(stack, job_id)
     status = record.get("status") if record else None
-    _refuse_settled(job_id, record)
+    refuse_settled(job_id, record)
     if status == REJECTED and record.get("raw") is not None:
         body = record["raw"]
         if "raw" in record.get("truncated", {}):
@@ -139,7 +140,7 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
         # before the search may predate a death the search then found: act on it as it is now.
         record = get_job(stack, job_id)
         status = record.get("status") if record else None
-        _refuse_settled(job_id, record)
+        refuse_settled(job_id, record)
         generation = record["generation"] if record else 1
         if status in REVIVABLE:
             generation = revive(stack, record)
@@ -156,7 +157,7 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
             "source": "dlq", "queue": home.queue_name}
 
 
-def _refuse_settled(job_id: str, record: dict | None) -> None:
+def refuse_settled(job_id: str, record: dict | None) -> None:
     """Refuse a job whose record says a retry would not run it: succeeded, or failed and
     back on its queue."""
     status = record.get("status") if record else None
