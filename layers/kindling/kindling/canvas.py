@@ -314,7 +314,8 @@ def _read_from_s3(reader, record: dict) -> str | None:
 def _reader(reader):
     if reader is None or not hasattr(reader, "record"):
         raise KindlingError("this handle cannot read outcomes: its producer has no results table "
-                            "(pass reader=Client(table=...) to the handle)")
+                            "(set handle.reader = Client(table=...), or ValkeyResultStore(url) for results "
+                            "kept in Valkey)")
     return reader
 
 
