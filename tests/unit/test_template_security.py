@@ -72,7 +72,8 @@ def test_operators_policy_holds_every_call_of_the_cli_and_the_dashboard():
     needed = set()
     for module in [*(PACKAGE / "ops").glob("*.py"), *(PACKAGE / "dashboard").glob("*.py")]:
         needed |= _calls(module, "sqs") | _calls(module, "dynamodb")
-    assert {"dynamodb:Query", "dynamodb:TransactWriteItems", "sqs:StartMessageMoveTask"} <= needed
+    assert {"dynamodb:Query", "dynamodb:TransactWriteItems", "dynamodb:UpdateItem",
+            "sqs:StartMessageMoveTask"} <= needed
     assert needed <= _allowed("OperatorsPolicy")
     statements = _statements("OperatorsPolicy")
     assert statements["ListJobs"]["Resource"] == {"Fn::Sub": "${ResultsTable.Arn}/index/*"}
