@@ -1356,7 +1356,8 @@ def main() -> int:
         if set(only) - {"imports", "critical"}:
             svc.start_valkey()
         env = dict(os.environ, **svc.aws_env(), KINDLING_BENCH_VALKEY=svc.valkey_url or "redis://127.0.0.1:1/0",
-                   PYTHONPATH=str(HERE / "systems"))
+                   # a caller's PYTHONPATH still reaches the children: an A/B puts another tree there
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(HERE / "systems"), os.environ.get("PYTHONPATH")])))
         os.environ["KINDLING_BENCH_VALKEY"] = env["KINDLING_BENCH_VALKEY"]
         import celery_app
 
