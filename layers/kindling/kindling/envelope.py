@@ -70,7 +70,7 @@ _PARENT_FIELDS = frozenset(("id", "index", "size", "then"))
 _PAYLOAD_FIELDS = frozenset(("bucket", "key", "size", "sha256"))
 _HEX = frozenset("0123456789abcdef")
 _BUCKET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
-_ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_.:")
+ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_.:")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
@@ -350,7 +350,7 @@ def _payload_error(payload: object) -> str | None:
 
 
 def _is_id(value: object) -> bool:
-    return (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and _ID_CHARS.issuperset(value))
+    return (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and ID_CHARS.issuperset(value))
 
 
 def _is_int(value: object) -> bool:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import time
 
+from kindling.envelope import ID_CHARS
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["Schedule", "due", "parse", "tick_job_id"]
 
 MINUTE_MS = 60_000
+_PLAIN_NAME_MAX = 100  # the room a job id has for a name beside "sched." and a fire time
+_READABLE_PREFIX = 60  # of a folded name, beside its digest
 _UNITS = {"minute": 1, "minutes": 1, "hour": 60, "hours": 60, "day": 1440, "days": 1440}
 _MONTHS = {"JAN": 1, "FEB": 2, "MAR": 3, "APR": 4, "MAY": 5, "JUN": 6, "JUL": 7, "AUG": 8, "SEP": 9, "OCT": 10,
            "NOV": 11, "DEC": 12}
@@ -137,9 +141,20 @@ def _value(text: str, names: dict[str, int], expression: str) -> int:
 
 
 def tick_job_id(task: str, fire_ms: int) -> str:
-    """The job id of one fire: the same for every tick that sees it."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.:") else "_" for c in task)[:100]
-    return f"sched.{safe}.{fire_ms}"
+    """The job id of one fire: the same for every tick that sees it, and different for every
+    other task name (a collision would make one schedule's fire a duplicate of another's).
+
+    A name made only of job-id characters is kept as it is (``sched.<name>.<ms>``, the
+    ms has no dot, so the name can be read back). Any other name (folded characters, or too
+    long) becomes ``sched:<readable prefix>.<sha-256 of the name>.<ms>``: the ``sched:`` start
+    keeps the two forms apart, and the digest keeps folded names apart."""
+    if len(task) <= _PLAIN_NAME_MAX and all(c in ID_CHARS for c in task):
+        return f"sched.{task}.{fire_ms}"
+    from hashlib import sha256  # only names that need folding pay for it
+
+    readable = "".join(c if c in ID_CHARS else "_" for c in task[:_READABLE_PREFIX])
+    digest = sha256(task.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"sched:{readable}.{digest}.{fire_ms}"
 
 
 def due(registry: Registry, now_ms: int) -> list[tuple[Task, int]]:
