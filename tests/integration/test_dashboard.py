@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -27,6 +25,7 @@ from kindling.ops import Stack
 from kindling.ops.dlq import redrive
 from kindling.ops.query import get_job
 from kindling.results import FINAL, from_item
+from support.chromium import chromium, wait_for
 
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 
@@ -81,23 +80,8 @@ def dashboard(ops_stack, run):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    subprocess.run([str(ROOT / "infra/chromium/ctl"), "install"], check=True, capture_output=True, timeout=900)
-    sys.path.insert(0, str(ROOT / "infra/chromium"))
-    try:
-        from screenshot import chromium
-    finally:
-        sys.path.remove(str(ROOT / "infra/chromium"))
-    driver = chromium(str(tmp_path_factory.mktemp("chromium-profile")), (1400, 1100))
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
-
-
-def wait_for(driver, script: str, timeout: float = 30.0):
-    """Poll a JavaScript expression in the page until it is truthy; return its value."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: d.execute_script(f"return {script}"))
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
+        yield driver
 
 
 def test_the_dashboard_charts_a_real_run_opens_a_traceback_and_revives_a_dead_job(browser, dashboard, run,
