@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from kindling import codec
 from kindling.errors import ResultTooLarge
+from kindling.status import BY_STATUS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def _digest(into: dict, name: str, value: str | bytes | None) -> None:
 def renumbered(record: dict, status: str, attempts: int) -> dict:
     """``record`` with another status and attempt count (and the index key that follows)."""
     out = dict(record, status=status, attempts=attempts)
-    if status != "succeeded":
+    if status in BY_STATUS:
         out["status_shard"] = f"{status}#{_shard(out['id'])}"
     else:
         out.pop("status_shard", None)
@@ -214,7 +215,7 @@ def build_record(
     shard = _shard(key)
     if record["task"]:
         record["task_shard"] = f"{record['task']}#{shard}"
-    if status != "succeeded":
+    if status in BY_STATUS:
         record["status_shard"] = f"{status}#{shard}"
     if job is not None:
         record["enqueued_at"] = job.enqueued_at

@@ -33,7 +33,7 @@ Written without :mod:`enum`, which costs a cold start ~2 ms to import.
 
 from __future__ import annotations
 
-__all__ = ["Status", "RECORDED", "FINAL", "SETTLED", "HANDED_BACK", "REVIVABLE", "GENERATION_CHECKED",
+__all__ = ["Status", "RECORDED", "BY_STATUS", "FINAL", "SETTLED", "HANDED_BACK", "REVIVABLE", "GENERATION_CHECKED",
            "NEWER_GENERATION", "generation_of", "may_replace"]
 
 
@@ -66,6 +66,10 @@ REVOKED = Status.REVOKED
 
 RECORDED = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED, REVOKED})
 """Statuses a result record can hold."""
+
+BY_STATUS = RECORDED - {SUCCEEDED}
+"""Recorded statuses the results table's ``by_status`` index holds: a succeeded job is left
+out, so that it costs one index write (``by_task``); it is listed per task."""
 
 FINAL = frozenset({SUCCEEDED, DEAD, REJECTED, REVOKED})
 """Recorded statuses a waiter stops at."""

@@ -18,11 +18,11 @@ import time
 
 from kindling.ops import Stack
 from kindling.ops.query import get_job, list_jobs
-from kindling.status import DEAD, FAILED, QUEUED, REJECTED, SUCCEEDED
+from kindling.status import BY_STATUS, DEAD, FAILED, QUEUED, REJECTED, SUCCEEDED
 
 __all__ = ["summary", "failures", "job", "percentile"]
 
-INDEXED = (FAILED, DEAD, REJECTED, QUEUED)  # what by_status holds
+INDEXED = tuple(sorted(BY_STATUS))
 RAN = (SUCCEEDED, FAILED, DEAD)  # outcomes of a run: they have a duration and a queue wait
 
 
@@ -54,7 +54,7 @@ def summary(stack: Stack, tasks: list[str], *, window_s: int = 3600, buckets: in
             records.setdefault(r["id"], r)
     step = max(1, window_s * 1000 // buckets)
     starts = [since + i * step for i in range(buckets)]
-    by_status: dict[str, list[int]] = {s: [0] * buckets for s in (SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED)}
+    by_status: dict[str, list[int]] = {s: [0] * buckets for s in (SUCCEEDED, *INDEXED)}
     by_task: dict[str, list[int]] = {n: [0] * buckets for n in names}
     durations, waits = [], []
     for r in records.values():

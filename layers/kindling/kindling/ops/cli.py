@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from kindling.status import RECORDED
+
 __all__ = ["add_parsers"]
 
 
@@ -47,7 +49,7 @@ def add_parsers(sub, env) -> None:
     ls = jsub.add_parser("list", help="jobs by status and/or task over time, newest first",
                          description="Jobs that finished in a time range, through the by_status / by_task indexes "
                                      "(never a Scan). Succeeded jobs are listed per task.")
-    ls.add_argument("--status", choices=["succeeded", "failed", "dead", "rejected", "queued"])
+    ls.add_argument("--status", choices=sorted(RECORDED))
     ls.add_argument("--task")
     ls.add_argument("--since", default="1d", help="how far back: 30s, 15m, 2h, 7d or an ISO time (default 1d)")
     ls.add_argument("--until", help="the end of the range (same forms; default now)")
