@@ -27,3 +27,12 @@ def ctl(path: Path, *args: str, timeout: float = 300) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"{path.relative_to(ROOT)} {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
     return done.stdout.strip()
+
+
+def examples(thorough: int) -> int:
+    """Hypothesis examples for a property: ``thorough`` in a thorough run
+    (``KINDLING_THOROUGH=1``: nightly, or before a release), an eighth of it (at least 25) on
+    every push, where the suite's time is what the inner loop pays."""
+    import os
+
+    return thorough if os.environ.get("KINDLING_THOROUGH") == "1" else max(25, thorough // 8)

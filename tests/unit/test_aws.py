@@ -23,6 +23,7 @@ from botocore.credentials import Credentials
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kindling import aws, codec
+from support import examples
 
 AWS_ENV = (
     "AWS_ACCESS_KEY_ID",
@@ -139,7 +140,7 @@ header_dicts = st.dictionaries(header_names, header_values, max_size=7).map(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "post"]),
     scheme=st.sampled_from(["http", "https"]),
@@ -1038,7 +1039,7 @@ loopback_like = st.one_of(
 )
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(loopback_like)
 def test_loopback_check_matches_ipaddress(host):
     assert aws.url.is_loopback(host) == ip_is_loopback(host)

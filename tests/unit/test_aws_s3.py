@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kindling import aws
 from kindling.aws.s3 import S3Client, check_location, is_virtual_hostable
+from support import examples
 
 AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
            "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
@@ -82,7 +83,7 @@ def test_other_services_still_normalize_the_path():
 KEY_CHARS = st.characters(codec="utf-8", exclude_categories=("Cs",))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(key=st.text(KEY_CHARS, min_size=1, max_size=40), method=st.sampled_from(["GET", "PUT"]),
        body=st.binary(max_size=100), token=st.one_of(st.none(), st.just("tok/en+=")),
        path_style=st.booleans())

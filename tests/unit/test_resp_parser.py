@@ -19,13 +19,14 @@ from kindling.errors import KindlingError
 from kindling.valkey import errors, resp
 from kindling.valkey.client import Pipeline, Script, Valkey, parse_url, unquote
 from kindling.valkey.commands import CALLBACKS, parse_reply
+from support import examples
 
 valkey = pytest.importorskip("valkey")
 from valkey._parsers import _RESP2Parser, _RESP3Parser  # noqa: E402
 from valkey._parsers.encoders import Encoder  # noqa: E402
 from valkey._parsers.url_parser import parse_url as valkey_parse_url  # noqa: E402
 
-SLOW = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # -- the byte streams ----------------------------------------------------------------------------
 
@@ -330,7 +331,7 @@ def _their_callbacks():
     return valkey.Valkey(protocol=2).response_callbacks
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data(), st.sampled_from(sorted(SHAPES)))
 def test_replies_are_shaped_as_valkey_py_shapes_them(data, name):
     import copy

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from kindling.errors import TaskDefinitionError
 from kindling.registry import Registry
 from kindling.schedules import ScheduleError, due, parse, tick_job_id
+from support import examples
 
 
 def utc(text: str) -> int:
@@ -134,7 +135,7 @@ def test_two_task_names_never_share_a_fire_job_id(a, b):
 
 
 @given(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=200))
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_fire_job_ids_differ_whenever_task_names_differ_and_are_valid_job_ids(a, b):
     from kindling.envelope import MAX_ID_LENGTH, new_job
 
