@@ -1058,7 +1058,7 @@ class FakeCredentialsEndpoint:
     def __init__(self, scheme, host, port, timeout):
         self.opened.append((scheme, host, port))
 
-    def request(self, method, target, body, headers, deadline=None):
+    def request(self, method, target, body, headers, deadline=None, max_body=None):
         return 200, {}, b'{"AccessKeyId": "AKIDBOX", "SecretAccessKey": "s", "Token": "t"}'
 
     def close(self):

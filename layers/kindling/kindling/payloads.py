@@ -60,7 +60,7 @@ def encode_arguments(args: list, kwargs: dict) -> bytes:
     return codec.dumps({"args": args, "kwargs": kwargs}).encode()
 
 
-def decode_arguments(data: bytes) -> tuple[list, dict]:
+def decode_arguments(data: bytes | bytearray) -> tuple[list, dict]:
     """The arguments an object holds; PayloadUnavailable (not retryable) if it holds none."""
     try:
         doc = codec.loads(data)
@@ -129,7 +129,7 @@ def sqs_batches(jobs: list[Job], limit: int, overhead: int, bucket: str, client:
     return batches
 
 
-def fetch(client: S3Client, ref: dict, *, deadline: float | None = None) -> bytes:
+def fetch(client: S3Client, ref: dict, *, deadline: float | None = None) -> bytes | bytearray:
     """The bytes ``ref`` points at, checked against its size and SHA-256.
 
     Raises :class:`PayloadUnavailable`, ``lost`` when they are gone for good (see the
@@ -141,8 +141,12 @@ def fetch(client: S3Client, ref: dict, *, deadline: float | None = None) -> byte
         raise PayloadUnavailable(problem, retryable=False, lost=True)
     where = f"s3://{ref['bucket']}/{ref['key']}"
     try:
-        data = client.get_object(ref["bucket"], ref["key"], deadline=deadline)
+        # At most size + 1 bytes are read: a larger object is refused without reading it.
+        data = client.get_object(ref["bucket"], ref["key"], max_bytes=ref["size"], deadline=deadline)
     except AwsError as exc:
+        if exc.code == "ObjectTooLarge":
+            raise PayloadUnavailable(f"{where} is larger than the pointer says {ref['size']:,} bytes ({exc.message})",
+                                     retryable=False, lost=True) from None
         if exc.code == "NoSuchKey":
             raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=False, lost=True) from None
         raise PayloadUnavailable(f"cannot read {where}: {exc}", retryable=exc.retryable) from None

@@ -32,7 +32,7 @@ The parts, as urllib3 splits them:
 """
 
 from kindling.aws.client import JsonClient, PendingCall, dynamodb, secretsmanager, sqs, ssm
-from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError, RemoteDisconnected
+from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError, RemoteDisconnected, ResponseTooLarge
 from kindling.aws.retry import RETRYABLE_CODES
 from kindling.aws.signing import sign
 
@@ -44,6 +44,7 @@ __all__ = [
     "JsonClient",
     "PendingCall",
     "RemoteDisconnected",
+    "ResponseTooLarge",
     "dynamodb",
     "secretsmanager",
     "sign",

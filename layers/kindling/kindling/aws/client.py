@@ -6,7 +6,7 @@ from time import monotonic
 
 from kindling import codec  # codec.loads/dumps are rebound by codec.use_orjson()
 from kindling.aws import retry
-from kindling.aws.connection import Connection
+from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
 from kindling.aws.credentials import get_credentials
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
@@ -68,6 +68,10 @@ class JsonClient:
     still unfinished raises AwsError "DeadlineExceeded" (retryable) rather than sleep or
     wait past it. Without one, each socket operation waits at most ``timeout`` seconds.
 
+    Replies: a body over ``max_response_bytes`` (default
+    :data:`kindling.aws.connection.MAX_BODY_BYTES`) fails the call with AwsError
+    "ResponseTooLarge", not retried, the rest of it unread.
+
     ``call`` sends an operation and waits for its reply. ``start`` sends it and returns a
     :class:`PendingCall` whose ``result()`` reads the reply (retrying there if need be),
     so a caller with two clients (two connections) can have both requests in flight.
@@ -86,10 +90,12 @@ class JsonClient:
         endpoint: str | None = None,
         timeout: float = 10.0,
         max_attempts: int = 5,
+        max_response_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self.service = service
+        self.max_response_bytes = max_response_bytes
         self.target_prefix = target_prefix
         self.region = _resolve_region(region)
         self.endpoint = _resolve_endpoint(service, self.region, endpoint)
@@ -198,17 +204,17 @@ class JsonClient:
 
     def _receive(
         self, headers: dict[str, str], body: bytes, deadline: float | None, reused: bool
-    ) -> tuple[int, dict[str, str], bytes]:
+    ) -> tuple[int, dict[str, str], Body]:
         """Read the reply to what ``_send`` sent. If the connection was reused and turns out to
         have been dead, the request is sent again on a new one (once) and that reply read."""
         try:
-            return self._conn.read_response(deadline)
+            return self._conn.read_response(deadline, self.max_response_bytes)
         except BaseException as exc:
             self._drop()
             if not (reused and retry.is_stale(exc)):
                 raise
         try:
-            return self._connection().request("POST", self._target, body, headers, deadline)
+            return self._connection().request("POST", self._target, body, headers, deadline, self.max_response_bytes)
         except BaseException:
             self._drop()
             raise

@@ -6,41 +6,67 @@ second connection, say); :meth:`Connection.request` does both. Every socket oper
 waits at most ``timeout`` seconds and, given a deadline (a :func:`time.monotonic` value),
 never past it: connecting, sending and the whole response must be done by then, however
 slowly the server drips its bytes. Name resolution (``getaddrinfo``) cannot be bounded.
+
+Every body is bounded too (``max_body``, default :data:`MAX_BODY_BYTES`; an error reply's by
+:data:`MAX_ERROR_BODY_BYTES`): past the bound the read stops with
+:class:`~kindling.aws.errors.ResponseTooLarge`, and a body whose declared length is over it
+is refused before any of it is read. Bodies are read in linear time: into one buffer of the
+declared length, or as pieces joined once.
 """
 
 import _socket  # the C module: socket.py would import enum, selectors and array
 from time import monotonic
 
-from kindling.aws.errors import DeadlineExceeded, HttpProtocolError, RemoteDisconnected
+from kindling.aws.errors import DeadlineExceeded, HttpProtocolError, RemoteDisconnected, ResponseTooLarge
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
+Body: "TypeAlias" = "bytes | bytearray"
+"""A response body: a large one is the bytearray it was received into, never copied again."""
 
 _ssl_context = None
 _MAX_HEADER_BYTES = 65536
+_RECV_BYTES = 65536
+
+# Above any legitimate AWS JSON reply (DynamoDB caps BatchGetItem at 16 MB of items, SQS a
+# ReceiveMessage at 10 messages of 1 MiB; escaping and base64 add to both) while bounding the
+# memory a runaway or hostile endpoint can make a worker spend.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+# An error document (S3's XML, a JSON error) is a few hundred bytes; it gets this bound
+# whatever the caller's, so a GET bounded to a payload's size still reads S3's error codes.
+MAX_ERROR_BODY_BYTES = 1024 * 1024
 
 
 class Connection:
     """One HTTP/1.1 client connection, just what the AWS JSON protocols need.
 
     ``send`` writes a request with a Content-Length body; ``read_response`` reads the whole
-    response (Content-Length, chunked, or until close). One request at a time: a request
-    is sent only once the previous response has been read. The socket opens at the first
-    ``send`` and stays open while the server keeps it alive; ``sock`` is None when it is
-    closed. Any failure in ``send`` or ``read_response`` closes the connection (a
-    half-written request or half-read response leaves it unusable): OSError for the
-    network (TimeoutError after ``timeout`` seconds of silence, its subclass
+    response (Content-Length, chunked, or until close), its body up to ``max_body`` bytes.
+    One request at a time: a request is sent only once the previous response has been read.
+    The socket opens at the first ``send`` and stays open while the server keeps it alive;
+    ``sock`` is None when it is closed. Any failure in ``send`` or ``read_response``
+    closes the connection (a half-written request or half-read response leaves it
+    unusable): OSError for the network (TimeoutError after ``timeout`` seconds of silence, its subclass
     :class:`~kindling.aws.errors.DeadlineExceeded` when the deadline came first),
-    HttpProtocolError for a reply that is not HTTP/1.x.
+    HttpProtocolError for a reply that is not HTTP/1.x, its subclass ResponseTooLarge for
+    a body over its bound.
     """
 
     def __init__(self, scheme: str, host: str, port: int, timeout: float | None) -> None:
         self.scheme, self.host, self.port, self.timeout = scheme, host, port, timeout
-        self.sock = None
-        self._buf = b""
+        self.sock: Any = None  # a _socket.socket or an ssl.SSLSocket (annotation never evaluated)
+        # Bytes received and not yet consumed. A bytearray: appending is amortized O(1) and
+        # deleting a prefix is O(1) in CPython, so no byte is copied more than a few times.
+        self._buf = bytearray()
         self._method: str | None = None  # the sent request's method, until its response is read
         self._deadline: float | None = None
         self._deadline_bound = False  # whether the deadline, not ``timeout``, set the last wait
 
     def close(self) -> None:
-        sock, self.sock, self._buf, self._method = self.sock, None, b"", None
+        sock, self.sock, self._buf, self._method = self.sock, None, bytearray(), None
         if sock is not None:
             sock.close()
 
@@ -71,14 +97,21 @@ class Connection:
             raise
         self._method = method
 
-    def read_response(self, deadline: float | None = None) -> tuple[int, dict[str, str], bytes]:
-        """Read the sent request's response: (status, headers with lowercased names, body)."""
+    def read_response(
+        self, deadline: float | None = None, max_body: int | None = None
+    ) -> tuple[int, dict[str, str], Body]:
+        """Read the sent request's response: (status, headers with lowercased names, body).
+
+        A 2xx body holds at most ``max_body`` bytes (default :data:`MAX_BODY_BYTES`), any
+        other at most :data:`MAX_ERROR_BODY_BYTES`; a longer one raises ResponseTooLarge
+        (and closes the connection) having read at most one receive past the bound.
+        """
         method = self._method
         if method is None:
             raise RuntimeError("no request has been sent on this connection")
         self._deadline = deadline
         try:
-            response = self._read_response(method)
+            response = self._read_response(method, MAX_BODY_BYTES if max_body is None else max_body)
         except BaseException as exc:
             self.close()
             if self._cut_short(exc):
@@ -88,30 +121,40 @@ class Connection:
         return response
 
     def request(
-        self, method: str, target: str, body: bytes, headers: dict[str, str], deadline: float | None = None
-    ) -> tuple[int, dict[str, str], bytes]:
+        self,
+        method: str,
+        target: str,
+        body: bytes,
+        headers: dict[str, str],
+        deadline: float | None = None,
+        max_body: int | None = None,
+    ) -> tuple[int, dict[str, str], Body]:
         """``send`` then ``read_response``."""
         self.send(method, target, body, headers, deadline)
-        return self.read_response(deadline)
+        return self.read_response(deadline, max_body)
 
     # -- internals
 
-    def _read_response(self, method: str) -> tuple[int, dict[str, str], bytes]:
+    def _read_response(self, method: str, max_body: int) -> tuple[int, dict[str, str], Body]:
         while True:
             status, version, response_headers = self._read_head()
             if not 100 <= status < 200:
                 break  # 1xx interim responses (100 Continue) carry no body: read on
+        limit = max_body if 200 <= status < 300 else MAX_ERROR_BODY_BYTES
+        data: Body
         if method == "HEAD" or status in (204, 304):
             data = b""
         elif "chunked" in response_headers.get("transfer-encoding", "").lower():
-            data = self._read_chunked()
+            data = self._read_chunked(status, limit)
         elif "content-length" in response_headers:
             length = response_headers["content-length"]
             if not length.isdigit():
                 raise HttpProtocolError(f"bad Content-Length {length!r}")
+            if int(length) > limit:
+                raise ResponseTooLarge(status, limit, int(length))
             data = self._read_exact(int(length))
         else:
-            data = self._read_to_close()
+            data = self._read_to_close(status, limit)
         connection = response_headers.get("connection", "").lower()
         if "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection):
             self.close()
@@ -177,21 +220,25 @@ class Connection:
         raise error or OSError(f"getaddrinfo returned nothing for {self.host}")
 
     def _fill(self) -> bool:
+        """Receive what the peer has sent (up to 64 KiB) onto the buffer; False at its end."""
         sock = self.sock
         self._arm(sock)
-        chunk = sock.recv(65536)
+        chunk = sock.recv(_RECV_BYTES)
         self._buf += chunk
         return bool(chunk)
 
     def _read_head(self) -> tuple[int, str, dict[str, str]]:
-        while (end := self._buf.find(b"\r\n\r\n")) < 0:
-            if len(self._buf) > _MAX_HEADER_BYTES:
+        buf, start = self._buf, 0
+        while (end := buf.find(b"\r\n\r\n", start)) < 0:
+            if len(buf) > _MAX_HEADER_BYTES:
                 raise HttpProtocolError("response headers too long")
+            start = max(len(buf) - 3, 0)  # what was searched holds no CRLFCRLF, save at its end
             if not self._fill():
-                if self._buf:
+                if buf:
                     raise HttpProtocolError("connection closed inside the response headers")
                 raise RemoteDisconnected("remote end closed connection without response")
-        head, self._buf = self._buf[:end].decode("latin-1"), self._buf[end + 4 :]
+        head = buf[:end].decode("latin-1")
+        del buf[: end + 4]
         status_line, *header_lines = head.split("\r\n")
         version, _, rest = status_line.partition(" ")
         code = rest[:3]
@@ -206,22 +253,43 @@ class Connection:
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
         return int(code), version, headers
 
-    def _read_exact(self, n: int) -> bytes:
-        while len(self._buf) < n:
-            if not self._fill():
-                raise HttpProtocolError(f"connection closed after {len(self._buf)} of {n} body bytes")
-        data, self._buf = self._buf[:n], self._buf[n:]
-        return data
+    def _read_exact(self, n: int) -> Body:
+        """The next ``n`` bytes: from the buffer if it holds them, else received straight into
+        one buffer of ``n`` bytes (each byte copied once)."""
+        buf = self._buf
+        have = len(buf)
+        if have >= n:
+            data = bytes(buf[:n])
+            del buf[:n]
+            return data
+        out = bytearray(n)
+        out[:have] = buf
+        buf.clear()
+        sock = self.sock
+        with memoryview(out) as view:
+            while have < n:
+                self._arm(sock)
+                got = sock.recv_into(view[have:], n - have)
+                if not got:
+                    raise HttpProtocolError(f"connection closed after {have} of {n} body bytes")
+                have += got
+        return out
 
     def _read_line(self) -> bytes:
-        while (end := self._buf.find(b"\r\n")) < 0:
-            if len(self._buf) > _MAX_HEADER_BYTES or not self._fill():
+        buf, start = self._buf, 0
+        while (end := buf.find(b"\r\n", start)) < 0:
+            if len(buf) > _MAX_HEADER_BYTES:
                 raise HttpProtocolError("bad chunked encoding")
-        line, self._buf = self._buf[:end], self._buf[end + 2 :]
+            start = max(len(buf) - 1, 0)
+            if not self._fill():
+                raise HttpProtocolError("bad chunked encoding")
+        line = bytes(buf[:end])
+        del buf[: end + 2]
         return line
 
-    def _read_chunked(self) -> bytes:
-        parts = []
+    def _read_chunked(self, status: int, limit: int) -> bytes:
+        parts: list[Body] = []
+        total = 0
         while True:
             size = self._read_line().split(b";", 1)[0].strip()
             try:
@@ -232,14 +300,25 @@ class Connection:
                 while self._read_line():  # trailers, up to the blank line
                     pass
                 return b"".join(parts)
+            total += n
+            if total > limit:  # refused before the chunk is read
+                raise ResponseTooLarge(status, limit)
             parts.append(self._read_exact(n))
             if self._read_line():
                 raise HttpProtocolError("chunk not followed by CRLF")
 
-    def _read_to_close(self) -> bytes:
-        while self._fill():
-            pass
-        data = self._buf
-        self.close()
-        return data
-
+    def _read_to_close(self, status: int, limit: int) -> bytes:
+        parts = [bytes(self._buf)]
+        total = len(parts[0])
+        self._buf.clear()
+        sock = self.sock
+        while total <= limit:
+            self._arm(sock)
+            # Never ask for more than one byte past the bound: that byte is the proof.
+            chunk = sock.recv(min(_RECV_BYTES, limit + 1 - total))
+            if not chunk:
+                self.close()
+                return b"".join(parts)
+            parts.append(chunk)
+            total += len(chunk)
+        raise ResponseTooLarge(status, limit)

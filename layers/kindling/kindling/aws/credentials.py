@@ -15,7 +15,7 @@ from _thread import allocate_lock  # threading.Lock without importing threading
 from kindling import codec  # codec.loads is rebound by codec.use_orjson()
 from kindling.aws import retry
 from kindling.aws.connection import Connection
-from kindling.aws.errors import AwsError, DeadlineExceeded
+from kindling.aws.errors import AwsError, DeadlineExceeded, ResponseTooLarge
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header, is_loopback
 
 # botocore's ContainerMetadataFetcher: over plain HTTP the authorization token goes only to
@@ -24,6 +24,7 @@ _CONTAINER_HOSTS = ("169.254.170.2", "169.254.170.23", "fd00:ec2::23", "localhos
 _container_cache: dict[tuple[str, str], tuple[tuple[str, str, str | None], float]] = {}
 _container_lock = allocate_lock()
 _CONTAINER_REFRESH_MARGIN = 300.0  # refresh container credentials 5 min before expiry
+MAX_CREDENTIALS_BYTES = 65536  # the endpoint's JSON is ~1.5 KB: four short fields
 
 
 def get_credentials(deadline: float | None = None) -> tuple[str, str, str | None]:
@@ -110,7 +111,10 @@ def _fetch_container_credentials(
         conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
         host = host_header(parts.scheme, parts.hostname, parts.port)
         try:
-            status, _, data = conn.request("GET", target, b"", {"Host": host, **headers}, deadline)
+            status, _, data = conn.request(
+                "GET", target, b"", {"Host": host, **headers}, deadline, MAX_CREDENTIALS_BYTES)
+        except ResponseTooLarge as exc:  # not credentials, and would not be on another try
+            raise AwsError("CredentialsError", f"container credentials from {uri}: {exc}") from exc
         except DeadlineExceeded as exc:
             raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {exc}", 0, True) from exc
         except retry.TRANSPORT_ERRORS as exc:

@@ -18,8 +18,10 @@ class AwsError(KindlingError):
     A call whose deadline passed first uses "DeadlineExceeded" (status 0, retryable: the
     call may succeed given more time); local configuration problems use "MissingCredentials",
     "MissingRegion" or "CredentialsError" (container credentials endpoint failed), also
-    with status 0. ``retryable`` says whether the failure was of a kind worth retrying
-    (throttling, 5xx, transport, deadline); when a call raises a retryable error its
+    with status 0. A reply whose body is over its reader's bound is "ResponseTooLarge"
+    (the reply's status; not retryable), an S3 object over a GET's bound "ObjectTooLarge".
+    ``retryable`` says whether the failure was of a kind worth retrying (throttling, 5xx,
+    transport, deadline); when a call raises a retryable error its
     attempts (or its time) are exhausted. ``attempts`` counts the requests sent, 0 when
     the deadline had passed before the first.
     """
@@ -70,3 +72,16 @@ class RemoteDisconnected(KindlingError, ConnectionResetError):
 class DeadlineExceeded(KindlingError, TimeoutError):
     """A connection's socket operation was cut short by the caller's deadline (or the
     deadline had passed before it began)."""
+
+
+class ResponseTooLarge(HttpProtocolError):
+    """A response body over the bound its reader set; the rest of it is never read.
+
+    ``length`` is the length the response declared (Content-Length), None when the body was
+    chunked or ran until the connection closed and was cut off at the bound.
+    """
+
+    def __init__(self, status: int, limit: int, length: int | None = None) -> None:
+        self.status, self.limit, self.length = status, limit, length
+        declared = f" (Content-Length: {length:,})" if length is not None else ""
+        super().__init__(f"the HTTP {status} response's body is over the {limit:,} bytes it may hold{declared}")

@@ -7,7 +7,7 @@ import time
 from _thread import TIMEOUT_MAX
 
 from kindling import codec  # codec.loads is rebound by codec.use_orjson()
-from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError
+from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError, ResponseTooLarge
 
 # Error codes retried with backoff. The throttling set is botocore's standard-mode list
 # (retries/standard.py) minus LimitExceededException, plus botocore's transient codes and
@@ -74,6 +74,8 @@ def transport_error(exc: BaseException, attempts: int) -> AwsError:
         return AwsError("DeadlineExceeded", str(exc), 0, True, attempts=attempts)
     if is_tls_verification_failure(exc):
         return AwsError("TLSVerificationFailed", str(exc), 0, False, attempts=attempts)
+    if isinstance(exc, ResponseTooLarge):  # the same reply would be as large again: not retried
+        return AwsError("ResponseTooLarge", str(exc), exc.status, False, attempts=attempts)
     return AwsError("ConnectionError", f"{type(exc).__name__}: {exc}", 0, True, attempts=attempts)
 
 
@@ -85,7 +87,7 @@ def acquire(lock, deadline: float | None) -> bool:
     return remaining > 0 and lock.acquire(True, min(remaining, TIMEOUT_MAX))
 
 
-def error_from_response(status: int, headers: dict[str, str], data: bytes, attempts: int) -> AwsError:
+def error_from_response(status: int, headers: dict[str, str], data: bytes | bytearray, attempts: int) -> AwsError:
     """The AwsError an HTTP error response stands for; ``headers`` with lowercased names,
     as :meth:`Connection.request <kindling.aws.connection.Connection.request>` returns them."""
     code = message = ""

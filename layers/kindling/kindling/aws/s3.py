@@ -15,6 +15,9 @@ Retries as :class:`kindling.aws.client.JsonClient`'s: transport failures, HTTP 5
 throttling codes (``SlowDown``) up to ``max_attempts`` with kindling's backoff, all within
 an optional deadline; a kept-alive connection found dead is reopened without costing an
 attempt. PUT of the same key and body is idempotent, so retrying it is safe.
+
+A GET is bounded: it asks for (Range) and reads at most one byte more than the caller
+accepts, so an object larger than expected costs that much to refuse, never its size.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ except ImportError:  # pragma: no cover - a build without it
 
 from kindling.aws import retry
 from kindling.aws.client import _aws_suffix, _configured_endpoint, _resolve_region
-from kindling.aws.connection import Connection
+from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
 from kindling.aws.credentials import get_credentials
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
@@ -41,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 _HOST_LABEL = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+_PUT_REPLY_BYTES = 65536  # a PUT's reply has no body; its error document has its own bound
 
 
 def is_virtual_hostable(bucket: str) -> bool:
@@ -138,12 +142,36 @@ class S3Client:
         S3 refuse a body altered on the way."""
         check_location(bucket, key)
         headers = {"Content-Type": content_type, "X-Amz-Content-SHA256": sha256(body).hexdigest()}
-        return self._request("PUT", bucket, key, bytes(body), headers, deadline)[0]
+        return self._request("PUT", bucket, key, bytes(body), headers, deadline, _PUT_REPLY_BYTES)[0]
 
-    def get_object(self, bucket: str, key: str, *, deadline: float | None = None) -> bytes:
-        """The object's bytes. Raises AwsError ("NoSuchKey", "NoSuchBucket", "AccessDenied", ...)."""
+    def get_object(self, bucket: str, key: str, *, max_bytes: int = MAX_BODY_BYTES,
+                   deadline: float | None = None) -> Body:
+        """The object's bytes, if it holds at most ``max_bytes`` (a bytearray when large: never
+        copied once received). Raises AwsError ("NoSuchKey", "NoSuchBucket", "AccessDenied",
+        ...; "ObjectTooLarge", not retried, for a larger object).
+
+        Asks for bytes 0 to ``max_bytes`` (a Range header: one byte more than accepted, which
+        tells a larger object from one of exactly ``max_bytes``) and reads no more than that,
+        even from a server that ignores the range."""
         check_location(bucket, key)
-        return self._request("GET", bucket, key, b"", {}, deadline)[1]
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
+        try:
+            headers, data = self._request("GET", bucket, key, b"", {"Range": f"bytes=0-{max_bytes}"}, deadline,
+                                          max_bytes + 1)
+        except AwsError as exc:
+            if exc.status == 416 and exc.code == "InvalidRange":  # no byte 0: the object is empty
+                return b""
+            if exc.code == "ResponseTooLarge" and 200 <= exc.status < 300:  # the range was ignored
+                raise AwsError("ObjectTooLarge", f"the object holds more than the {max_bytes:,} bytes asked for "
+                               f"({exc.message})", exc.status, attempts=exc.attempts) from None
+            raise
+        if len(data) > max_bytes:
+            total = _object_size(headers)
+            size = f"{total:,} bytes" if total is not None else f"over {max_bytes:,} bytes"
+            raise AwsError("ObjectTooLarge", f"the object is {size}; {max_bytes:,} were asked for", 206,
+                           request_id=headers.get("x-amz-request-id"))
+        return data
 
     # -- internals
 
@@ -164,7 +192,7 @@ class S3Client:
         return (scheme, hostname, port or DEFAULT_PORTS[scheme]), host, target, f"{scheme}://{host}{target}"
 
     def _request(self, method: str, bucket: str, key: str, body: bytes, headers: dict[str, str],
-                 deadline: float | None) -> tuple[dict[str, str], bytes]:
+                 deadline: float | None, max_body: int) -> tuple[dict[str, str], Body]:
         where, host, target, url = self._address(bucket, key)
         headers = {"Host": host, "User-Agent": "kindling-aws/1", **headers}
         if not retry.acquire(self._lock, deadline):
@@ -174,7 +202,8 @@ class S3Client:
             while True:
                 attempt += 1
                 try:
-                    status, reply_headers, data = self._attempt(method, where, target, url, body, headers, deadline)
+                    status, reply_headers, data = self._attempt(method, where, target, url, body, headers, deadline,
+                                                                max_body)
                 except retry.TRANSPORT_ERRORS as exc:
                     error = retry.transport_error(exc, attempt)
                 except AwsError as exc:  # credentials
@@ -195,7 +224,7 @@ class S3Client:
             self._lock.release()
 
     def _attempt(self, method: str, where: tuple[str, str, int], target: str, url: str, body: bytes,
-                 headers: dict[str, str], deadline: float | None) -> tuple[int, dict[str, str], bytes]:
+                 headers: dict[str, str], deadline: float | None, max_body: int) -> tuple[int, dict[str, str], Body]:
         access_key, secret_key, token = self._credentials(deadline)
         signed = sign(method, url, headers, body, service="s3", region=self.region, access_key=access_key,
                       secret_key=secret_key, session_token=token)
@@ -204,16 +233,22 @@ class S3Client:
             conn = self._conns[where] = Connection(where[0], where[1], where[2], self.timeout)
         reused = conn.sock is not None
         try:
-            return conn.request(method, target, body, signed, deadline)
+            return conn.request(method, target, body, signed, deadline, max_body)
         except BaseException as exc:
             conn.close()
             if not (reused and retry.is_stale(exc)):
                 raise
         # The kept-alive connection had died while idle: once more on a new one, not an attempt.
-        return conn.request(method, target, body, signed, deadline)
+        return conn.request(method, target, body, signed, deadline, max_body)
 
 
-def _xml_text(data: bytes, tag: str) -> str:
+def _object_size(headers: dict[str, str]) -> int | None:
+    """The object's size, from a 206's ``Content-Range: bytes 0-100/8388608``; None if unknown."""
+    total = headers.get("content-range", "").rpartition("/")[2]
+    return int(total) if total.isdigit() else None
+
+
+def _xml_text(data: bytes | bytearray, tag: str) -> str:
     """The text of the first ``<tag>`` in an S3 error document (no XML parser: its import is
     dear, and S3's error documents are flat)."""
     start = data.find(f"<{tag}>".encode())
@@ -232,7 +267,7 @@ def _xml_text(data: bytes, tag: str) -> str:
 _STATUS_CODES = {403: "AccessDenied", 404: "NotFound", 301: "PermanentRedirect", 400: "BadRequest"}
 
 
-def error_from_response(status: int, headers: dict[str, str], data: bytes, attempts: int) -> AwsError:
+def error_from_response(status: int, headers: dict[str, str], data: bytes | bytearray, attempts: int) -> AwsError:
     """The AwsError for an S3 error response (an XML ``<Error>`` document, or none)."""
     code = _xml_text(data, "Code") or _STATUS_CODES.get(status) or str(status)
     message = _xml_text(data, "Message")
