@@ -4,6 +4,7 @@ a payload pointer's size for an S3 GET (plus one byte), a sane default for every
 Servers are fakes: a scripted socket handed to the connection, or raw loopback servers.
 """
 
+import contextlib
 import hashlib
 import threading
 import tracemalloc
@@ -319,3 +320,63 @@ def test_container_credentials_over_their_bound_are_refused_at_once(env, monkeyp
     with pytest.raises(aws.AwsError) as info:
         credentials.container_credentials("http://127.0.0.1:9/creds")
     assert info.value.code == "CredentialsError" and "bytes" in info.value.message and len(replies) == 1
+
+
+# -- memory and framing are bounded by the body's bound too -----------------------------------------
+
+
+@pytest.mark.parametrize("framing", ["one-byte chunks", "one byte a read until close"])
+def test_the_memory_a_body_holds_is_bounded_by_its_bytes_not_by_its_pieces(framing):
+    body = b"z" * 65536
+    if framing == "one-byte chunks":
+        conn, sock = scripted(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(body, 1))
+    else:
+        conn, sock = scripted(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body, piece=1)
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        _, _, data = conn.request("GET", "/", b"", {})
+        peak = tracemalloc.get_traced_memory()[1] - baseline
+    finally:
+        tracemalloc.stop()
+    assert data == body
+    # Kept as one buffer; a list of one-byte bytes objects holds ~40 bytes for each byte.
+    assert peak <= 4 * len(body) + 65536, peak
+
+
+def test_chunked_framing_is_bounded_by_the_body_bound():
+    trailers = b"X-Pad: y\r\n" * 100_000  # 1 MB of trailers after a 5-byte body
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    conn, sock = scripted(head + b"5\r\nhello\r\n0\r\n" + trailers + b"\r\n")
+    with pytest.raises(aws.HttpProtocolError, match="framing"):
+        conn.request("GET", "/", b"", {}, max_body=10_000)
+    assert sock.pos <= 10_000 + 65536 + 2 * 65536, sock.pos
+
+
+def _serve_once(reply: bytes) -> tuple[str, threading.Thread]:
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                with contextlib.suppress(OSError):  # the client stops reading at its bound
+                    conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", thread
+
+
+@pytest.mark.parametrize("ref", ["my-secret", "ssm:/my/parameter"])
+def test_a_secret_reply_is_bounded_far_below_the_default(env, sleeps, ref):
+    from kindling import secrets
+
+    url, thread = _serve_once(_json_reply(2 * MiB))  # secrets are <= 64 KiB, parameters <= 8 KiB
+    env.setenv("AWS_ENDPOINT_URL", url)
+    with pytest.raises(secrets.SecretUnavailable, match="ResponseTooLarge"):
+        secrets.read(ref)
+    thread.join(5)

@@ -372,12 +372,17 @@ class PendingCall:
             ) from exc
 
 
+# What Secrets Manager and SSM send kindling is small by their own limits (a secret is at
+# most 64 KiB, a parameter 8 KiB): their replies get a bound far below the default.
+_SECRET_REPLY_BYTES = 1024 * 1024
+
 _clients: dict[tuple[str, str, str], JsonClient] = {}
 _clients_pid = 0
 _clients_lock = allocate_lock()
 
 
-def _cached(service: str, target_prefix: str, json_version: str = "1.0") -> JsonClient:
+def _cached(service: str, target_prefix: str, json_version: str = "1.0",
+            max_response_bytes: int = MAX_BODY_BYTES) -> JsonClient:
     """The process's client for ``service`` at the region and endpoint the environment names
     now: a process that points AWS_ENDPOINT_URL elsewhere gets a client for it, never one
     still talking to the old endpoint."""
@@ -391,7 +396,8 @@ def _cached(service: str, target_prefix: str, json_version: str = "1.0") -> Json
             _clients_pid = pid
         client = _clients.get(key)
         if client is None:
-            client = _clients[key] = JsonClient(service, target_prefix, json_version=json_version)
+            client = _clients[key] = JsonClient(service, target_prefix, json_version=json_version,
+                                                max_response_bytes=max_response_bytes)
         return client
 
 
@@ -408,9 +414,9 @@ def sqs() -> JsonClient:
 def secretsmanager() -> JsonClient:
     """The process's Secrets Manager client (JSON 1.1, target prefix secretsmanager): used
     only where a deployment keeps a secret there (signing keys, the Valkey URL)."""
-    return _cached("secretsmanager", "secretsmanager", "1.1")
+    return _cached("secretsmanager", "secretsmanager", "1.1", _SECRET_REPLY_BYTES)
 
 
 def ssm() -> JsonClient:
     """The process's SSM client (JSON 1.1, target prefix AmazonSSM), for SecureString parameters."""
-    return _cached("ssm", "AmazonSSM", "1.1")
+    return _cached("ssm", "AmazonSSM", "1.1", _SECRET_REPLY_BYTES)

@@ -287,38 +287,49 @@ class Connection:
         del buf[: end + 2]
         return line
 
-    def _read_chunked(self, status: int, limit: int) -> bytes:
-        parts: list[Body] = []
-        total = 0
+    def _read_chunked(self, status: int, limit: int) -> Body:
+        # One growing buffer, not a list of pieces: a peer sending one-byte chunks would make
+        # a list hold ~40 bytes of objects for each byte of the body.
+        body: Body = b""
+        framing = 0  # size lines, CRLFs, trailers: bounded too, or a peer could send them forever
         while True:
-            size = self._read_line().split(b";", 1)[0].strip()
+            line = self._read_line()
+            framing += len(line) + 4  # its CRLF and the chunk's
+            if framing > limit + _MAX_HEADER_BYTES:
+                raise HttpProtocolError(f"chunked framing over {limit + _MAX_HEADER_BYTES:,} bytes")
+            size = line.split(b";", 1)[0].strip()
             try:
                 n = int(size, 16)
             except ValueError:
                 raise HttpProtocolError(f"bad chunk size {size[:20]!r}") from None
             if n == 0:
-                while self._read_line():  # trailers, up to the blank line
-                    pass
-                return b"".join(parts)
-            total += n
-            if total > limit:  # refused before the chunk is read
+                while line := self._read_line():  # trailers, up to the blank line
+                    framing += len(line) + 2
+                    if framing > limit + _MAX_HEADER_BYTES:
+                        raise HttpProtocolError(f"chunked framing over {limit + _MAX_HEADER_BYTES:,} bytes")
+                return body
+            if len(body) + n > limit:  # refused before the chunk is read
                 raise ResponseTooLarge(status, limit)
-            parts.append(self._read_exact(n))
+            data = self._read_exact(n)
+            if not body and isinstance(data, bytearray):
+                body = data  # a body of one large chunk is not copied again
+            else:
+                if not isinstance(body, bytearray):
+                    body = bytearray(body)
+                body += data
             if self._read_line():
                 raise HttpProtocolError("chunk not followed by CRLF")
 
-    def _read_to_close(self, status: int, limit: int) -> bytes:
-        parts = [bytes(self._buf)]
-        total = len(parts[0])
-        self._buf.clear()
+    def _read_to_close(self, status: int, limit: int) -> Body:
+        body = self._buf  # one growing buffer, as in _read_chunked
+        self._buf = bytearray()
         sock = self.sock
-        while total <= limit:
+        while len(body) <= limit:
             self._arm(sock)
             # Never ask for more than one byte past the bound: that byte is the proof.
-            chunk = sock.recv(min(_RECV_BYTES, limit + 1 - total))
+            chunk = sock.recv(min(_RECV_BYTES, limit + 1 - len(body)))
             if not chunk:
                 self.close()
-                return b"".join(parts)
-            parts.append(chunk)
-            total += len(chunk)
+                return body
+            body += chunk
         raise ResponseTooLarge(status, limit)
