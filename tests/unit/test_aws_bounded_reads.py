@@ -126,7 +126,7 @@ def test_a_body_dripped_in_tiny_pieces_is_read_with_linear_work(framing):
     assert sock.allocated <= 4 * len(BODY) + 1024 * sock.reads, (sock.allocated, sock.reads)
 
 
-def test_a_large_body_with_a_length_goes_straight_into_one_buffer():
+def test_a_body_of_known_length_takes_one_receive_per_64_kib_the_peer_offers():
     conn, sock = scripted(FRAMINGS["content-length"])
     _, _, data = conn.request("GET", "/", b"", {})
     assert data == BODY and sock.reads <= len(BODY) // 65536 + 2  # one read per 64 KiB the peer offers
