@@ -38,7 +38,8 @@ def cold_drain(svc, layer: str, env: dict, cold_child):
     from kindling.valkey import StreamProducer
 
     producer = StreamProducer(svc.valkey_url, stream=STREAM)  # no function: the child is the drain
-    event = {"kindling": "drain", "stream": STREAM, "url": svc.valkey_url}
+    event = {"kindling": "drain", "stream": STREAM}  # the URL and stream are the deployment's, not the event's
+    env = dict(env, KINDLING_VALKEY_URL=svc.valkey_url, KINDLING_VALKEY_STREAMS=STREAM)
 
     def drain(share=None) -> float:
         sent = producer.enqueue("noop")

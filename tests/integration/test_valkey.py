@@ -235,7 +235,7 @@ class FakeContext:
         return max(0, int((self.deadline - time.monotonic()) * 1000))
 
 
-def test_drain_stops_in_time_and_leaves_the_rest_pending(valkey_url, stream, tasks):
+def test_drain_stops_in_time_and_leaves_the_rest_pending(valkey_url, stream, tasks, monkeypatch):
     from kindling.handler import LambdaWorker
     from kindling.results import MemoryResultStore
     from kindling.valkey import StreamProducer
@@ -246,7 +246,8 @@ def test_drain_stops_in_time_and_leaves_the_rest_pending(valkey_url, stream, tas
     handler = LambdaWorker(store=store, safety_ms=200, cutoff_ms=100, log=None)
     context = FakeContext(1500)
     t0 = time.monotonic()
-    summary = handler({"kindling": "drain", "url": valkey_url, "stream": stream, "batch": 5}, context)
+    _configure_drain(monkeypatch, valkey_url, stream, KINDLING_DRAIN_BATCH="5")
+    summary = handler({"kindling": "drain", "stream": stream}, context)
     elapsed_ms = (time.monotonic() - t0) * 1000
     assert elapsed_ms < 1500 - 200, (elapsed_ms, summary)  # the safety margin was kept
     done = summary["processed"]
@@ -259,11 +260,20 @@ def test_drain_stops_in_time_and_leaves_the_rest_pending(valkey_url, stream, tas
     assert r.xpending(stream, "kindling")["pending"] == summary["left_pending"]
 
     # a later invocation with time to spare picks up where this one stopped
-    summary2 = handler({"kindling": "drain", "url": valkey_url, "stream": stream, "batch": 10},
+    monkeypatch.setenv("KINDLING_DRAIN_BATCH", "10")
+    summary2 = handler({"kindling": "drain", "stream": stream},
                        _after_visibility(r, stream))
     assert summary2["processed"] == 40 - done, summary2
     assert {s.id for s in sent} == set(store.records)
     _empty(r, stream)
+
+
+def _configure_drain(monkeypatch, url: str, stream: str, **env: str) -> None:
+    """The worker's environment for a drain of ``stream`` (an event only selects it)."""
+    monkeypatch.setenv("KINDLING_VALKEY_URL", url)
+    monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
 
 
 def _after_visibility(r, stream):
@@ -416,7 +426,7 @@ def test_deliveries_handed_back_use_no_attempts(valkey_url, stream, tasks):
     _empty(producer.client, stream)
 
 
-def test_a_drain_stops_when_the_store_is_down(valkey_url, stream, tasks):
+def test_a_drain_stops_when_the_store_is_down(valkey_url, stream, tasks, monkeypatch):
     from kindling.handler import LambdaWorker
     from kindling.valkey import StreamProducer
 
@@ -425,7 +435,8 @@ def test_a_drain_stops_when_the_store_is_down(valkey_url, stream, tasks):
     store = OutageStore()
     store.fail = True
     handler = LambdaWorker(store=store, log=None)
-    summary = handler({"kindling": "drain", "url": valkey_url, "stream": stream, "batch": 10}, FakeContext(60_000))
+    _configure_drain(monkeypatch, valkey_url, stream, KINDLING_DRAIN_BATCH="10")
+    summary = handler({"kindling": "drain", "stream": stream}, FakeContext(60_000))
     assert summary["batches"] == 1 and summary["left_pending"] == 10, summary  # not the whole stream
     assert "memory store is down" in summary["store_unavailable"]
     assert producer.client.xlen(stream) == 30 and producer.client.xpending(stream, "kindling")["pending"] == 10
@@ -484,7 +495,8 @@ def test_a_poison_entry_is_rejected_and_acknowledged(valkey_url, stream, tasks, 
     poison, mates = _poison_and_mates(producer, producer.stream)
     store = MemoryResultStore()
     handler = LambdaWorker(store=store, log=None)
-    event = {"kindling": "drain", "url": valkey_url, "stream": producer.stream, "visibility_ms": 100}
+    _configure_drain(monkeypatch, valkey_url, producer.stream, KINDLING_DRAIN_VISIBILITY_MS="100")
+    event = {"kindling": "drain", "stream": producer.stream}
     summary = handler(event, FakeContext(60_000))
     assert summary["counts"] == {"rejected": 2, "succeeded": 2}, summary
     _assert_poison_settled(producer.client, producer.stream, store.records, poison, mates, "InvalidJob")

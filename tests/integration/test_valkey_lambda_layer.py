@@ -53,7 +53,7 @@ def test_the_drain_runs_from_the_built_layer_alone(layer_python, valkey_url, tab
 
     code = DRAIN.format(code=str(ROOT / "functions/worker"), layer=str(layer_python), stream=stream)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AWS_LAMBDA", "KINDLING_"))}
-    env.update(KINDLING_TABLE=table, KINDLING_VALKEY_URL=valkey_url)
+    env.update(KINDLING_TABLE=table, KINDLING_VALKEY_URL=valkey_url, KINDLING_VALKEY_STREAMS=stream)
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env,
                           cwd="/", timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]

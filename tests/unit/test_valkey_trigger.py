@@ -8,6 +8,7 @@ Run: .venv/bin/python -m pytest tests/unit/test_valkey_trigger.py -q
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -21,6 +22,11 @@ pytestmark = pytest.mark.valkey
 @pytest.fixture(scope="module")
 def url(start_valkey) -> str:
     return start_valkey().url
+
+
+@pytest.fixture(autouse=True)
+def _deployment(url, monkeypatch) -> None:
+    monkeypatch.setenv("KINDLING_VALKEY_URL", url)  # the drain's server: the deployment's, never the event's
 
 
 @pytest.fixture
@@ -81,16 +87,17 @@ class Lambda:
     def __call__(self, event: dict) -> None:
         with self.lock:
             self.events.append(event)
-            thread = threading.Thread(target=self._run, args=(dict(event, url=self.url, **self.extra),), daemon=True)
+            thread = threading.Thread(target=self._run, args=(event,), daemon=True)
             self.threads.append(thread)
         thread.start()
 
     def _run(self, event: dict) -> None:
+        from kindling.valkey.drain_event import DrainConfig
         from kindling.valkey.lambda_drain import drain
 
         try:
             summary = drain(self.ledger.runner(), event, Budget(self.budget_ms).get_remaining_time_in_millis,
-                            invoker=self)
+                            invoker=self, config=DrainConfig((event["stream"],), **self.extra))
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.errors.append(exc)
             raise
@@ -121,11 +128,15 @@ def _producer(url, stream, invoker, **options):
     return StreamProducer(url, stream=stream, invoker=invoker, **options)
 
 
-def _drain(url, ledger, event, budget_ms=5000, invoker=None):
+def _drain(url, ledger, event, budget_ms=5000, invoker=None, **config):
+    """One drain of ``event`` on ``url`` (the deployment's, from the environment), configured
+    with the event's stream and ``config`` (:class:`~kindling.valkey.drain_event.DrainConfig`)."""
+    from kindling.valkey.drain_event import DrainConfig
     from kindling.valkey.lambda_drain import drain
 
-    return drain(ledger.runner(), dict(event, url=url), Budget(budget_ms).get_remaining_time_in_millis,
-                 invoker=invoker)
+    assert url == os.environ["KINDLING_VALKEY_URL"]
+    return drain(ledger.runner(), event, Budget(budget_ms).get_remaining_time_in_millis, invoker=invoker,
+                 config=DrainConfig((event["stream"],), **config))
 
 
 # -- the producer's kick ------------------------------------------------------------------------------
@@ -297,7 +308,7 @@ def test_a_drain_out_of_time_hands_on_with_its_flag_and_consumer(url, stream):
     sent = producer.enqueue_many([("job", [str(i), 100], {}) for i in range(30)])
     handed = []
     # (a job the invocation's end cuts off is a failed attempt: retried after the visibility time)
-    summary = _drain(url, ledger, dict(events[0], batch=5, visibility_ms=1000), budget_ms=900, invoker=handed.append)
+    summary = _drain(url, ledger, events[0], budget_ms=900, invoker=handed.append, batch=5, visibility_ms=1000)
     assert summary["ended"] == "time" and summary["kicked"], summary
     assert 0 < summary["processed"] < 30
     (event,) = handed
@@ -305,7 +316,7 @@ def test_a_drain_out_of_time_hands_on_with_its_flag_and_consumer(url, stream):
     assert producer.client.exists(f"{stream}:kick") == 1  # still held, for the next invocation
     producer.enqueue("job", "meanwhile")
     assert len(events) == 1
-    summary2 = _drain(url, ledger, dict(event, batch=50), budget_ms=10_000)
+    summary2 = _drain(url, ledger, event, budget_ms=10_000, batch=50, visibility_ms=1000)
     assert summary2["ended"] == "empty", summary2
     assert set(ledger.store.records) >= {s.id for s in sent}
     assert len(ledger.store.records) == 31 and producer.client.exists(f"{stream}:kick") == 0
@@ -320,7 +331,7 @@ def test_a_drain_that_cannot_hand_on_frees_the_flag(url, stream):
     def refused(event):
         raise OSError("no route")
 
-    summary = _drain(url, ledger, dict(events[0], batch=5), budget_ms=900, invoker=refused)
+    summary = _drain(url, ledger, events[0], budget_ms=900, invoker=refused, batch=5)
     assert summary["ended"] == "time" and not summary["kicked"]
     assert producer.client.exists(f"{stream}:kick") == 0  # so the next enqueue kicks at once
     producer.enqueue("job", "x")
@@ -386,7 +397,7 @@ def test_a_failed_job_is_retried_by_the_drain_that_handed_it_back(url, stream):
     events = []
     producer = _producer(url, stream, events.append)
     job = producer.enqueue("flaky")
-    summary = _drain(url, ledger, dict(events[0], visibility_ms=300), budget_ms=5000)
+    summary = _drain(url, ledger, events[0], budget_ms=5000, visibility_ms=300)
     assert attempts == [1, 2], summary
     assert ledger.store.records[job.id]["status"] == "succeeded"
     assert summary["ended"] == "empty" and producer.client.xlen(stream) == 0

@@ -102,6 +102,7 @@ def test_a_drain_reads_the_url_from_its_secret_and_logs_none_of_it(valkey_url, t
     monkeypatch.delenv("KINDLING_VALKEY_URL", raising=False)
     monkeypatch.setenv("KINDLING_VALKEY_URL_SECRET", _secret(valkey_url))
     monkeypatch.setenv("KINDLING_TABLE", table)
+    monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
     worker = LambdaWorker()
     capsys.readouterr()
     summary = worker({"kindling": "drain", "stream": stream}, None)

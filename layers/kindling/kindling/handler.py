@@ -39,6 +39,17 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_PAYLOAD_BUCKET`` where results too large for their record are kept (S3, behind
                             a pointer in the record; :mod:`kindling.payloads`); unset: such
                             results fail as ``ResultTooLarge``
+``KINDLING_VALKEY_URL``      the Valkey server drains read (or ``KINDLING_VALKEY_URL_SECRET``:
+                            the secret holding it, read at the first drain)
+``KINDLING_VALKEY_STREAMS`` the streams drains read (comma-separated; default
+                            ``kindling:jobs``; the first when an event names none). A drain
+                            event only selects one of these and one of its kick flags;
+                            anything else is refused (:mod:`kindling.valkey.drain_event`)
+``KINDLING_VALKEY_GROUP``   the drains' consumer group (default ``kindling``)
+``KINDLING_DRAIN_*``         ``_VISIBILITY_MS`` (30000: how long an entry stays pending
+                            before another drain reclaims it), ``_HORIZON_MS``,
+                            ``_BLOCK_MS``, ``_BATCH``; ``KINDLING_VALKEY_MAX_DRAINS``: flags
+                            per stream (16). Never taken from an event
 ``KINDLING_SIGNING_SECRET`` signed jobs: the secret holding the signing keys
                             (:mod:`kindling.signed`); a message not validly signed is
                             recorded ``rejected``, never run. Unset or empty: off, and

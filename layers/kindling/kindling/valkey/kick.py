@@ -70,6 +70,17 @@ def flag_key(stream: str, n: int = 0) -> str:
     return f"{stream}:kick" if n == 0 else f"{stream}:kick:{n}"
 
 
+def flag_number(stream: str, flag: str) -> int | None:
+    """The ``n`` of ``flag`` if it is one of ``stream``'s flags (:func:`flag_key`'s inverse), else ``None``."""
+    if flag == f"{stream}:kick":
+        return 0
+    prefix = f"{stream}:kick:"
+    digits = flag[len(prefix):]
+    if flag.startswith(prefix) and 0 < len(digits) < 10 and digits.isascii() and digits.isdigit() and digits[0] != "0":
+        return int(digits)
+    return None
+
+
 def drain_event(stream: str, flag: str, group: str = DEFAULT_GROUP, consumer: str | None = None) -> dict:
     event = {"kindling": "drain", "stream": stream, "flag": flag}
     if group != DEFAULT_GROUP:

@@ -5,7 +5,10 @@
 A drain is an invocation of the worker with ``{"kindling": "drain", "stream": ..., "flag":
 ...}``, sent by a producer that set the flag after adding jobs, by a drain handing on, or by
 the optional safety-net schedule (no flag: it takes the first drain's). The flag, the
-handshake and why no job is stranded are in :mod:`kindling.valkey.kick`.
+handshake and why no job is stranded are in :mod:`kindling.valkey.kick`. Any producer may
+invoke the worker, so the event only selects among the streams the deployment configures
+(:mod:`kindling.valkey.drain_event`); the server, group, visibility and batch size are the
+deployment's.
 
 The drain holds its flag while it runs (expiring at its deadline plus a grace, so a drain
 that dies blocks no kick for long) and reads batches, reclaimed entries first, then new ones
@@ -40,18 +43,15 @@ from kindling.envelope import now_ms
 from kindling.errors import KindlingError
 from kindling.runner import DEFERRED, FAILED, Runner
 from kindling.valkey import errors
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, configured_url, connect, default_consumer
-from kindling.valkey.kick import FLAG_GRACE_MS, HANDSHAKE, KICK_TTL_MS, LambdaInvoker, flag_key, run_handshake
+from kindling.valkey.connection import FIELD, configured_url, connect, default_consumer
+from kindling.valkey.drain_event import DrainConfig, DrainRefused, Selection, select
+from kindling.valkey.kick import FLAG_GRACE_MS, HANDSHAKE, KICK_TTL_MS, LambdaInvoker, drain_event, run_handshake
 from kindling.valkey.scheduled import MOVE_LIMIT
 from kindling.valkey.worker import StreamWorker, store_down
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-HORIZON_MS = 60_000
-"""How far ahead a drain looks for work to wait for (``KINDLING_DRAIN_HORIZON_MS``, or the
-event's ``horizon_ms``). Work due later waits for the next kick or the safety-net schedule."""
 
 MAX_BLOCK_MS = 5_000
 """The longest single blocking read (well inside the connection's 10 s socket timeout)."""
@@ -62,12 +62,16 @@ its flag (a guard against an endless chain of invocations; the next kick starts 
 
 
 def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *, invoker=None,
-          request_id: str | None = None) -> dict:
-    """Handle ``{"kindling": "drain", "stream": ..., "flag": ..., "url": ..., "batch": ...,
-    "consumer": ..., "visibility_ms": ..., "horizon_ms": ..., "block_ms": ...}`` in Lambda
-    (every key but ``kindling`` optional; the URL defaults to ``KINDLING_VALKEY_URL``, else
-    the secret ``KINDLING_VALKEY_URL_SECRET`` names, read at the first drain:
-    :func:`~kindling.valkey.connection.configured_url`).
+          request_id: str | None = None, config: DrainConfig | None = None) -> dict:
+    """Handle ``{"kindling": "drain", "stream": ..., "flag": ..., "consumer": ...}`` in Lambda.
+
+    The event only selects a configured stream and one of its kick flags (and carries the
+    consumer name of a drain handing on): :mod:`kindling.valkey.drain_event`. Everything
+    else is the deployment's ``config`` (default: :meth:`DrainConfig.from_environ`); the URL
+    is ``KINDLING_VALKEY_URL``, else the one in the secret ``KINDLING_VALKEY_URL_SECRET``
+    names, read at the first drain (:func:`~kindling.valkey.connection.configured_url`). An
+    event asking for anything else is refused, touching nothing: one ``drain_refused`` log
+    line, and a summary saying why.
 
     Returns a summary: batches, counts, ``ended`` (``empty``, ``time``, ``store_unavailable``
     or ``stuck``), ``kicked`` (whether it handed on), ``next_due_in_ms`` (the earliest work
@@ -76,14 +80,23 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
     :class:`~kindling.valkey.kick.LambdaInvoker`. ``request_id`` (the invocation's) goes
     into every record, as the SQS handler's does.
     """
-    url = event.get("url") or configured_url()
+    config = config or DrainConfig.from_environ()
+    try:
+        chosen = select(event, config)
+    except DrainRefused as exc:
+        if runner.log:
+            runner.log({"level": "WARNING", "location": "kindling.valkey.lambda_drain:drain",
+                        "message": "drain event refused", "kindling": "drain_refused", "reason": str(exc)[:500],
+                        "request_id": request_id})
+        return {"kindling": "drain_refused", "reason": str(exc)[:500]}
+    url = configured_url()
     if not url:
-        raise KindlingError("drain: no Valkey URL (event 'url', KINDLING_VALKEY_URL or KINDLING_VALKEY_URL_SECRET)")
-    worker, handshake_script = _drain_worker(runner, url, event)
+        raise KindlingError("drain: no Valkey URL (KINDLING_VALKEY_URL or KINDLING_VALKEY_URL_SECRET)")
+    worker, handshake_script = _drain_worker(runner, url, config, chosen)
     client = worker.client
-    flag = event.get("flag") or flag_key(worker.stream)
-    horizon_ms = int(event.get("horizon_ms") or os.environ.get("KINDLING_DRAIN_HORIZON_MS") or HORIZON_MS)
-    block_ms = int(event.get("block_ms", 100))
+    flag = chosen.flag
+    horizon_ms = config.horizon_ms
+    block_ms = config.block_ms
     stop_below = 2 * runner.safety_ms + runner.cutoff_ms
 
     def rest() -> int | None:
@@ -148,7 +161,8 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
     if ended == "time":
         kept, work, soonest = handshake()
         if kept:
-            kicked = _hand_on(runner, client, flag, dict(event, flag=flag, consumer=worker.consumer), invoker)
+            kicked = _hand_on(runner, client, flag, drain_event(worker.stream, flag, worker.group, worker.consumer),
+                              invoker)
     elif ended in ("store_unavailable", "stuck"):
         client.delete(flag)
     try:
@@ -197,16 +211,14 @@ def _hand_on(runner: Runner, client, flag: str, event: dict, invoker) -> bool:
 _drain_workers: dict[tuple, tuple] = {}
 
 
-def _drain_worker(runner: Runner, url: str, event: dict) -> tuple[StreamWorker, object]:
+def _drain_worker(runner: Runner, url: str, config: DrainConfig, chosen: Selection) -> tuple[StreamWorker, object]:
     """One worker (and connection) per URL/stream/group, reused across warm invocations, with
     the consumer name of this invocation: the event's (a drain handing on passes its own),
     else the log stream's (one per execution environment)."""
-    stream = event.get("stream") or DEFAULT_STREAM
-    group = event.get("group") or DEFAULT_GROUP
+    stream, group, visibility_ms = chosen.stream, config.group, config.visibility_ms
     key = (url, stream, group, id(runner))
     cached = _drain_workers.get(key)
-    consumer = event.get("consumer") or os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or default_consumer()
-    visibility_ms = int(event.get("visibility_ms", 30_000))
+    consumer = chosen.consumer or os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or default_consumer()
     if cached is None:
         worker = StreamWorker(
             url, runner=runner, stream=stream, group=group, consumer=consumer,
@@ -218,5 +230,5 @@ def _drain_worker(runner: Runner, url: str, event: dict) -> tuple[StreamWorker, 
     worker.visibility_ms = visibility_ms
     if worker.heartbeat is not None:
         worker.heartbeat.interval_s = visibility_ms / 3000
-    worker.batch = int(event.get("batch", 100))
+    worker.batch = config.batch
     return cached
