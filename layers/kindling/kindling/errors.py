@@ -89,6 +89,18 @@ class EnqueueError(KindlingError):
         self.sent = sent or []
 
 
+class EnqueueUncertain(EnqueueError):
+    """The connection was lost after jobs were sent and before the reply came: they may or
+    may not have been added. ``unknown`` maps their ids to the reason; ``failed`` holds jobs
+    known not to be sent (later chunks), ``sent`` those known sent. Sending the unknown ones
+    again with the same ids is safe: a job id that already ran is skipped by the worker."""
+
+    def __init__(self, message: str, *, unknown: dict[str, str], failed: dict[str, str] | None = None,
+                 sent: list | None = None):
+        super().__init__(message, failed=failed or {}, sent=sent)
+        self.unknown = unknown
+
+
 class StoreUnavailable(KindlingError):
     """The result store could not be read or written; the batch is handed back untouched."""
 

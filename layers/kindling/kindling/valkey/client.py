@@ -64,6 +64,7 @@ from kindling.valkey import resp
 from kindling.valkey.commands import IDEMPOTENT, Commands, command_name, parse_reply
 from kindling.valkey.errors import (
     AuthenticationError,
+    BusyLoadingError,
     ConnectionError,
     DataError,
     DeadlineExceeded,
@@ -72,6 +73,7 @@ from kindling.valkey.errors import (
     NoScriptError,
     ResponseError,
     TimeoutError,
+    ValkeyError,
     WatchError,
 )
 
@@ -302,6 +304,9 @@ class Valkey(Commands):
                             continue
                         if not retry:
                             error = ConnectionError(f"{error} (after {what} was sent: it may or may not have run)")
+                    if isinstance(error, ValkeyError) and not isinstance(
+                            error, AuthenticationError | BusyLoadingError | ResponseError):
+                        error.maybe_ran = True  # sent, the reply lost: callers must not read it as "not run"
                     if error is exc:
                         raise
                     raise error from exc

@@ -21,7 +21,11 @@ from kindling.errors import KindlingError
 
 
 class ValkeyError(KindlingError):
-    """Base class of the Valkey client's errors."""
+    """Base class of the Valkey client's errors. ``maybe_ran`` is true on an error raised
+    after the command was sent (the connection lost or a timeout while waiting for the
+    reply): the server may have run it."""
+
+    maybe_ran = False
 
 
 class ConnectionError(ValkeyError, builtins.ConnectionError):
@@ -107,3 +111,13 @@ def connection_errors() -> tuple[type[BaseException], ...]:
 def valkey_errors() -> tuple[type[BaseException], ...]:
     """Everything either client raises about Valkey (server, connection, protocol)."""
     return (ValkeyError, OSError, *_theirs("ValkeyError"))
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """Whether commands that raised ``exc`` may have run all the same: kindling's client says
+    so (``maybe_ran``); another client's lost connection or timeout is taken to mean they
+    may have (it cannot tell), any other error that they did not."""
+    known = getattr(exc, "maybe_ran", None)
+    if known is not None:
+        return bool(known)
+    return isinstance(exc, connection_errors())

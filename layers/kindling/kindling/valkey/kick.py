@@ -30,6 +30,21 @@ starts after P1. Either way some drain reads J. Delayed jobs are the same with t
 scheduled set (:mod:`kindling.valkey.scheduled`) in place of the stream: the handshake moves
 due ones onto the stream first and counts the rest as due at their score.
 
+A lost reply. If the connection drops after the producer's pipeline was sent and before
+its reply came, the producer cannot tell whether P1 and P2 ran, so it cannot tell whether
+it holds the flag; yet a flag it holds with no drain invoked would be freed by nobody, and
+would block every producer's kick (and strand their jobs) until it expires. So it invokes
+the drain anyway (:meth:`Kicker.after_lost_reply`) and raises
+:class:`~kindling.errors.EnqueueUncertain` naming the jobs that may have been added. If it
+did take the flag, that drain is the one the invariant needs; if it did not, the flag's
+holder is bound by the invariant as before and the extra drain only drains alongside it
+(a drain that starts takes the flag over, and each runs the handshake before it stops).
+If the invocation fails, :meth:`Kicker.kick` deletes the flag as it does for any failed
+kick. The same holds for the extra drains' flags when the reply of their ``SET NX`` is lost.
+A pipeline that provably did not run (refused before it was sent) is a plain
+:class:`~kindling.errors.EnqueueError` and kicks nothing; one whose ``XADD`` s were refused
+by the server but whose ``SET NX`` took the flag still kicks its drain.
+
 The handshake runs as one script, so nothing runs between its delete, its re-check and its
 ``SET NX`` (which therefore always succeeds when there is work); the argument above needs
 only their order.
@@ -265,8 +280,12 @@ class Kicker:
                 try:
                     took_flags = pipe.execute()
                 except Exception as exc:  # noqa: BLE001 - the first drain is on its way; scale out next time
+                    from kindling.valkey.errors import outcome_unknown
+
                     if self.log is not None:
                         self.log(f"kindling: no extra drains for {self.stream!r}: {type(exc).__name__}: {exc}")
+                    if outcome_unknown(exc):  # flags this producer may hold: only a drain frees them
+                        kicked += sum(self.kick(n) for n in extra)
                     return kicked
                 for n, took in zip(extra, took_flags, strict=True):
                     if took:
@@ -274,6 +293,12 @@ class Kicker:
                     else:
                         self._held_until[n] = now + 1.0
         return kicked
+
+    def after_lost_reply(self) -> int:
+        """The reply of a pipeline holding this producer's ``SET NX`` was lost: invoke the first
+        drain anyway, since this producer may hold its flag (if it does not, the extra drain
+        finds little to do; if the invocation fails, :meth:`kick` deletes the flag)."""
+        return self.kick(0)
 
     def kick(self, n: int) -> int:
         """Invoke drain ``n`` (its flag already set). If the invocation fails the flag is

@@ -14,13 +14,19 @@ producer wakes it after adding jobs: in the same pipelined round trip as the ``X
 them, ``SET <stream>:kick 1 NX PX <ttl>``, and only if that set the flag an asynchronous
 Lambda ``Invoke`` of a drain (:mod:`kindling.valkey.kick`, which argues why no job is left
 behind). With a backlog, up to ``max_drains`` drains.
+
+Outcomes: jobs the server refused, or a round trip that never went out, raise
+:class:`~kindling.errors.EnqueueError` (``failed``: not sent). A connection lost after a
+round trip was sent raises :class:`~kindling.errors.EnqueueUncertain` (``unknown``: the ids
+that may have been added), after invoking the drain anyway, since this producer may hold
+the kick flag.
 """
 
 from __future__ import annotations
 
 from kindling import codec
 from kindling.envelope import encode_job, new_job, now_ms
-from kindling.errors import EnqueueError
+from kindling.errors import EnqueueError, EnqueueUncertain
 from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD, _s, connect
 from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaInvoker
 from kindling.valkey.scheduled import schedule
@@ -28,6 +34,7 @@ from kindling.valkey.scheduled import schedule
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import NoReturn
 
 CHUNK = 500
 """XADDs per pipelined round trip."""
@@ -159,17 +166,47 @@ class StreamProducer:
             if self.kicker is not None:
                 self.kicker.queue(pipe)  # after the XADDs: see kindling.valkey.kick
             try:
-                replies = pipe.execute()
-            except Exception as exc:  # noqa: BLE001 - report what was sent and what was not
-                failed = {job.id: f"{type(exc).__name__}: {exc}" for job, *_ in prepared[start:]}
-                raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed,
-                                   sent=sent) from exc
-            sent.extend(Sent(job.id, job.task, None if job.not_before is not None else _s(i))
-                        for (job, *_), i in zip(chunk, replies, strict=False))
+                replies = pipe.execute(raise_on_error=False)
+            except Exception as exc:  # noqa: BLE001 - report what was sent, what was not, what may have been
+                self._lost(exc, chunk, sent, prepared, start)
+            refused = {}
+            for (job, *_), reply in zip(chunk, replies, strict=False):
+                if isinstance(reply, Exception):
+                    refused[job.id] = f"{type(reply).__name__}: {reply}"
+                else:
+                    sent.append(Sent(job.id, job.task, None if job.not_before is not None else _s(reply)))
             if self.kicker is not None:
                 took, backlog = replies[len(chunk):]
-                self.kicker.after(took, int(backlog))
+                # A flag taken is kicked even if every XADD was refused: only its drain frees it.
+                self.kicker.after(took is True, backlog if isinstance(backlog, int) else 0)
+            if refused:
+                failed = dict(refused, **{job.id: "not sent: an earlier chunk was refused"
+                                          for job, *_ in prepared[start + len(chunk):]})
+                raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed, sent=sent)
         return sent
+
+    def _lost(self, exc: Exception, chunk: list, sent: list[Sent], prepared: list, start: int) -> NoReturn:
+        """Raise for a chunk whose pipeline raised: :class:`EnqueueError` if nothing of it ran,
+        :class:`EnqueueUncertain` if it may have (the reply was lost after it was sent). Then
+        this producer may hold the kick flag too, so the drain is invoked anyway: a flag no
+        drain will free would block every producer's kick until it expires
+        (:mod:`kindling.valkey.kick`, "A lost reply")."""
+        from kindling.valkey.errors import outcome_unknown
+
+        reason = f"{type(exc).__name__}: {exc}"
+        later = {job.id: "not sent: an earlier chunk's outcome is unknown" for job, *_ in prepared[start + len(chunk):]}
+        if not outcome_unknown(exc):
+            failed = {job.id: reason for job, *_ in prepared[start:]}
+            raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed,
+                               sent=sent) from exc
+        if self.kicker is not None:
+            self.kicker.after_lost_reply()
+        unknown = {job.id: reason for job, *_ in chunk}
+        shown = ", ".join(list(unknown)[:20]) + (", ..." if len(unknown) > 20 else "")
+        raise EnqueueUncertain(
+            f"{len(unknown)} of {len(prepared)} jobs may have been added to {self.stream!r} (the reply was lost: "
+            f"{reason[:200]}): {shown}" + (f"; {len(later)} more were not sent" if later else ""),
+            unknown=unknown, failed=later, sent=sent) from exc
 
     def _check_room(self, n: int, sent: list[Sent], rest: list) -> None:
         length = self.client.xlen(self.stream)
