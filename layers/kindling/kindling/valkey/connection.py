@@ -13,6 +13,10 @@ SIG_FIELD = b"sig"
 TRACE_FIELD = b"trace"
 """The producer's X-Ray trace header, on entries sent where one was set (``_X_AMZN_TRACE_ID``)."""
 URL_SECRET_ENV = "KINDLING_VALKEY_URL_SECRET"
+DEFAULT_SOCKET_TIMEOUT = 10.0
+"""Seconds any one socket wait of a kindling connection may take unless told otherwise (a
+URL's ``?socket_timeout=``, or ``socket_timeout=``): a server that accepts and never answers
+fails the call instead of blocking it for ever."""
 
 _secret_urls: dict[str, str] = {}
 
@@ -21,9 +25,13 @@ def connect(url: str, **options):
     """A client for ``url`` (redis://, rediss:// with TLS, user:password@): kindling's own
     (:mod:`kindling.valkey.client`), which the layer ships and which loads neither ssl
     (for a plain URL) nor asyncio. It answers as ``valkey.Valkey`` does, so a valkey-py
-    client can be passed as ``client=`` wherever a part takes one."""
+    client can be passed as ``client=`` wherever a part takes one.
+
+    Every wait is bounded: ``socket_timeout`` defaults to :data:`DEFAULT_SOCKET_TIMEOUT`
+    (``None`` passed explicitly waits for ever), and the URL's own options win."""
     from kindling.valkey.client import Valkey
 
+    options.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT)
     options.setdefault("socket_connect_timeout", 5)
     options.setdefault("health_check_interval", 30)
     return Valkey.from_url(url, **options)

@@ -27,7 +27,16 @@ from __future__ import annotations
 from kindling import codec
 from kindling.envelope import encode_job, new_job, now_ms
 from kindling.errors import EnqueueError, EnqueueUncertain
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD, _s, connect
+from kindling.valkey.connection import (
+    DEFAULT_GROUP,
+    DEFAULT_SOCKET_TIMEOUT,
+    DEFAULT_STREAM,
+    FIELD,
+    SIG_FIELD,
+    TRACE_FIELD,
+    _s,
+    connect,
+)
 from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaInvoker
 from kindling.valkey.scheduled import schedule
 
@@ -78,19 +87,22 @@ class StreamProducer:
             signing secret's ARN (default ``KINDLING_SIGNING_SECRET``; read at the first
             enqueue with kindling's own AWS client, or pass a :class:`kindling.signed.Keyring`
             built with another ``fetch``). Empty: unsigned. A signature is bound to ``stream``.
+        socket_timeout: seconds one socket wait may take (default 10; the URL's
+            ``?socket_timeout=`` wins): a silent server raises a timeout, never blocks for ever.
+            Past it the jobs' outcome is unknown (:class:`~kindling.errors.EnqueueUncertain`).
     """
 
     def __init__(self, url: str, stream: str = DEFAULT_STREAM, maxlen: int | None = None, *, client=None,
                  function_name: str | None = None, invoker=None, max_drains: int = 1,
                  backlog_per_drain: int = BACKLOG_PER_DRAIN, kick_ttl_ms: int = KICK_TTL_MS,
-                 group: str = DEFAULT_GROUP, signing=None):
+                 group: str = DEFAULT_GROUP, signing=None, socket_timeout: float | None = DEFAULT_SOCKET_TIMEOUT):
         import os
 
         codec.use_orjson()
         self.url = url
         self.stream = stream
         self.maxlen = maxlen
-        self.client = client or connect(url)
+        self.client = client or connect(url, socket_timeout=socket_timeout)
         if signing is None:
             signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
         if isinstance(signing, str) and signing:
