@@ -92,8 +92,8 @@ class EnqueueError(KindlingError):
 class EnqueueUncertain(EnqueueError):
     """The connection was lost after jobs were sent and before the reply came: they may or
     may not have been added. ``unknown`` maps their ids to the reason; ``failed`` holds jobs
-    known not to be sent (later chunks), ``sent`` those known sent. Sending the unknown ones
-    again with the same ids is safe: a job id that already ran is skipped by the worker."""
+    known not to be sent (later chunks), ``sent`` those known sent. An unknown job sent again
+    with the same id is skipped once one copy has finished, as any redelivery is."""
 
     def __init__(self, message: str, *, unknown: dict[str, str], failed: dict[str, str] | None = None,
                  sent: list | None = None):
