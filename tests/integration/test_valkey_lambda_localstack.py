@@ -8,13 +8,23 @@ Run: .venv/bin/python -m pytest tests/integration/test_valkey_lambda_localstack.
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
 pytestmark = [pytest.mark.localstack, pytest.mark.valkey, pytest.mark.slow]
 
 STACK = "kindling-valkey-it"
+STREAM = "it:jobs"  # the deployed worker drains this stream only (ValkeyStream): an event cannot pick another
+
+
+def _fresh_stream(url: str) -> str:
+    """The stack's stream, emptied of what an earlier test left."""
+    from kindling.valkey.connection import connect
+
+    client = connect(url)
+    client.delete(STREAM, f"{STREAM}:scheduled", f"{STREAM}:dead", *(f"{STREAM}:kick:{n}" for n in range(1, 16)),
+                  f"{STREAM}:kick")
+    return STREAM
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +37,7 @@ def valkey_stack(deploy_stack, valkey_url, tmp_path_factory):
 
     cfn = boto3.client("cloudformation")
     _drop_a_stack_with_a_schedule(cfn)
-    outputs = deploy_stack(STACK, {"ValkeyUrl": valkey_url, "DrainSchedule": "off"},
+    outputs = deploy_stack(STACK, {"ValkeyUrl": valkey_url, "DrainSchedule": "off", "ValkeyStream": STREAM},
                            build_dir=tmp_path_factory.mktemp("sam"))
     outputs["Resources"] = {r["LogicalResourceId"]
                             for r in cfn.describe_stack_resources(StackName=STACK)["StackResources"]}
@@ -66,7 +76,7 @@ def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, val
     assert boto3.client("events").list_rule_names_by_target(TargetArn=arn)["RuleNames"] == []
     assert "ProducerPolicy" in valkey_stack["Resources"] and valkey_stack["ProducerPolicyArn"].startswith("arn:")
 
-    stream = f"it:{uuid.uuid4().hex[:8]}"
+    stream = _fresh_stream(valkey_url)
     producer = StreamProducer(valkey_url, stream=stream, function_name=function, max_drains=3,
                               backlog_per_drain=300)
     t0 = time.monotonic()
@@ -113,7 +123,7 @@ def test_a_drain_out_of_time_hands_on_to_a_new_invocation(valkey_stack, valkey_u
 
     table = valkey_stack["ResultsTableName"]
     function = valkey_stack["WorkerFunctionName"]
-    stream = f"it:{uuid.uuid4().hex[:8]}"
+    stream = _fresh_stream(valkey_url)
     producer = StreamProducer(valkey_url, stream=stream, function_name=function)
     since_ms = int(time.time() * 1000) - 1000
     ids = {s.id for s in producer.enqueue_many([("sleep", [500], {}) for _ in range(40)])}
