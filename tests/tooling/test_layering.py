@@ -35,7 +35,8 @@ LAYERS = {
                "valkey.connection"],
     "stores": ["results", "valkey.results"],
     "engine": ["runner", "execution", "execution.*", "followups"],
-    "triggers": ["sqs", "handler", "loop", "valkey", "valkey.worker", "valkey.heartbeat", "valkey.lambda_drain"],
+    "triggers": ["sqs", "handler", "loop", "valkey", "valkey.worker", "valkey.heartbeat", "valkey.lambda_drain",
+                 "valkey.drain_event"],
     "producer": ["client", "canvas", "dispatch", "valkey.producer"],
     "tools": ["kindling", "testing", "cli", "demo", "ops", "ops.*", "dashboard", "dashboard.*"],
 }
