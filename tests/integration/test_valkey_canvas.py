@@ -91,3 +91,58 @@ def test_a_chain_and_a_chord_complete_with_results_kept_in_valkey(valkey_url, st
     counts = _counts(out)
     assert counts.get("succeeded") == 2 + 5 + 1 + 1 and counts.get("dead") == 1, counts
     _empty(producer.client, stream)
+
+
+# -- the callback, exactly once, with the chord counted and claimed by the store's scripts ----
+
+
+@pytest.fixture
+def open_store(valkey_url):
+    """The Valkey result store as each worker process opens it (its own connection), under
+    a prefix of this test's own."""
+    import uuid
+
+    from kindling.valkey import ValkeyResultStore
+
+    prefix = f"chords-{uuid.uuid4().hex[:8]}"
+    return lambda: ValkeyResultStore(valkey_url, prefix=prefix)
+
+
+def test_a_failure_at_any_step_of_the_completing_member_sends_and_runs_the_callback_once(open_store, monkeypatch):
+    """tests/unit/test_canvas.py's scenario on a real valkey-server: each call the member that
+    completes the chord makes fails once (before taking effect, or after it with its reply
+    lost), and the member comes back while the callback runs and after: one copy is sent,
+    and two workers running every copy at once run it once."""
+    from kindling.errors import StoreUnavailable
+    from support import chords
+
+    reg = chords.registry()
+    clock = chords.Clock(monkeypatch)
+    steps = chords.steps_of_the_completing_member(reg, open_store, "vf-probe")
+    assert steps[steps.index("send") - 1:] == ["claim_chord", "send", "mark_chord_sent"], steps
+    for at, step in enumerate(steps):
+        for after in (False,) if step == "send" else (False, True):
+            outcome = chords.complete_with_a_fault(reg, open_store, clock, f"vf{at}{int(after)}", at,
+                                                   chords.failure_at(step), after=after)
+            assert outcome == (1, 1), (step, after)
+    # the failed mark of the chord after its send, on its own (the defect this guards)
+    mark = steps.index("mark_chord_sent")
+    assert chords.complete_with_a_fault(reg, open_store, clock, "vf-mark", mark, StoreUnavailable("down")) == (1, 1)
+
+
+def test_a_crash_at_any_step_of_the_completing_member_runs_the_callback_once(open_store, monkeypatch):
+    """The worker dies after each step (and after the last, its message never settled); the
+    member comes back while the callback runs and after its claim's lease: one copy, one
+    run. If the callback instead waits on its queue past the lease, a death between the
+    send and its mark sends a second copy, which the callback's record has skipped."""
+    from support import chords
+
+    reg = chords.registry()
+    clock = chords.Clock(monkeypatch)
+    steps = chords.steps_of_the_completing_member(reg, open_store, "vc-probe")
+    send = steps.index("send")
+    for at in range(len(steps) + 1):
+        assert chords.complete_with_a_fault(reg, open_store, clock, f"vc{at}", at, chords.Crash()) == (1, 1), at
+        copies, runs = chords.complete_with_a_fault(reg, open_store, clock, f"vw{at}", at, chords.Crash(),
+                                                    callback_waits=True)
+        assert runs == 1 and copies == (2 if send < at < len(steps) else 1), (at, copies, runs)

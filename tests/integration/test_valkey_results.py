@@ -67,20 +67,32 @@ def test_a_chord_member_counts_once_and_a_dead_one_fails_the_chord_for_good(stor
     assert sorted(record["done"]) == ["0", "1", "2"] and sorted(record["dead"]) == ["1", "2"]
     assert record["status"] == "dead" and record["size"] == 3 and record["kind"] == "chord"
     assert record["error"] == {"type": "ChordFailed", "message": "member 2 did not succeed: dead"}  # the first kept
-    store.mark_chord(key, "completed", "c1.then")
+    assert store.claim_chord(key, "c1.then", at_ms=5) is False
+    store.mark_chord_sent(key, at_ms=6)
     assert store.record(key)["status"] == "dead" and "callback" not in store.record(key)
+    assert "sent_at" not in store.record(key)
     assert 0 < store.client.execute_command("TTL", store._key(key)) <= 60
 
 
-def test_a_completed_chord_names_its_callback_and_keeps_its_expiry(store):
+def test_a_completed_chord_is_claimed_once_names_its_callback_and_keeps_its_expiry(store):
+    """Of every delivery that finds the chord complete one claims it; a claim whose callback
+    was never marked sent is taken over once (kindling.followups)."""
     key = "chord#c2"
     store.count_member(key, 0, 1, ok=True, at_ms=1_790_000_000_123, ttl_s=60)
-    store.mark_chord(key, "completed", "c2.then")
+    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_200) is True
+    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_201) is False
+    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_300, claimed_at=1_790_000_000_199) is False
+    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_300, claimed_at=1_790_000_000_200) is True
+    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_301, claimed_at=1_790_000_000_200) is False
+    store.mark_chord_sent(key, at_ms=1_790_000_000_400)
+    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_500, claimed_at=1_790_000_000_300) is False
     record = store.record(key)
     assert record["status"] == "completed" and record["callback"] == "c2.then"
     assert record["updated_at"] == 1_790_000_000_123  # milliseconds survive the server's JSON
+    assert (record["completed_at"], record["sent_at"]) == (1_790_000_000_300, 1_790_000_000_400)
     assert 0 < store.client.execute_command("TTL", store._key(key)) <= 60
-    store.mark_chord("chord#never-counted", "completed", None)
+    assert store.claim_chord("chord#never-counted", None, at_ms=1) is False
+    store.mark_chord_sent("chord#never-counted", at_ms=1)
     assert store.record("chord#never-counted") is None
 
 

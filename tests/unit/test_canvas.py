@@ -9,15 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from kindling import chain, codec, group
+from kindling import chain, codec, followups, group
 from kindling.canvas import MAX_CHAIN, ChainHandle, Signature, chord
 from kindling.envelope import MAX_ID_LENGTH, decode_job, encode_job, new_job
-from kindling.errors import JobFailed
+from kindling.errors import JobFailed, StoreUnavailable
 from kindling.followups import callback_id, chord_key, member_id, next_id
 from kindling.registry import Registry
 from kindling.results import DynamoResultStore, MemoryResultStore
 from kindling.runner import Delivery, Runner
 from kindling.testing import eager
+from support import chords
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -293,18 +294,41 @@ def test_a_rejected_member_fails_the_chord_too(runner, store):
     assert store.records[chord_key("g6")]["status"] == "dead" and sent == []
 
 
-def test_a_callback_lost_after_the_count_is_sent_by_a_redelivery(runner, store):
-    """The completing worker counted the last member, then the send failed (or it died):
-    the record still says waiting with every member done, so the redelivery sends it."""
+def test_a_callback_whose_send_failed_is_sent_by_a_redelivery_once_its_claim_lapses(runner, store, monkeypatch):
+    """The completing worker claimed the chord, then the send failed. The member comes back;
+    while the claim's lease runs (the callback's time limit and a margin: a send that raised
+    may still have gone out) it is handed back for the rest of the lease, then it sends."""
+    clock = chords.Clock(monkeypatch)
     sent = Sent()
     a, b = members("g7", [("add", [1]), ("add", [2])], TOTAL)
     deliver(runner, a, sent)
     sent.fail = True
     assert deliver(runner, b, sent).status == "deferred"
-    assert store.records[chord_key("g7")]["status"] == "waiting"
+    record = store.records[chord_key("g7")]
+    assert (record["status"], record["callback"], record.get("sent_at")) == ("completed", "g7.then", None)
     sent.fail = False
-    assert deliver(runner, b, sent, attempts=2).status == "skipped"
-    assert [j.id for j in sent] == ["g7.then"] and store.records[chord_key("g7")]["status"] == "completed"
+    held = deliver(runner, b, sent, attempts=2)
+    lease_s = runner.default_timeout + followups.CLAIM_MARGIN_S
+    assert held.status == "deferred" and lease_s - 5 <= held.retry_in <= lease_s and sent == []
+    clock.past_the_lease()
+    assert deliver(runner, b, sent, attempts=3).status == "skipped"
+    assert [j.id for j in sent] == ["g7.then"] and store.records[chord_key("g7")]["sent_at"] > 0
+    deliver(runner, b, sent, attempts=4)
+    assert len(sent) == 1
+
+
+def test_a_chord_completed_by_an_older_worker_counts_as_sent(runner, store):
+    """Before the claim, a chord was marked ``completed`` after its send, with no
+    ``completed_at``: a member delivered again finds its callback sent, even with no record."""
+    sent = Sent()
+    a, b = members("go", [("add", [1]), ("add", [2])], TOTAL)
+    deliver(runner, a, sent)
+    deliver(runner, b, sent)
+    record = store.records[chord_key("go")]
+    for field in ("completed_at", "sent_at"):
+        del record[field]
+    sent.clear()
+    assert deliver(runner, b, sent, attempts=2).status == "skipped" and sent == []
 
 
 def test_a_store_down_while_counting_hands_the_member_back(runner, store):
@@ -321,6 +345,77 @@ def test_a_store_down_while_counting_hands_the_member_back(runner, store):
     store.count_member = real
     deliver(runner, a, sent, attempts=2)
     assert [j.id for j in sent] == ["g8.then"]
+
+
+# -- the callback, exactly once: a failure or a crash at each step of the completing member ---
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def chord_store(request):
+    """The store as each worker process opens it: one memory store, or one table through a
+    client (a connection) of its own."""
+    if request.param == "memory":
+        store = MemoryResultStore()
+        return lambda: store
+    from kindling.aws import JsonClient
+
+    table = request.getfixturevalue("table")
+    return lambda: DynamoResultStore(table, client=JsonClient("dynamodb", "DynamoDB_20120810"))
+
+
+def test_a_failed_mark_of_the_chord_does_not_send_or_run_its_callback_twice(reg, chord_store, monkeypatch):
+    """The callback is sent, then the store fails the chord's next write. The member is not
+    handed back to send it again, and a copy of it delivered again while the callback still
+    runs does not send another."""
+    clock = chords.Clock(monkeypatch)
+    steps = chords.steps_of_the_completing_member(reg, chord_store, "mk-probe")
+    after_send = steps.index("send") + 1
+    assert after_send < len(steps), steps  # the chord is written after its callback is sent
+    assert chords.complete_with_a_fault(reg, chord_store, clock, "mk", after_send,
+                                        StoreUnavailable("table unreachable")) == (1, 1)
+
+
+def test_a_failure_at_any_step_of_the_completing_member_sends_and_runs_the_callback_once(
+        reg, chord_store, monkeypatch):
+    """Each call the completing member makes fails once, before taking effect or after it
+    (its reply lost): one copy of the callback is sent, and it runs once, with the member
+    delivered again both while the callback runs and after it. (A send whose outcome is
+    unknown is a death after the send: see the next test. A call only started, the batch's
+    read and write, fails when its reply is collected: as if it failed before.)"""
+    clock = chords.Clock(monkeypatch)
+    steps = chords.steps_of_the_completing_member(reg, chord_store, "fa-probe")
+    for at, step in enumerate(steps):
+        for after in (False,) if step == "send" or step.startswith("begin_") else (False, True):
+            chord_id = f"fa{at}{'after' if after else 'before'}"
+            outcome = chords.complete_with_a_fault(reg, chord_store, clock, chord_id, at, chords.failure_at(step),
+                                                   after=after)
+            assert outcome == (1, 1), (step, after)
+
+
+def test_a_crash_at_any_step_of_the_completing_member_runs_the_callback_once(reg, chord_store, monkeypatch):
+    """The worker dies after each step (and after the last: its message never settled), and
+    the member is delivered again: while the callback runs, and after the claim's lease.
+    One copy of the callback is sent, and it runs once."""
+    clock = chords.Clock(monkeypatch)
+    steps = chords.steps_of_the_completing_member(reg, chord_store, "cr-probe")
+    for at in range(len(steps) + 1):
+        outcome = chords.complete_with_a_fault(reg, chord_store, clock, f"cr{at}", at, chords.Crash())
+        assert outcome == (1, 1), steps[at:at + 1]
+
+
+def test_a_callback_unrecorded_past_its_lease_is_sent_again_and_still_runs_once(reg, chord_store, monkeypatch):
+    """What no record can tell apart: a claimer that died (or lost its mark) right after the
+    send, and one that died before it. Once the claim's lease is over (the callback's time
+    limit and a margin) and the callback still has no record, a delivery of the member sends
+    it again, so a callback is never lost; the copies carry one id and the runner skips the
+    one delivered after the other's success. Every other step sends it once."""
+    clock = chords.Clock(monkeypatch)
+    steps = chords.steps_of_the_completing_member(reg, chord_store, "lw-probe")
+    send = steps.index("send")
+    for at in range(len(steps) + 1):
+        copies, runs = chords.complete_with_a_fault(reg, chord_store, clock, f"lw{at}", at, chords.Crash(),
+                                                    callback_waits=True)
+        assert runs == 1 and copies == (2 if send < at < len(steps) else 1), (steps[at:at + 1], copies, runs)
 
 
 def test_a_group_without_callback_is_completed_and_sends_nothing(runner, store):
@@ -620,7 +715,7 @@ def test_dynamo_counts_a_member_once_and_returns_the_record_before(table):
     after = store.count_member(key, 1, 2, ok=False, reason="again", at_ms=1003)
     assert after["done"] == ["0", "1"] and after["dead"] == ["1"] and after["status"] == "dead"
     assert "dead: boom" in after["error"]["message"]  # the first reason stays
-    store.mark_chord(key, "completed", "d1.then")  # refused: a dead chord stays dead
+    assert store.claim_chord(key, "d1.then", at_ms=1004) is False  # a dead chord stays dead
     assert store.count_member(key, 1, 2, ok=False)["status"] == "dead"
     # a member that succeeded but whose result is lost: the error says so, not "did not succeed"
     store.count_member(chord_key("d3"), 0, 2, ok=True)
@@ -644,13 +739,25 @@ def test_dynamo_reads_results_and_marks_a_chord(table):
     store.write([build_record(key="d2.big", task="add", status="succeeded", attempts=1, started_at=1, finished_at=2,
                               result_payload=ref)])
     assert store.read_results(["d2.big"])["d2.big"] == ("succeeded", None, ref)  # the pointer, to fetch it
-    store.count_member(chord_key("d2"), 0, 1, ok=True)
-    store.mark_chord(chord_key("d2"), "completed", "d2.then")
+    key = chord_key("d2")
+    assert store.claim_chord(key, "d2.then", at_ms=5) is False  # never counted: nothing to claim
+    store.count_member(key, 0, 1, ok=True)
+    assert store.claim_chord(key, "d2.then", at_ms=10) is True
+    assert store.claim_chord(key, "d2.then", at_ms=11) is False  # one claim wins
+    assert store.claim_chord(key, "d2.then", at_ms=12, claimed_at=9) is False  # not the claim made then
+    assert store.claim_chord(key, "d2.then", at_ms=20, claimed_at=10) is True  # taken over once
+    assert store.claim_chord(key, "d2.then", at_ms=21, claimed_at=10) is False
+    store.mark_chord_sent(key, at_ms=30)
+    assert store.claim_chord(key, "d2.then", at_ms=40, claimed_at=20) is False  # sent: never taken over
     import boto3
 
     item = boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": "chord#d2"}})["Item"]
     assert item["status"]["S"] == "completed" and item["callback"]["S"] == "d2.then"
+    assert (item["completed_at"]["N"], item["sent_at"]["N"]) == ("20", "30")
     assert "status_shard" not in item and "task_shard" not in item  # off the jobs' indexes
+    store.count_member(chord_key("d4"), 0, 1, ok=False)
+    store.mark_chord_sent(chord_key("d4"), at_ms=1)  # a dead chord is not marked
+    assert "sent_at" not in boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": "chord#d4"}})["Item"]
 
 
 # -- the triggers ------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ A store needs two primitives, both per batch rather than per job:
   that delivery ran (:data:`kindling.status.GENERATION_CHECKED`).
 
 Chains and chords (:mod:`kindling.followups`) also read results back (``read_results``)
-and count a chord's members on its record (``count_member``, ``mark_chord``): every store
-a worker runs on has all five.
+and count a chord's members on its record (``count_member``, ``claim_chord``,
+``mark_chord_sent``): every store a worker runs on has all six.
 
 All raise :class:`~kindling.errors.StoreUnavailable` when the store cannot be reached, so
 the runner hands the batch back instead of losing it. All take a ``deadline`` (a
@@ -132,14 +132,28 @@ class MemoryResultStore:
             record.setdefault("error", _chord_error(index, reason, message))
         return old
 
-    def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
+    def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
+                    deadline: float | None = None) -> bool:
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
-        record = self.records[key]
-        if record.get("status") != "dead":
-            record["status"] = status
-            if callback:
-                record["callback"] = callback
+        record = self.records.get(key) or {}
+        if claimed_at is None:
+            if record.get("status") != "waiting":
+                return False
+        elif (record.get("status"), record.get("completed_at"), record.get("sent_at")) != ("completed", claimed_at,
+                                                                                          None):
+            return False
+        record.update(status="completed", completed_at=at_ms)
+        if callback:
+            record["callback"] = callback
+        return True
+
+    def mark_chord_sent(self, key: str, *, at_ms: int = 0, deadline: float | None = None) -> None:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        record = self.records.get(key)
+        if record is not None and record.get("status") == "completed":
+            record["sent_at"] = at_ms
 
     def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
         if self.fail:
@@ -349,11 +363,25 @@ class DynamoResultStore:
         }, self._deadline(deadline))
         return from_item(response.get("Attributes") or {})
 
-    def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
-        """Set the chord record's status (``completed``) and callback id, unless it is ``dead``."""
-        names = {"#st": "status"}
-        values = {":st": {"S": status}, ":dead": {"S": "dead"}}
-        sets = ["#st = :st"]
+    def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
+                    deadline: float | None = None) -> bool:
+        """Move the chord record from ``waiting`` to ``completed``, naming its callback, before
+        the callback is sent: one conditional ``UpdateItem``, so of every delivery that finds
+        the chord complete one claims it. ``False`` if it was not ``waiting`` (claimed
+        already, ``dead``, or never counted).
+
+        With ``claimed_at``, take over the claim made then instead, if its callback was never
+        marked sent (:mod:`kindling.followups`: a claim past its lease): again one wins.
+        """
+        names = {"#st": "status", "#cat": "completed_at"}
+        values = {":completed": {"S": "completed"}, ":waiting": {"S": "waiting"}, ":at": {"N": str(at_ms)}}
+        condition = "#st = :waiting"
+        if claimed_at is not None:
+            names["#sent"] = "sent_at"
+            values[":claimed"] = {"N": str(claimed_at)}
+            condition = "#st = :completed AND #cat = :claimed AND attribute_not_exists(#sent)"
+            del values[":waiting"]
+        sets = ["#st = :completed", "#cat = :at"]
         if callback:
             names["#cb"] = "callback"
             values[":cb"] = {"S": callback}
@@ -361,10 +389,23 @@ class DynamoResultStore:
         try:
             self._call("UpdateItem", {
                 "TableName": self.table, "Key": {"id": {"S": key}}, "UpdateExpression": f"SET {', '.join(sets)}",
-                "ConditionExpression": "attribute_exists(#st) AND #st <> :dead",
+                "ConditionExpression": condition,
                 "ExpressionAttributeNames": names, "ExpressionAttributeValues": values,
             }, self._deadline(deadline))
-        except _ConditionFailed:  # dead (or never counted): a failed chord is not completed
+        except _ConditionFailed:
+            return False
+        return True
+
+    def mark_chord_sent(self, key: str, *, at_ms: int = 0, deadline: float | None = None) -> None:
+        """Note on a claimed (``completed``) chord record that its callback was sent."""
+        try:
+            self._call("UpdateItem", {
+                "TableName": self.table, "Key": {"id": {"S": key}}, "UpdateExpression": "SET #sent = :at",
+                "ConditionExpression": "#st = :completed",
+                "ExpressionAttributeNames": {"#sent": "sent_at", "#st": "status"},
+                "ExpressionAttributeValues": {":at": {"N": str(at_ms)}, ":completed": {"S": "completed"}},
+            }, self._deadline(deadline))
+        except _ConditionFailed:  # failed since (a member's result lost): nothing to note
             return
 
     def close(self) -> None:

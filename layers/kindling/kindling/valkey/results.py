@@ -68,15 +68,34 @@ redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[7])
 return raw or false
 """
 
-# The chord's status once its callback is sent, unless a member made it ``dead``.
-# KEYS: the chord record. ARGV: status, callback id ('' for none).
-_MARK_CHORD = """
+# The chord claimed for its callback, before the callback is sent: ``waiting`` becomes
+# ``completed`` naming it, so of every delivery that finds the chord complete one claims it.
+# With a claim time (ARGV[3], '' for none) it takes over the claim made then instead, if its
+# callback was never marked sent. KEYS: the chord record. ARGV: at ms, callback id ('' for
+# none), claim time. Returns 1 if claimed here.
+_CLAIM_CHORD = """
 local raw = redis.call('GET', KEYS[1])
 if not raw then return 0 end
 local rec = cjson.decode(raw)
-if rec.status == 'dead' then return 0 end
-rec.status = ARGV[1]
+if ARGV[3] == '' then
+  if rec.status ~= 'waiting' then return 0 end
+elseif rec.status ~= 'completed' or tonumber(rec.completed_at) ~= tonumber(ARGV[3]) or rec.sent_at then
+  return 0
+end
+rec.status = 'completed'
+rec.completed_at = tonumber(ARGV[1])
 if ARGV[2] ~= '' then rec.callback = ARGV[2] end
+redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
+return 1
+"""
+
+# A claimed chord's callback was sent. KEYS: the chord record. ARGV: at ms.
+_MARK_CHORD_SENT = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local rec = cjson.decode(raw)
+if rec.status ~= 'completed' then return 0 end
+rec.sent_at = tonumber(ARGV[1])
 redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
 return 1
 """
@@ -222,9 +241,19 @@ class ValkeyResultStore:
         old = self._guard(lambda: self._scripts(_COUNT_MEMBER)(keys=[self._key(key)], args=args))
         return codec.loads(old) if old is not None else {}
 
-    def mark_chord(self, key: str, status: str, callback: str | None, *, deadline: float | None = None) -> None:
-        """Set the chord record's status (``completed``) and callback id, unless it is ``dead``."""
-        self._guard(lambda: self._scripts(_MARK_CHORD)(keys=[self._key(key)], args=[status, callback or ""]))
+    def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
+                    deadline: float | None = None) -> bool:
+        """Move the chord record from ``waiting`` to ``completed``, naming its callback, before
+        it is sent (one script). ``False`` if it was not ``waiting`` (claimed already, ``dead``,
+        or never counted). With ``claimed_at``, take over the claim made then instead, if its
+        callback was never marked sent (as :meth:`kindling.results.DynamoResultStore.claim_chord`)."""
+        args = [at_ms, callback or "", "" if claimed_at is None else claimed_at]
+        reply = self._guard(lambda: self._scripts(_CLAIM_CHORD)(keys=[self._key(key)], args=args))
+        return bool(reply)
+
+    def mark_chord_sent(self, key: str, *, at_ms: int = 0, deadline: float | None = None) -> None:
+        """Note on a claimed (``completed``) chord record that its callback was sent."""
+        self._guard(lambda: self._scripts(_MARK_CHORD_SENT)(keys=[self._key(key)], args=[at_ms]))
 
     def reopen_chord(self, key: str, index: int | str) -> bool:
         """Take member ``index`` off the chord's dead members; ``True`` if the chord is
