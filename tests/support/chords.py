@@ -39,10 +39,20 @@ class Trap:
         self.calls, self.at, self.error, self.after = [], at, error, after
         return self
 
+    def fail_on(self, name: str, error: BaseException) -> Trap:
+        """Fail the next call named ``name`` (before it takes effect), wherever it comes."""
+        self.arm(None, error)
+        self.on = name
+        return self
+
+    on: str | None = None
+
     def _step(self, name: str, fn, *args, **kwargs):
         n = len(self.calls)
         self.calls.append(name)
-        hit = n == self.at
+        hit = n == self.at or name == self.on
+        if name == self.on:
+            self.on = None
         if hit and not self.after:
             raise self.error  # type: ignore[misc]
         out = fn(*args, **kwargs)

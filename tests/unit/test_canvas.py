@@ -317,6 +317,24 @@ def test_a_callback_whose_send_failed_is_sent_by_a_redelivery_once_its_claim_lap
     assert len(sent) == 1
 
 
+def test_a_member_with_a_chain_is_not_handed_back_after_its_step_is_sent(reg, store):
+    """A job may carry both a chain and a parent (the envelope allows it). Its chord count
+    fails once: the chain's next step must not have gone out before that, or the member's
+    redelivery would send it again while it runs."""
+    sent: list = []
+    trap = chords.Trap(store, sent)
+    runner = Runner(reg, trap, log=None, metrics=False)
+    step = {"task": "add", "args": [], "kwargs": {}}
+    (member,) = [new_job("add", [1], job_id=member_id("gc", 0), chain=[step],
+                         parent={"id": "gc", "index": 0, "size": 1, "then": TOTAL})]
+    trap.fail_on("count_member", StoreUnavailable("table unreachable"))
+    first = runner.run([Delivery("m1", encode_job(member).decode())], send=trap.send)[0]
+    assert first.status == "deferred", first.reason
+    trap.arm(None)
+    runner.run([Delivery("m2", encode_job(member).decode(), 2)], send=trap.send)
+    assert sorted(j.id for j in sent) == sorted([next_id(member.id), callback_id("gc")])
+
+
 def test_a_chord_completed_by_an_older_worker_counts_as_sent(runner, store):
     """Before the claim, a chord was marked ``completed`` after its send, with no
     ``completed_at``: a member delivered again finds its callback sent, even with no record."""

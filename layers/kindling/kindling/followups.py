@@ -230,10 +230,12 @@ def run(runner: Runner, outcomes: list[Outcome], send: Callable[[list[Job]], obj
             _log(runner, "ERROR", o, "follow-ups not sent: this trigger cannot enqueue jobs")
             continue
         try:
-            if job.chain and ended == SUCCEEDED:
-                _continue(runner, o, send, deadline)
+            # The count first: it hands the job back only before anything is sent, so a
+            # chain step sent is never followed by a hand-back that sends it again.
             if job.parent:
                 _count(runner, o, ended, send, deadline)
+            if job.chain and ended == SUCCEEDED:
+                _continue(runner, o, send, deadline)
         except Exception as exc:  # noqa: BLE001 - the message comes back and tries again
             reason = f"follow-ups not sent: {type(exc).__name__}: {exc}"[:1000]
             _log(runner, "WARNING", o, reason)
