@@ -70,7 +70,8 @@ def test_eager_mode_runs_jobs_inline_through_the_runner(reg, recorder):
         failed = reg.boom.delay()
         with pytest.raises(JobFailed, match="no thumbnails today"):
             failed.result()
-        assert failed.status() == "failed"
+        assert failed.status() == "dead"  # every attempt ran, as on the workers
+        assert jobs.records[failed.id]["attempts"] == 3
         with pytest.raises(TypeError, match="not JSON-serializable"):
             reg.resize.delay(object())
     assert recorder.calls == []  # nothing was sent anywhere

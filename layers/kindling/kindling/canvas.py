@@ -35,19 +35,10 @@ characters, and a chain step or a callback is one task call (not itself a group)
 
 from __future__ import annotations
 
-import time
-
 from kindling import dispatch
 from kindling.envelope import MAX_CHAIN_LENGTH
-from kindling.errors import JobFailed, KindlingError
-from kindling.followups import (
-    COMPLETED,
-    callback_id,
-    check_chord_id,
-    chord_key,
-    member_id,
-    next_id,
-)
+from kindling.followups import check_chord_id, member_id, next_id
+from kindling.handles import ChainHandle, GroupHandle  # where they live; imported from here too
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -193,130 +184,6 @@ class chord:
 
     def delay(self) -> GroupHandle:
         return self.apply_async()
-
-
-class ChainHandle:
-    """A sent chain: ``ids`` of every step (known in advance), ``result()`` of the last."""
-
-    __slots__ = ("ids", "reader")
-
-    def __init__(self, ids: list[str], reader=None):
-        self.ids, self.reader = ids, reader
-
-    @property
-    def id(self) -> str:
-        return self.ids[0]
-
-    def status(self) -> str | None:
-        """The status of the first step not succeeded yet (the last one's once all have)."""
-        for job_id in self.ids:
-            record = _reader(self.reader).record(job_id)
-            if record is None or record["status"] != "succeeded":
-                return record["status"] if record else None
-        return "succeeded"
-
-    def result(self, timeout: float = 30.0) -> Any:
-        """Wait for every step in turn and return the last one's result; :class:`JobFailed`
-        names the first step that did not succeed."""
-        deadline = time.monotonic() + timeout
-        value = None
-        for job_id in self.ids:
-            value = _wait_result(_reader(self.reader), job_id, deadline, timeout)
-        return value
-
-    def __repr__(self) -> str:
-        return f"ChainHandle({self.ids[0]!r}, steps={len(self.ids)})"
-
-
-class GroupHandle:
-    """A sent group or chord: its ``id``, ``member_ids``, and ``callback_id`` (or ``None``)."""
-
-    __slots__ = ("id", "size", "has_callback", "reader")
-
-    def __init__(self, id: str, size: int, has_callback: bool, reader=None):
-        self.id, self.size, self.has_callback, self.reader = id, size, has_callback, reader
-
-    @property
-    def member_ids(self) -> list[str]:
-        return [member_id(self.id, i) for i in range(self.size)]
-
-    @property
-    def callback_id(self) -> str | None:
-        return callback_id(self.id) if self.has_callback else None
-
-    def record(self) -> dict | None:
-        """The chord's record: ``status`` (``waiting``, ``completed`` or ``dead``), ``done``
-        and ``dead`` member indexes, ``error`` naming the first member that died."""
-        return _reader(self.reader).record(chord_key(self.id))
-
-    def status(self) -> str | None:
-        record = self.record()
-        return record.get("status") if record else None
-
-    def result(self, timeout: float = 30.0) -> Any:
-        """The callback's result, or (a group without one) the members' results in order.
-        Raises :class:`JobFailed` as soon as the chord is recorded ``dead``."""
-        reader = _reader(self.reader)
-        deadline = time.monotonic() + timeout
-        delay = 0.02
-        while True:
-            record = self.record()
-            if record and record.get("status") == "dead":
-                raise JobFailed(self.id, "dead", record.get("error"))
-            if record and record.get("status") == COMPLETED:
-                if not self.has_callback:
-                    return [_wait_result(reader, i, deadline, timeout) for i in self.member_ids]
-                return _wait_result(reader, self.callback_id, deadline, timeout)  # type: ignore[arg-type]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"chord {self.id}: not completed within {timeout}s")
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, 1.0)
-
-    def __repr__(self) -> str:
-        return f"GroupHandle({self.id!r}, members={self.size}, callback={self.has_callback})"
-
-
-def _wait_result(reader, job_id: str, deadline: float, timeout: float) -> Any:
-    from kindling import codec
-
-    delay = 0.02
-    while True:
-        record = reader.record(job_id)
-        status = record["status"] if record else None
-        if status == "succeeded":
-            if "result_payload" in record:  # type: ignore[operator]  (too large for its record: kept in S3)
-                return codec.loads(_read_from_s3(reader, record))
-            raw = record.get("result")  # type: ignore[union-attr]
-            return codec.loads(raw) if raw is not None else None
-        if status in ("dead", "rejected", "revoked"):
-            raise JobFailed(job_id, status, record.get("error"))  # type: ignore[union-attr]
-        left = deadline - time.monotonic()
-        if left <= 0:
-            if status == "failed":
-                raise JobFailed(job_id, status, record.get("error"))  # type: ignore[union-attr]
-            raise TimeoutError(f"job {job_id}: no outcome recorded within {timeout}s")
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, 1.0)
-
-
-def _read_from_s3(reader, record: dict) -> str | None:
-    """A result kept in S3, through the reader's S3 client (a Client's: its boto3 session's)."""
-    from kindling.payloads import read_result
-
-    s3 = getattr(reader, "s3", None)
-    if s3 is None:
-        raise KindlingError(f"job {record.get('id')}'s result is kept in S3 and this handle's reader has no S3 "
-                            "client (read it with Client.result)")
-    return read_result(s3, record)
-
-
-def _reader(reader):
-    if reader is None or not hasattr(reader, "record"):
-        raise KindlingError("this handle cannot read outcomes: its producer has no results table "
-                            "(set handle.reader = Client(table=...), or ValkeyResultStore(url) for results "
-                            "kept in Valkey)")
-    return reader
 
 
 def _check_signatures(kind: str, steps: tuple) -> None:

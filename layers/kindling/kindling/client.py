@@ -33,9 +33,10 @@ from kindling import codec
 from kindling.backoff import compute_backoff
 from kindling.envelope import Job, encode_job, new_job
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
+from kindling.handles import JobHandle, wait_result
 from kindling.payloads import SIGNATURE_BYTES, SQS_DEFAULT_MAX_BYTES
 from kindling.registry import Task
-from kindling.results import FINAL, from_item
+from kindling.results import from_item
 from kindling.routing import parse_queues, queue_name, resolve
 
 SQS_MAX_BATCH = 10
@@ -58,27 +59,6 @@ class Call:
         self.queue = queue  # a named queue, over the task's own (kindling.routing)
         # What kindling.canvas sets: the calls to run after this one, the chord it belongs to.
         self.chain, self.parent = chain, parent
-
-
-class JobHandle:
-    """A sent job: its id, and shortcuts to :meth:`Client.status` and :meth:`Client.result`."""
-
-    __slots__ = ("id", "task", "client")
-
-    def __init__(self, id: str, task: str, client: Client):
-        self.id, self.task, self.client = id, task, client
-
-    def status(self) -> str | None:
-        return self.client.status(self.id)
-
-    def result(self, timeout: float = 30.0) -> Any:
-        return self.client.result(self.id, timeout=timeout)
-
-    def revoke(self) -> None:
-        self.client.revoke(self.id, task=self.task)
-
-    def __repr__(self) -> str:
-        return f"JobHandle({self.id!r}, {self.task!r})"
 
 
 class Client:
@@ -343,32 +323,13 @@ class Client:
     def result(self, job_id: str, timeout: float = 30.0) -> Any:
         """Wait for the job's final outcome and return its result.
 
-        Polls with consistent reads and backoff (20 ms growing to 1 s). A ``failed`` job is
-        waited through, since it will be retried. Raises :class:`JobFailed` for a ``dead``
-        or ``rejected`` job, or for one still ``failed`` when ``timeout`` runs out (with
-        that attempt's error), and ``TimeoutError`` if no outcome was recorded in time.
+        Polls with consistent reads and backoff (20 ms growing to 1 s:
+        :func:`kindling.handles.wait`). A ``failed`` job is waited through, since it will be
+        retried. Raises :class:`JobFailed` for a ``dead``, ``rejected`` or ``revoked`` job,
+        or for one still ``failed`` when ``timeout`` runs out (with that attempt's error),
+        and ``TimeoutError`` if no outcome was recorded in time.
         """
-        deadline = time.monotonic() + timeout
-        delay = 0.02
-        while True:
-            record = self.record(job_id)
-            status = record["status"] if record else None
-            if status == "succeeded":
-                if "result_payload" in record:  # too large for the record: kept in S3 by the worker
-                    from kindling.payloads import read_result
-
-                    return codec.loads(read_result(self.s3, record))
-                raw = record.get("result")
-                return codec.loads(raw) if raw is not None else None
-            if status in FINAL:
-                raise JobFailed(job_id, status, record.get("error"))
-            left = deadline - time.monotonic()
-            if left <= 0:
-                if status == "failed":
-                    raise JobFailed(job_id, status, record.get("error"))
-                raise TimeoutError(f"job {job_id}: no outcome recorded within {timeout}s")
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, 1.0)
+        return wait_result(self, job_id, timeout)
 
 
 def _chunks(prepared: list[tuple[Job, str, dict, str]], max_bytes: int):

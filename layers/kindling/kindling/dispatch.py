@@ -1,4 +1,4 @@
-"""Where ``task.delay()`` and ``task.apply_async()`` send jobs, and the eager switch.
+"""Where ``task.delay()`` and ``task.apply_async()`` send jobs: the producer slot.
 
 By default a task's handle sends through a :class:`kindling.client.Client` built from the
 environment (``KINDLING_QUEUE_URL``, ``KINDLING_QUEUES``, ``KINDLING_TABLE``) at the first
@@ -20,9 +20,11 @@ its outcome in a memory store: application tests need no queue, no table and no 
         assert handle.result() == "thumbs/a.png"
         assert jobs.records[handle.id]["status"] == "succeeded"
 
-``KINDLING_EAGER=1`` turns it on for a whole process (a test run). Queue names are not
-resolved: every job runs inline wherever it is routed. A failing job is run
-once, as its first attempt; its handle's ``result()`` raises
+Eager mode is a producer like any other (:class:`kindling.testing.Eager`), installed with
+:func:`set_producer` by ``with eager():``; ``KINDLING_EAGER=1`` puts one in front of any
+other producer for a whole process (a test run). Queue names are not resolved: every job runs inline wherever
+it is routed. A failing job runs every attempt the workers would give it, at once (no
+retry delay), so it ends ``dead`` as on the workers and its handle's ``result()`` raises
 :class:`~kindling.errors.JobFailed` with the recorded error.
 
 Never imported by the worker: only by code that enqueues.
@@ -37,21 +39,34 @@ if TYPE_CHECKING:
     from kindling.client import Call
     from kindling.registry import Registry
 
-__all__ = ["producer", "reader", "send", "send_many", "set_producer"]
+__all__ = ["installed", "producer", "reader", "send", "send_many", "set_producer"]
 
 _producer = None
-_eager = None  # the active kindling.testing.Eager, if any
 
 
-def set_producer(producer) -> None:
-    """Send every task handle's jobs through ``producer`` (``None``: back to the default)."""
+def set_producer(producer):
+    """Send every task handle's jobs through ``producer`` (``None``: back to the default);
+    returns the one it replaces, to put back later (as :func:`kindling.testing.eager` does)."""
     global _producer
-    _producer = producer
+    previous, _producer = _producer, producer
+    return previous
+
+
+def installed():
+    """The producer set with :func:`set_producer`, or ``None`` (none is made here)."""
+    return _producer
 
 
 def producer():
-    """The producer task handles send through (a ``Client`` from the environment by default)."""
+    """The producer task handles send through: the one set, else a ``Client`` from the
+    environment (made at the first call). Under ``KINDLING_EAGER=1`` it is eager mode's
+    unless the one set runs jobs inline itself (a ``with eager():`` block's)."""
     global _producer
+    if os.environ.get("KINDLING_EAGER") == "1" and not getattr(_producer, "runs_inline", False):
+        # A whole test run is eager, whatever producer the application set at start-up.
+        from kindling.testing import current_eager
+
+        return current_eager()
     if _producer is None:
         from kindling.client import Client  # boto3 only for programs that enqueue
 
@@ -59,35 +74,28 @@ def producer():
     return _producer
 
 
-def send(call: Call, registry: Registry):
-    """Send one call: inline under eager mode, else through :func:`producer`."""
-    if _eager is not None or os.environ.get("KINDLING_EAGER") == "1":
-        from kindling.testing import current_eager
-
-        return current_eager().run(call, registry)
+def send(call: Call, registry: Registry | None = None):
+    """Send one call through :func:`producer`; return its handle. (``registry`` is not
+    needed: a producer finds the task by the call's, or by name in the default registry.)"""
     target = producer()
     send_one = getattr(target, "send", None)
     return send_one(call) if send_one is not None else target.enqueue_many([call])[0]
 
 
-def send_many(calls: list[Call], registry: Registry) -> list:
-    """Send several calls at once (a group's members): inline under eager mode, else in the
-    producer's batches (``enqueue_many``) when it has them."""
-    if _eager is not None or os.environ.get("KINDLING_EAGER") == "1":
-        from kindling.testing import current_eager
-
-        return [current_eager().run(call, registry) for call in calls]
+def send_many(calls: list[Call], registry: Registry | None = None) -> list:
+    """Send several calls at once (a group's members), in the producer's batches
+    (``enqueue_many``) when it has them."""
     target = producer()
     many = getattr(target, "enqueue_many", None)
     return many(calls) if many is not None else [target.send(call) for call in calls]
 
 
 def reader():
-    """Where handles read outcomes (anything with ``record(job_id)``): the eager session's
-    memory store, or the producer if it reads the results table (a ``Client``); else ``None``."""
-    if _eager is not None or os.environ.get("KINDLING_EAGER") == "1":
-        from kindling.testing import current_eager
-
-        return current_eager()
+    """Where canvas handles read outcomes (:mod:`kindling.handles`): the producer's
+    ``reader`` if it names one (a ``StreamProducer``), else the producer itself if it reads
+    outcomes (a ``Client``, eager mode); else ``None``."""
     target = producer()
+    named = getattr(target, "reader", None)
+    if named is not None:
+        return named
     return target if hasattr(target, "record") else None

@@ -258,3 +258,15 @@ def revoked_record(job_id: str, task: str | None = None, *, at_ms: int | None = 
     at = now_ms() if at_ms is None else at_ms
     return build_record(key=job_id, task=task, status=REVOKED, attempts=0, started_at=at, finished_at=at,
                         error={"type": "Revoked", "message": "revoked by an operator before it ran"})
+
+
+def revoke(store, job_id: str, *, task: str | None = None) -> None:
+    """Write ``job_id``'s :func:`revoked_record` to ``store`` (anything with ``write``), under
+    the forward-only rule (:data:`kindling.status.REPLACES`): only a job with no outcome
+    recorded yet, or one waiting for a retry, is revoked. Raises
+    :class:`~kindling.errors.KindlingError` naming the status that refused it."""
+    from kindling.errors import KindlingError
+
+    refused = store.write([revoked_record(job_id, task)])
+    if refused:
+        raise KindlingError(f"job {job_id} is already {refused[job_id]}: not revoked")

@@ -1,6 +1,15 @@
-"""Eager mode: jobs run inline through the worker's runner, outcomes in a memory store.
+"""Eager mode: a producer that runs jobs inline through the worker's runner, outcomes in a
+memory store.
 
-See :mod:`kindling.dispatch` for how handles reach it; use :func:`eager` in tests.
+:func:`eager` installs an :class:`Eager` with :func:`kindling.dispatch.set_producer` for a
+``with`` block; ``KINDLING_EAGER=1`` puts one in front of any producer for the whole process.
+It behaves as the workers do, only at once:
+
+* a job runs every attempt its worker would give it (no retry delay is waited), so a job
+  that keeps failing ends ``dead``, not ``failed``;
+* whatever a run enqueues (a chain's next step, a chord's callback) runs before the send
+  returns, so every outcome is recorded by then, and a handle's wait never blocks: it reads
+  the final state at once (``Eager.settled``, :mod:`kindling.handles`).
 """
 
 from __future__ import annotations
@@ -9,91 +18,128 @@ from contextlib import contextmanager
 
 from kindling import dispatch
 from kindling.envelope import encode_job, new_job
-from kindling.errors import JobFailed
+from kindling.handles import JobHandle
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
-from kindling.status import SUCCEEDED
+from kindling.status import FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
     from kindling.client import Call
     from kindling.registry import Registry
 
-__all__ = ["Eager", "EagerHandle", "eager"]
+__all__ = ["Eager", "EagerHandle", "current_eager", "eager"]
+
+MAX_DELIVERIES = 1000
+"""A bound on one job's runs, against a bug looping forever: the runner ends a failing job
+``dead`` on its last allowed attempt long before."""
 
 
-class EagerHandle:
-    """A job run inline: its id and recorded outcome, read as a sent job's handle is."""
+class EagerHandle(JobHandle):
+    """A job run inline: read (and revoked) through its eager session, as a sent job's handle is."""
 
-    __slots__ = ("id", "task", "record")
+    __slots__ = ()
 
-    def __init__(self, id: str, task: str, record: dict | None):
-        self.id, self.task, self.record = id, task, record
+    @property
+    def record(self) -> dict | None:  # type: ignore[override]
+        """The job's record as the session holds it now."""
+        return self.reader.record(self.id)
 
     def status(self) -> str | None:
-        return self.record["status"] if self.record else None
-
-    def result(self, timeout: float = 0.0):
-        """The task's return value; raises :class:`JobFailed` for any other outcome."""
-        from kindling import codec
-
-        record = self.record or {}
-        if record.get("status") == SUCCEEDED:
-            return codec.loads(record["result"])
-        raise JobFailed(self.id, record.get("status") or "deferred", record.get("error"))
+        record = self.record
+        return record["status"] if record else None
 
     def __repr__(self) -> str:
         return f"EagerHandle({self.id!r}, {self.task!r}, {self.status()!r})"
 
 
 class Eager:
-    """What :func:`eager` yields: the memory store its jobs were recorded in."""
+    """The eager producer, and what :func:`eager` yields: the memory store its jobs are
+    recorded in (``store``, and its ``records`` by job id)."""
+
+    runs_inline = True  # kindling.dispatch: KINDLING_EAGER=1 leaves it in place
+    settled = True  # kindling.handles: whatever was sent has run to its end; waits read at once
 
     def __init__(self) -> None:
         self.store = MemoryResultStore()
         self.records = self.store.records
         self._runners: dict[int, Runner] = {}
 
+    # -- a producer ------------------------------------------------------------------
+
+    def send(self, call: Call) -> EagerHandle:
+        """Run the call's job inline, as :meth:`run` does, with the registry its task is in."""
+        return self.run(call, _registry_of(call))
+
+    def enqueue_many(self, calls: Iterable[Call | tuple]) -> list[EagerHandle]:
+        from kindling.client import Call
+
+        return [self.send(c if isinstance(c, Call) else Call(*c)) for c in calls]
+
+    def enqueue(self, task, /, *args, **kwargs) -> EagerHandle:
+        from kindling.client import Call
+
+        return self.send(Call(task, args, kwargs))
+
     def run(self, call: Call, registry: Registry) -> EagerHandle:
-        """Run the call's job inline, then whatever it enqueues (a chain's next step, a
-        chord's callback), in order, before returning its handle."""
+        """Run the call's job inline, with its retries, then whatever it enqueues (a chain's
+        next step, a chord's callback), in order, before returning its handle."""
         from kindling.registry import Task
 
         name = call.task.name if isinstance(call.task, Task) else call.task
         # Built and encoded as a producer would: arguments JSON cannot hold fail here too.
         job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
                       timeout=call.timeout, chain=call.chain, parent=call.parent)
+        runner = self._runner(registry)
+        pending = [job]
+        while pending:
+            next_job = pending.pop(0)
+            body = encode_job(next_job).decode()
+            # Delivered again while it fails, as its queue would once the retry delay is over.
+            for delivery in range(1, MAX_DELIVERIES + 1):
+                outcome = runner.run([Delivery(f"eager-{next_job.id}", body, delivery)], send=pending.extend)[0]
+                if outcome.status != FAILED:
+                    break
+        return EagerHandle(job.id, name, self)
+
+    # -- a reader (kindling.handles) -------------------------------------------------
+
+    def record(self, job_id: str) -> dict | None:
+        """The record of ``job_id`` (or of a chord, ``chord#<id>``), as handles read it."""
+        return self.records.get(job_id)
+
+    def revoke(self, job_id: str, *, task: str | None = None) -> None:
+        """Record the job ``revoked`` (as :meth:`kindling.client.Client.revoke` does)."""
+        from kindling.records import revoke
+
+        revoke(self.store, job_id, task=task)
+
+    def _runner(self, registry: Registry) -> Runner:
         runner = self._runners.get(id(registry))
         if runner is None:
             runner = self._runners[id(registry)] = Runner(registry, self.store, log=None, metrics=False,
                                                                      payload_bucket="")  # no S3 in tests
-        pending = [job]
-        first = None
-        while pending:
-            next_job = pending.pop(0)
-            outcome = runner.run([Delivery(f"eager-{next_job.id}", encode_job(next_job).decode(), 1)],
-                                 send=pending.extend)[0]
-            if first is None:
-                first = outcome
-        # What the store holds now (a duplicate of a succeeded job writes nothing new).
-        key = first.record["id"] if first.record else job.id  # type: ignore[union-attr]
-        return EagerHandle(job.id, name, self.records.get(key))
+        return runner
 
-    def record(self, job_id: str) -> dict | None:
-        """The record of ``job_id`` (or of a chord, ``chord#<id>``), as canvas handles read it."""
-        return self.records.get(job_id)
+
+def _registry_of(call: Call) -> Registry:
+    from kindling.registry import Task, default_registry
+
+    return (call.task.registry if isinstance(call.task, Task) else None) or default_registry
 
 
 _process_eager: Eager | None = None
 
 
 def current_eager() -> Eager:
-    """The active eager session (one per process under ``KINDLING_EAGER=1``)."""
+    """The eager producer in use: a ``with eager():`` block's, else the process's (one per
+    process, under ``KINDLING_EAGER=1``)."""
     global _process_eager
-    if dispatch._eager is not None:
-        return dispatch._eager
+    installed = dispatch.installed()
+    if isinstance(installed, Eager):
+        return installed
     if _process_eager is None:
         _process_eager = Eager()
     return _process_eager
@@ -102,8 +148,9 @@ def current_eager() -> Eager:
 @contextmanager
 def eager() -> Iterator[Eager]:
     """Run every job sent through a task handle inline, for the ``with`` block."""
-    previous, dispatch._eager = dispatch._eager, Eager()
+    session = Eager()
+    previous = dispatch.set_producer(session)
     try:
-        yield dispatch._eager
+        yield session
     finally:
-        dispatch._eager = previous
+        dispatch.set_producer(previous)
