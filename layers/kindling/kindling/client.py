@@ -307,18 +307,15 @@ class Client:
         return record["status"] if record else None
 
     def revoke(self, job_id: str, *, task: str | None = None) -> None:
-        """Record the job ``revoked``, so no worker runs it: the duplicate check every batch
-        already makes skips it (a job of a task with ``skip_succeeded=False`` is not read,
-        so it is not stopped). Raises :class:`KindlingError` if the job has finished
-        already (or is dead); a worker that had already started it may still record
-        ``succeeded`` over the revoke."""
-        from kindling.errors import KindlingError
-        from kindling.records import revoked_record
+        """Record the job ``revoked`` (:func:`kindling.records.revoke`), so no worker starts it
+        from now on: the duplicate check every batch already makes skips it (a job of a task
+        with ``skip_succeeded=False`` is not read, so it is not stopped). Raises
+        :class:`KindlingError` if the job has finished already (or is dead). A run already
+        under way is not stopped: see :func:`kindling.records.revoked_record`."""
+        from kindling.records import revoke
         from kindling.results import DynamoResultStore
 
-        refused = DynamoResultStore(self.table).write([revoked_record(job_id, task)])
-        if refused:
-            raise KindlingError(f"job {job_id} is already {self.status(job_id)}: not revoked")
+        revoke(DynamoResultStore(self.table), job_id, task=task)
 
     def result(self, job_id: str, timeout: float = 30.0) -> Any:
         """Wait for the job's final outcome and return its result.

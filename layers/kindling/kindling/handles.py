@@ -9,7 +9,7 @@ eager mode (:mod:`kindling.testing`) an ``EagerHandle``; :mod:`kindling.canvas` 
 * a :class:`kindling.client.Client` or :class:`kindling.results.DynamoResultStore`
   (the results table), a :class:`kindling.valkey.ValkeyResultStore`, or an eager session;
 * ``reader.revoke(job_id, task=...)``, where it has one, is what ``handle.revoke()`` calls;
-* ``reader.s3`` reads a result the worker kept in S3;
+* ``reader.s3`` reads a result the worker kept in S3 (else the process's S3 client does);
 * ``reader.settled`` (eager mode): every job sent has already run to its end, so a wait
   reads the final state at once instead of polling for one that cannot change.
 
@@ -98,9 +98,10 @@ def result_of(reader, record: dict) -> Any:
         from kindling.payloads import read_result
 
         s3 = getattr(reader, "s3", None)
-        if s3 is None:
-            raise KindlingError(f"job {record.get('id')}'s result is kept in S3 and this handle's reader has no S3 "
-                                "client (read it with Client.result)")
+        if s3 is None:  # a store's reader: the process's S3 client, as the worker's runner has
+            from kindling.aws import s3 as aws_s3
+
+            s3 = aws_s3.client()
         return codec.loads(read_result(s3, record))
     raw = record.get("result")
     return codec.loads(raw) if raw is not None else None

@@ -301,6 +301,20 @@ class DynamoResultStore:
 
         return collect
 
+    def record(self, job_id: str, *, deadline: float | None = None) -> dict | None:
+        """The job's record as stored (a consistent ``GetItem``), or ``None`` if none yet: a
+        handle's reader (:mod:`kindling.handles`), as :meth:`kindling.client.Client.record`."""
+        response = self._call("GetItem", {"TableName": self.table, "Key": {"id": {"S": job_id}},
+                                          "ConsistentRead": True}, self._deadline(deadline))
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def revoke(self, job_id: str, *, task: str | None = None) -> None:
+        """Record the job ``revoked`` (:func:`kindling.records.revoke`)."""
+        from kindling.records import revoke
+
+        revoke(self, job_id, task=task)
+
     def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None
                      ) -> dict[str, tuple[str, str | None, dict | None]]:
         """``{job_id: (status, result JSON text or None, the pointer to a result kept in S3 or None)}``

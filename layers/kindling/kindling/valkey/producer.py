@@ -27,6 +27,7 @@ from __future__ import annotations
 from kindling import codec
 from kindling.envelope import encode_job, new_job, now_ms
 from kindling.errors import EnqueueError, EnqueueUncertain
+from kindling.handles import JobHandle, NoReader
 from kindling.valkey.connection import (
     DEFAULT_GROUP,
     DEFAULT_SOCKET_TIMEOUT,
@@ -53,17 +54,43 @@ class StreamFull(EnqueueError):
     """Adding the jobs would put more than ``maxlen`` unfinished jobs on the stream."""
 
 
-class Sent:
-    """A job put on the stream: its job id, task and stream entry id (``None`` for a delayed
-    job, which waits in the scheduled set and gets its entry when it is due)."""
+class Sent(JobHandle):
+    """A job put on the stream: its handle (``status()``, ``result()``, ``revoke()``, read
+    through the producer's ``reader``: :mod:`kindling.handles`), with its job id, task and
+    stream entry id (``None`` for a delayed job, which waits in the scheduled set and gets
+    its entry when it is due)."""
 
-    __slots__ = ("id", "task", "entry")
+    __slots__ = ("entry",)
 
-    def __init__(self, id: str, task: str, entry: str | None):
-        self.id, self.task, self.entry = id, task, entry
+    def __init__(self, id: str, task: str, entry: str | None, reader=None):
+        super().__init__(id, task, reader)
+        self.entry = entry
 
     def __repr__(self) -> str:
         return f"Sent({self.id!r}, {self.task!r}, entry={self.entry!r})"
+
+
+NO_READER = ("this StreamProducer has no result store to read outcomes from: set KINDLING_TABLE (results in "
+             "DynamoDB) or KINDLING_RESULTS=valkey (results in Valkey, as the worker's), or pass "
+             "reader=DynamoResultStore(table) / reader=ValkeyResultStore(url) to StreamProducer")
+
+
+def default_reader(url: str, client):
+    """Where the deployment's workers record outcomes, as ``kindling worker`` and ``kindling
+    jobs`` read it: ``KINDLING_RESULTS=valkey`` the Valkey result store at ``url``, else the
+    results table ``KINDLING_TABLE``; neither: a :class:`~kindling.handles.NoReader` saying so."""
+    import os
+
+    if os.environ.get("KINDLING_RESULTS") == "valkey":
+        from kindling.valkey.results import ValkeyResultStore
+
+        return ValkeyResultStore(url, client=client)
+    table = os.environ.get("KINDLING_TABLE", "")
+    if table:
+        from kindling.results import DynamoResultStore
+
+        return DynamoResultStore(table)
+    return NoReader(NO_READER)
 
 
 class StreamProducer:
@@ -90,12 +117,18 @@ class StreamProducer:
         socket_timeout: seconds one socket wait may take (default 10; the URL's
             ``?socket_timeout=`` wins): a silent server raises a timeout, never blocks for ever.
             Past it the jobs' outcome is unknown (:class:`~kindling.errors.EnqueueUncertain`).
+        reader: where handles read outcomes (and revoke): a
+            :class:`~kindling.valkey.ValkeyResultStore` or a
+            :class:`~kindling.results.DynamoResultStore`, or anything with ``record(job_id)``.
+            Default: the deployment's (:func:`default_reader`, from ``KINDLING_RESULTS`` and
+            ``KINDLING_TABLE``).
     """
 
     def __init__(self, url: str, stream: str = DEFAULT_STREAM, maxlen: int | None = None, *, client=None,
                  function_name: str | None = None, invoker=None, max_drains: int = 1,
                  backlog_per_drain: int = BACKLOG_PER_DRAIN, kick_ttl_ms: int = KICK_TTL_MS,
-                 group: str = DEFAULT_GROUP, signing=None, socket_timeout: float | None = DEFAULT_SOCKET_TIMEOUT):
+                 group: str = DEFAULT_GROUP, signing=None, socket_timeout: float | None = DEFAULT_SOCKET_TIMEOUT,
+                 reader=None):
         import os
 
         codec.use_orjson()
@@ -103,6 +136,7 @@ class StreamProducer:
         self.stream = stream
         self.maxlen = maxlen
         self.client = client or connect(url, socket_timeout=socket_timeout)
+        self.reader = reader if reader is not None else default_reader(url, self.client)
         if signing is None:
             signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
         if isinstance(signing, str) and signing:
@@ -186,7 +220,7 @@ class StreamProducer:
                 if isinstance(reply, Exception):
                     refused[job.id] = f"{type(reply).__name__}: {reply}"
                 else:
-                    sent.append(Sent(job.id, job.task, None if job.not_before is not None else _s(reply)))
+                    sent.append(Sent(job.id, job.task, None if job.not_before is not None else _s(reply), self.reader))
             if self.kicker is not None:
                 took, backlog = replies[len(chunk):]
                 # A flag taken is kicked even if every XADD was refused: only its drain frees it.

@@ -212,15 +212,12 @@ class ValkeyResultStore:
     record = get  # a handle's reader (kindling.canvas), as Client.record
 
     def revoke(self, job_id: str, *, task: str | None = None) -> None:
-        """Record the job ``revoked``, so no stream worker writing here runs it (as
-        :meth:`kindling.client.Client.revoke` does in DynamoDB). Raises
-        :class:`~kindling.errors.KindlingError` if it has finished already (or is dead)."""
-        from kindling.errors import KindlingError
-        from kindling.records import revoked_record
+        """Record the job ``revoked`` (:func:`kindling.records.revoke`), so no stream worker
+        writing here starts it (as :meth:`kindling.client.Client.revoke` does in DynamoDB).
+        Raises :class:`~kindling.errors.KindlingError` if it has finished already (or is dead)."""
+        from kindling.records import revoke
 
-        refused = self.write([revoked_record(job_id, task)])
-        if refused:
-            raise KindlingError(f"job {job_id} is already {refused[job_id]}: not revoked")
+        revoke(self, job_id, task=task)
 
     def read_results(self, job_ids, *, deadline: float | None = None
                      ) -> dict[str, tuple[str, str | None, dict | None]]:
