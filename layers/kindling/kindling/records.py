@@ -249,15 +249,25 @@ def build_record(
     return record
 
 
+REVOKED_MESSAGE = ("revoked by an operator: no worker starts it from then on; a run already under way runs on "
+                   "(its success is recorded over this, its failure is not)")
+
+
 def revoked_record(job_id: str, task: str | None = None, *, at_ms: int | None = None) -> dict:
     """The record an operator's revoke writes: ``revoked``, so the duplicate check every batch
-    makes skips the job (written under the forward-only rule: a finished job is not revoked)."""
+    makes skips the job (written under the forward-only rule: a finished job is not revoked).
+
+    No worker records a job as running, so a revoke cannot tell a job waiting in its queue
+    from one a worker is running: the record says only what the revoke does. A run already
+    under way is not stopped, and ends by :data:`kindling.status.REPLACES`: a success
+    replaces the revoke (the job did run), a failure does not (the revoke stands, and the
+    job is not retried)."""
     from kindling.envelope import now_ms
     from kindling.status import REVOKED
 
     at = now_ms() if at_ms is None else at_ms
     return build_record(key=job_id, task=task, status=REVOKED, attempts=0, started_at=at, finished_at=at,
-                        error={"type": "Revoked", "message": "revoked by an operator before it ran"})
+                        error={"type": "Revoked", "message": REVOKED_MESSAGE})
 
 
 def revoke(store, job_id: str, *, task: str | None = None) -> None:

@@ -17,8 +17,10 @@ Recorded statuses (what a result record says):
   (:data:`GENERATION_CHECKED`).
   The producer writes no ``queued`` record (its fast path is one SendMessage), nor the
   worker a ``running`` one (it would be a second write per job on the hot path).
-* ``revoked`` - an operator cancelled the job before it ran (``kindling jobs revoke``,
-  ``handle.revoke()``); final: the batch's duplicate check skips it at no extra cost.
+* ``revoked`` - an operator cancelled the job (``kindling jobs revoke``,
+  ``handle.revoke()``): no worker starts it from then on; final: the batch's duplicate
+  check skips it at no extra cost. A run already under way runs on (no worker records
+  "running", so a revoke cannot tell it from a queued job) and ends by :data:`REPLACES`.
 
 Outcome-only statuses (what became of one delivery; never written):
 
@@ -111,8 +113,9 @@ def generation_of(record: dict) -> int:
 # replaces a final record; a ``rejected`` never replaces a real job's record. A revived
 # job's ``queued`` stands for no record, so every outcome replaces it; it replaces only
 # the ``dead`` it revives. A revoke lands only on a job not finished (no record, a
-# ``failed`` or ``queued`` one), and only a ``succeeded`` (it ran before the revoke
-# reached its worker: the truth) replaces it.
+# ``failed`` or ``queued`` one). Of a run already under way when it landed, only a
+# ``succeeded`` replaces it (the job did run: the truth); a ``failed`` or ``dead`` is
+# refused, so the revoke stands and the job is not tried again.
 REPLACES: dict[str, frozenset] = {
     SUCCEEDED: frozenset({None, SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED, REVOKED}),
     FAILED: frozenset({None, FAILED, REJECTED, QUEUED}),

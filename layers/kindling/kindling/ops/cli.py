@@ -80,9 +80,11 @@ def add_parsers(sub, env) -> None:
     valkey(retry, "retry the job from the Valkey dead stream <stream>:dead instead of an SQS DLQ")
     retry.set_defaults(fn=cmd_jobs_retry)
 
-    revoke = jsub.add_parser("revoke", help="cancel a job that has not run: recorded revoked, skipped by workers",
+    revoke = jsub.add_parser("revoke", help="cancel a job: recorded revoked, no worker starts it from then on",
                              description="Record the job revoked: the duplicate check every batch makes skips it. "
-                                         "A job that has finished (or is dead) cannot be revoked.")
+                                         "A job that has finished (or is dead) cannot be revoked. A run already "
+                                         "under way runs on: its success is recorded over the revoke, its failure "
+                                         "is not (and it is not retried).")
     revoke.add_argument("job_id")
     common(revoke)
     valkey(revoke, "record the revoke in the Valkey result store (with --results valkey)")
@@ -176,7 +178,7 @@ def _jobs_revoke(ns) -> int:
     except KindlingError as exc:
         print(f"kindling: {exc}", file=sys.stderr)
         return 1
-    print(f"{ns.job_id} revoked")
+    print(f"{ns.job_id} revoked: no worker starts it from now on (a run already under way runs on)")
     return 0
 
 
