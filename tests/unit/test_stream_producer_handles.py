@@ -56,7 +56,9 @@ def check_handles(url: str, stream: str, reg, producer, worker_store) -> None:
         dispatch.set_producer(before)
     assert handle.entry is not None and handle.task == "add"  # what a Sent always carried
     assert handle.status() is None  # on the stream, not run yet
-    revoked = producer.enqueue("add", 5, 5)
+    from kindling.client import Call
+
+    revoked = producer.send(Call("add", [5, 5]))
     revoked.revoke()
     assert revoked.status() == "revoked"
     drain(url, stream, reg, worker_store)

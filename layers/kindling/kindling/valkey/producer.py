@@ -161,6 +161,10 @@ class StreamProducer:
 
         return self.enqueue_many([Call(task, args, kwargs)])[0]
 
+    def send(self, call) -> Sent:
+        """Put one :class:`kindling.client.Call` (with its options) on the stream; its handle."""
+        return self.enqueue_many([call])[0]
+
     def enqueue_many(self, calls: Iterable) -> list[Sent]:
         """Put many jobs on the stream: one pipelined (non-transactional) round trip per
         ``CHUNK`` jobs. ``calls`` holds :class:`kindling.client.Call` objects or
