@@ -1,0 +1,590 @@
+"""The paths a job can take, each behind one small interface, so one table of scenarios can
+run over all of them (see conftest.py for the fixtures that build them).
+
+Every adapter configures its path as it is deployed or started (the template's defaults for
+the Lambda function, ``kindling worker``'s for the local workers) and drives it one round at a
+time, never sleeping through a real visibility timeout: after each round it records the
+delay the worker *asked* for each message it handed back, then makes that message
+deliverable at once (a job waiting for its own ``not_before`` is left waiting).
+
+The JSON codec is process-wide (``kindling.codec.use_orjson``), but the paths do not share
+a process in production: producers and long-lived workers use orjson, a Lambda function
+the standard codec. Each phase runs under the codec its process would have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+
+from conformance import tasks
+from kindling import codec
+
+NOT_APPLICABLE = "not applicable"
+SIGNING_SECRET = "conformance-signing"
+SIGNING_KEYS = json.dumps({"current": "k1", "keys": {"k1": "azFrMWsxazFrMWsxazFrMWsxazFrMWsxazFrMWsxazE="}})
+RETRY_DELAY_S = 5  # template.yaml's RetryDelay default
+MAX_ATTEMPTS = 3  # template.yaml's MaxAttempts default, kindling worker's default
+MAX_RECEIVES = 5  # the test queues' maxReceiveCount (template minimum 2, default 100)
+QUEUE_VISIBILITY_S = 30  # SQS's default visibility timeout
+STREAM_VISIBILITY_MS = 30_000  # kindling worker --valkey's default (KINDLING_VALKEY_VISIBILITY_MS)
+
+
+class NotApplicable(Exception):
+    """What a scenario asked of a path that has no such thing (eager mode has no message body)."""
+
+
+@contextlib.contextmanager
+def codec_of(orjson: bool):
+    """Run a phase under the JSON codec its process would have, then put back the test's."""
+    saved = codec.loads, codec.dumps, codec._orjson
+    if orjson:
+        codec.use_orjson()
+    else:
+        codec.loads, codec.dumps, codec._orjson = codec._loads, codec._dumps, None
+    try:
+        yield
+    finally:
+        codec.loads, codec.dumps, codec._orjson = saved
+
+
+def keyring():
+    from kindling.signed import Keyring
+
+    return Keyring(SIGNING_SECRET, fetch=lambda ref, deadline: SIGNING_KEYS)
+
+
+def verifier():
+    from kindling.signed import Verifier
+
+    return Verifier(keyring())
+
+
+def job_of(body) -> dict:
+    """The envelope's fields, or ``{}`` for a body that is not one."""
+    try:
+        value = json.loads(body)
+    except (ValueError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def waiting(body) -> bool:
+    """Whether the message's job is waiting for its own ``not_before`` (not a retry)."""
+    not_before = job_of(body).get("not_before")
+    return isinstance(not_before, int) and not_before > time.time() * 1000
+
+
+def decode_result(text):
+    """A record's JSON result as written (NaN allowed, so a path that wrote one shows it)."""
+    return None if text is None else json.loads(text)
+
+
+class Path:
+    """One path: send jobs, drive its worker until nothing is left to do now, observe."""
+
+    name = ""
+    crashes_to_exhaust = 0  # deliveries without an outcome before the next one is the last allowed
+
+    def __init__(self) -> None:
+        self.delays: dict[str, list[int]] = {}
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def producer(self):
+        """What ``kindling.dispatch`` sends task handles and canvases through."""
+        raise NotImplementedError
+
+    def send(self, calls: list) -> list[str]:
+        with codec_of(True):  # producers are long-lived processes: orjson
+            return [h.id for h in self.producer().enqueue_many(calls)]
+
+    def enqueue(self, task, *args, **options) -> str:
+        from kindling.client import Call
+
+        kwargs = options.pop("kwargs", None)
+        return self.send([Call(task, list(args), kwargs, **options)])[0]
+
+    def enqueue_raw(self, body: bytes, signature: str | None = "sign") -> None:
+        """Put a message with this exact body on the path; ``signature="sign"`` signs it
+        when signing is on, a string is sent as the signature, ``None`` sends none."""
+        raise NotApplicable(f"{self.name}: no message body to send")
+
+    def crash(self, times: int) -> None:
+        """Deliver every queued message ``times`` times to a worker that dies before recording."""
+        raise NotApplicable(f"{self.name}: no delivery to crash")
+
+    def revoke(self, job_id: str, task: str | None = None) -> None:
+        from kindling.records import revoked_record
+
+        assert not self.store().write([revoked_record(job_id, task)])
+
+    # -- driving -----------------------------------------------------------------------------
+
+    def run_until_settled(self, max_rounds: int = 10) -> int:
+        """Rounds until one finds nothing to do; returns how many ran."""
+        for n in range(max_rounds):
+            if not self.round():
+                return n
+        raise AssertionError(f"{self.name}: still busy after {max_rounds} rounds")
+
+    def round(self) -> bool:
+        raise NotImplementedError
+
+    def asked(self, job_id: str | None, seconds: float) -> None:
+        if job_id:
+            self.delays.setdefault(job_id, []).append(round(seconds))
+
+    # -- observing -----------------------------------------------------------------------------
+
+    def store(self):
+        raise NotImplementedError
+
+    def record(self, key: str) -> dict | None:
+        raise NotImplementedError
+
+    def records(self) -> list[dict]:
+        raise NotImplementedError
+
+    def dead_letters(self) -> list[str]:
+        """The job ids whose messages were moved to the path's dead letters."""
+        return []
+
+    def result_of(self, record: dict):
+        if "result_payload" in record:
+            import boto3
+
+            pointer = record["result_payload"]
+            body = boto3.client("s3").get_object(Bucket=pointer["bucket"], Key=pointer["key"])["Body"].read()
+            return decode_result(body)
+        return decode_result(record.get("result"))
+
+    def observe(self, job_id: str) -> dict:
+        """The normalized outcome of one job: the same keys on every path."""
+        record = self.record(job_id) or {}
+        error = record.get("error") or {}
+        return {
+            "status": record.get("status"),
+            "attempts": record.get("attempts", 0),
+            "error": error.get("type"),
+            "result": self.result_of(record) if record.get("status") == "succeeded" else None,
+            "delays": self.delays.get(job_id, []),
+            "dead_letter": job_id in self.dead_letters(),
+        }
+
+    def close(self) -> None:
+        pass
+
+
+# -- SQS --------------------------------------------------------------------------------------
+
+
+class _Sqs(Path):
+    crashes_to_exhaust = MAX_RECEIVES - 1
+
+    def __init__(self, table: str, bucket: str, signing: bool):
+        super().__init__()
+        import boto3
+        from kindling.client import Client
+
+        self.table, self.bucket, self.signing = table, bucket, signing
+        self.sqs = boto3.client("sqs")
+        name = f"conf-{uuid.uuid4().hex[:8]}"
+        self.dlq_url = self.sqs.create_queue(QueueName=f"{name}-dead")["QueueUrl"]
+        dlq_arn = self.sqs.get_queue_attributes(QueueUrl=self.dlq_url, AttributeNames=["QueueArn"])
+        redrive = json.dumps({"deadLetterTargetArn": dlq_arn["Attributes"]["QueueArn"],
+                              "maxReceiveCount": str(MAX_RECEIVES)})
+        self.queue_url = self.sqs.create_queue(QueueName=name, Attributes={
+            "VisibilityTimeout": str(QUEUE_VISIBILITY_S), "RedrivePolicy": redrive})["QueueUrl"]
+        self.queue_arn = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        with codec_of(True):
+            self.client = Client(self.queue_url, table, payload_bucket=bucket, signing=keyring() if signing else "")
+        self._dead: list[str] | None = None
+
+    def producer(self):
+        return self.client
+
+    def enqueue_raw(self, body: bytes, signature: str | None = "sign") -> None:
+        from kindling import jobsig
+
+        params = {"QueueUrl": self.queue_url, "MessageBody": body.decode()}
+        if signature == "sign":
+            signature = keyring().sign(jobsig.sqs_destination(self.queue_url), body) if self.signing else None
+        if signature is not None:
+            params["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": signature}}
+        self.sqs.send_message(**params)
+
+    def receive(self) -> list[dict]:
+        return self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+            MessageSystemAttributeNames=["ApproximateReceiveCount", "MessageGroupId", "AWSTraceHeader"],
+            MessageAttributeNames=["All"]).get("Messages", [])
+
+    def crash(self, times: int) -> None:
+        for _ in range(times):
+            for m in self.receive():
+                self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"],
+                                                   VisibilityTimeout=0)
+
+    def settle_round(self, messages: list[dict], kept: set[str], changed: dict[str, int]) -> None:
+        """Messages ``kept`` on the queue: record the delay asked (a visibility change, else
+        the queue's visibility timeout), then make them visible now unless they wait for
+        their ``not_before``."""
+        for m in messages:
+            if m["MessageId"] not in kept:
+                continue
+            self.asked(job_of(m["Body"]).get("id"), changed.get(m["MessageId"], QUEUE_VISIBILITY_S))
+            if not waiting(m["Body"]):
+                with contextlib.suppress(Exception):  # moved to the DLQ meanwhile
+                    self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"],
+                                                       VisibilityTimeout=0)
+
+    def store(self):
+        from kindling.results import DynamoResultStore
+
+        return DynamoResultStore(self.table)
+
+    def record(self, key: str) -> dict | None:
+        return self.client.record(key)
+
+    def records(self) -> list[dict]:
+        import boto3
+        from kindling.results import from_item
+
+        items = boto3.client("dynamodb").scan(TableName=self.table, ConsistentRead=True)["Items"]
+        return [from_item(i) for i in items]
+
+    def dead_letters(self) -> list[str]:
+        if self._dead is None:
+            self._dead = []
+            while True:
+                got = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                               MessageAttributeNames=["All"]).get("Messages", [])
+                if not got:
+                    break
+                for m in got:
+                    attribute = m.get("MessageAttributes", {}).get("kindling_job_id")
+                    self._dead.append(attribute["StringValue"] if attribute else job_of(m["Body"]).get("id"))
+        return self._dead
+
+    def round(self) -> bool:
+        self._dead = None
+        return self._round()
+
+    def _round(self) -> bool:
+        raise NotImplementedError
+
+
+class SqsHandler(_Sqs):
+    """The Lambda function: kindling.handler.LambdaWorker on SQS events made of received
+    messages, settled as Lambda's event source mapping settles them (delete what is not in
+    batchItemFailures); the worker's own ChangeMessageVisibility and DLQ moves go to moto."""
+
+    name = "sqs_handler"
+
+    def __init__(self, table: str, bucket: str, signing: bool, monkeypatch):
+        super().__init__(table, bucket, signing)
+        from kindling.handler import LambdaWorker
+
+        for key, value in {"KINDLING_TABLE": table, "KINDLING_QUEUE_URL": self.queue_url,
+                           "KINDLING_DLQ_URL": self.dlq_url, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+                           "KINDLING_MAX_RECEIVES": str(MAX_RECEIVES), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
+                           "KINDLING_PAYLOAD_BUCKET": bucket}.items():
+            monkeypatch.setenv(key, value)
+        options = {"verifier": verifier()} if signing else {}
+        self.worker = LambdaWorker(tasks.registry, log=None, metrics=False, **options)
+        self.changed: dict[str, int] = {}
+        from kindling.aws.client import JsonClient
+
+        original = JsonClient.call
+
+        def call(client, action, params, *args, **kwargs):
+            if action == "ChangeMessageVisibilityBatch":
+                for entry in params["Entries"]:
+                    self.changed[entry["Id"]] = entry["VisibilityTimeout"]
+            return original(client, action, params, *args, **kwargs)
+
+        monkeypatch.setattr(JsonClient, "call", call)
+
+    def _round(self) -> bool:
+        messages = self.receive()
+        if not messages:
+            return False
+        event = {"Records": [{
+            "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+            "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn,
+            "awsRegion": "us-east-1",
+            "messageAttributes": {k: {"stringValue": a.get("StringValue"), "dataType": a.get("DataType")}
+                                  for k, a in m.get("MessageAttributes", {}).items()}} for m in messages]}
+        self.changed = {}
+        with codec_of(False):  # a Lambda function keeps the standard codec
+            response = self.worker(event, Context())
+        kept = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        for m in messages:
+            if m["MessageId"] not in kept:  # what the event source mapping deletes
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"])
+        self.settle_round(messages, kept, self.changed)
+        return True
+
+
+class SqsLoop(_Sqs):
+    """``kindling worker --queue-url``: kindling.loop.SqsWorker as the CLI builds it, one
+    ReceiveMessage and run_batch per round."""
+
+    name = "sqs_loop"
+
+    def __init__(self, table: str, bucket: str, signing: bool, monkeypatch):
+        super().__init__(table, bucket, signing)
+        import boto3
+        from kindling.loop import SqsWorker
+
+        monkeypatch.setenv("KINDLING_PAYLOAD_BUCKET", bucket)
+        with codec_of(True):
+            self.worker = SqsWorker(self.queue_url, table, tasks.registry, wait=0, session=boto3.Session(),
+                                    signing=keyring() if signing else "", concurrency=16, threads=16, log=None,
+                                    metrics=False)
+        self.changed: dict[str, int] = {}
+        self.deleted: set[str] = set()
+        client = self.worker.sqs
+        change, delete = client.change_message_visibility_batch, client.delete_message_batch
+        receipts: dict[str, str] = {}
+        self.receipts = receipts
+
+        def change_batch(**params):
+            for entry in params["Entries"]:
+                self.changed[entry["Id"]] = entry["VisibilityTimeout"]
+            return change(**params)
+
+        def delete_batch(**params):
+            by_receipt = {r: i for i, r in receipts.items()}
+            self.deleted.update(by_receipt[e["ReceiptHandle"]] for e in params["Entries"])
+            return delete(**params)
+
+        client.change_message_visibility_batch = change_batch
+        client.delete_message_batch = delete_batch
+
+    def _round(self) -> bool:
+        messages = self.receive()
+        if not messages:
+            return False
+        self.changed, self.deleted = {}, set()
+        self.receipts.clear()
+        self.receipts.update({m["MessageId"]: m["ReceiptHandle"] for m in messages})
+        with codec_of(True):  # SqsWorker switches its process to orjson
+            self.worker.run_batch(messages)
+        kept = {m["MessageId"] for m in messages} - self.deleted
+        self.settle_round(messages, kept, self.changed)
+        return True
+
+    def close(self) -> None:
+        pool = getattr(self.worker.runner, "_pool", None)
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.shutdown(wait=False)
+
+
+class Context:
+    """A Lambda context with a generous time budget."""
+
+    aws_request_id = "conformance"
+    function_name = "conformance"
+
+    def __init__(self, ms: int = 30_000):
+        self.deadline = time.monotonic() + ms / 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+
+# -- Valkey ------------------------------------------------------------------------------------
+
+
+class _Stream(Path):
+    crashes_to_exhaust = MAX_ATTEMPTS
+    consumer = ""
+
+    def __init__(self, url: str, table: str, bucket: str, signing: bool):
+        super().__init__()
+        from kindling.valkey import StreamProducer, connect
+        from kindling.valkey.scheduled import scheduled_key
+
+        self.url, self.table, self.bucket, self.signing = url, table, bucket, signing
+        self.stream = f"conf:{uuid.uuid4().hex[:8]}"
+        self.group = "kindling"
+        self.scheduled = scheduled_key(self.stream)
+        self.valkey = connect(url)
+        with codec_of(True):
+            self._producer = StreamProducer(url, stream=self.stream, signing=keyring() if signing else "")
+        self._dynamo = _Sqs.__new__(_Sqs)  # the table readers only
+        self._dynamo.table, self._dynamo.client = table, None
+
+    def producer(self):
+        return self._producer
+
+    def enqueue_raw(self, body: bytes, signature: str | None = "sign") -> None:
+        from kindling.valkey.connection import FIELD, SIG_FIELD
+
+        fields = {FIELD: body}
+        if signature == "sign":
+            from kindling import jobsig
+
+            signature = keyring().sign(jobsig.stream_destination(self.stream), body) if self.signing else None
+        if signature is not None:
+            fields[SIG_FIELD] = signature
+        self.valkey.xadd(self.stream, fields)
+
+    def _ensure_group(self) -> None:
+        with contextlib.suppress(Exception):
+            self.valkey.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+
+    def crash(self, times: int) -> None:
+        """A worker that read the entries and died, ``times`` deliveries in all."""
+        self._ensure_group()
+        self.valkey.xreadgroup(self.group, "died", {self.stream: ">"}, count=1000)
+        ids = [p["message_id"] for p in self.pending()]
+        for _ in range(times - 1):
+            self.valkey.xclaim(self.stream, self.group, "died", 0, ids)
+        self.valkey.xclaim(self.stream, self.group, "died", 0, ids, idle=STREAM_VISIBILITY_MS, justid=True)
+
+    def pending(self) -> list[dict]:
+        try:
+            return self.valkey.xpending_range(self.stream, self.group, min="-", max="+", count=1000)
+        except Exception:  # noqa: BLE001 - no group yet
+            return []
+
+    def settle(self) -> None:
+        """Record the delay asked for each entry left (a pending entry's reclaim time, a
+        scheduled one's due time), then make it due now unless it waits for its not_before."""
+        from kindling.valkey.connection import FIELD
+
+        now = time.time() * 1000
+        for p in self.pending():
+            entry = self.valkey.xrange(self.stream, p["message_id"], p["message_id"])
+            body = entry[0][1].get(FIELD, b"") if entry else b""
+            self.asked(job_of(body).get("id"), (STREAM_VISIBILITY_MS - p["time_since_delivered"]) / 1000)
+            if not waiting(body):
+                self.valkey.xclaim(self.stream, self.group, p["consumer"], 0, [p["message_id"]],
+                                   idle=STREAM_VISIBILITY_MS, justid=True)
+        for member, score in self.valkey.zrangebyscore(self.scheduled, "-inf", "+inf", withscores=True):
+            body = member.rpartition(b"\n")[2] if isinstance(member, bytes) else member.rpartition("\n")[2]
+            self.asked(job_of(body).get("id"), (score - now) / 1000)
+            if not waiting(body):
+                self.valkey.zadd(self.scheduled, {member: int(now)})
+
+    def store(self):
+        from kindling.results import DynamoResultStore
+
+        return DynamoResultStore(self.table)
+
+    def record(self, key: str) -> dict | None:
+        from kindling.client import Client
+
+        return Client("unused", self.table).record(key)
+
+    def records(self) -> list[dict]:
+        return _Sqs.records(self._dynamo)
+
+    def dead_letters(self) -> list[str]:
+        entries = self.valkey.xrange(f"{self.stream}:dead")
+        return [(f.get(b"job_id") or b"").decode() for _, f in entries]
+
+
+class StreamWorkerPath(_Stream):
+    """``kindling worker --valkey``: kindling.valkey.worker.StreamWorker as the CLI builds it
+    (DynamoDB results), one fetch and process per round."""
+
+    name = "stream_worker"
+    consumer = "worker-1"
+
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch):
+        super().__init__(url, table, bucket, signing)
+        from kindling.valkey import StreamWorker
+
+        monkeypatch.setenv("KINDLING_PAYLOAD_BUCKET", bucket)
+        self.worker = StreamWorker(url, table, tasks.registry, stream=self.stream, consumer=self.consumer, batch=100,
+                                   block_ms=1000, visibility_ms=STREAM_VISIBILITY_MS, max_attempts=MAX_ATTEMPTS,
+                                   concurrency=16, threads=16, log=False, metrics=False,
+                                   verifier=verifier() if signing else None)
+
+    def round(self) -> bool:
+        with codec_of(True):  # the worker switches to orjson at its first idle round
+            deliveries = self.worker.fetch(None)
+            if not deliveries:
+                return False
+            self.worker.process(deliveries)
+        self.settle()
+        return True
+
+    def close(self) -> None:
+        pool = getattr(self.worker.runner, "_pool", None)
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.shutdown(wait=False)
+
+
+class StreamDrain(_Stream):
+    """The Lambda drain: the worker function (LambdaWorker, the template's environment)
+    invoked with ``{"kindling": "drain"}``; each round is one invocation, with a horizon
+    short enough that it returns instead of waiting for a retry."""
+
+    name = "stream_drain"
+    consumer = "drain-1"
+
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch):
+        super().__init__(url, table, bucket, signing)
+        from kindling.handler import LambdaWorker
+
+        for key, value in {"KINDLING_TABLE": table, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+                           "KINDLING_MAX_RECEIVES": str(100), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
+                           "KINDLING_PAYLOAD_BUCKET": bucket}.items():
+            monkeypatch.setenv(key, value)
+        options = {"verifier": verifier()} if signing else {}
+        self.worker = LambdaWorker(tasks.registry, log=None, metrics=False, **options)
+
+    def round(self) -> bool:
+        event = {"kindling": "drain", "stream": self.stream, "url": self.url, "consumer": self.consumer,
+                 "visibility_ms": STREAM_VISIBILITY_MS, "horizon_ms": 1, "block_ms": 1}
+        with codec_of(False):  # a Lambda function keeps the standard codec
+            summary = self.worker(event, Context())
+        self.settle()
+        return bool(summary["batches"])
+
+
+# -- eager --------------------------------------------------------------------------------------
+
+
+class Eager(Path):
+    """kindling.testing.eager: every job runs inline when sent, outcomes in a memory store."""
+
+    name = "eager"
+
+    def __init__(self) -> None:
+        super().__init__()
+        from kindling.testing import eager
+
+        self._context = eager()
+        self.session = self._context.__enter__()
+
+    def producer(self):
+        return None  # dispatch sends to the eager session itself
+
+    def send(self, calls: list) -> list[str]:
+        return [self.session.run(call, tasks.registry).id for call in calls]
+
+    def round(self) -> bool:
+        return False
+
+    def store(self):
+        return self.session.store
+
+    def record(self, key: str) -> dict | None:
+        return self.session.records.get(key)
+
+    def records(self) -> list[dict]:
+        return list(self.session.records.values())
+
+    def close(self) -> None:
+        self._context.__exit__(None, None, None)

@@ -1,0 +1,130 @@
+"""The tasks every conformance scenario runs, in a registry of their own (never the example
+worker's): each one does one thing a scenario needs, on every path alike."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+from kindling import Backoff, Retry, current_job
+from kindling.registry import Registry
+
+registry = Registry()
+task = registry.task
+
+RUNS: dict[str, int] = {}
+"""How often each key was run, in this process (every path runs its jobs in-process)."""
+_lock = threading.Lock()
+
+
+def ran(key: str) -> None:
+    with _lock:
+        RUNS[key] = RUNS.get(key, 0) + 1
+
+
+@task(name="c.add")
+def add(a, b):
+    return a + b
+
+
+@task(name="c.echo")
+def echo(value):
+    return value
+
+
+@task(name="c.total")
+def total(values: list) -> int:
+    return sum(values)
+
+
+@task(name="c.fail")
+def fail(message: str = "always"):
+    raise RuntimeError(message)
+
+
+@task(name="c.flaky")
+def flaky(failures: int = 1) -> int:
+    """Fails its first ``failures`` attempts, then returns the attempt that succeeded."""
+    attempt = current_job().attempt
+    if attempt <= failures:
+        raise RuntimeError(f"attempt {attempt} fails")
+    return attempt
+
+
+@task(name="c.backoff", backoff=Backoff(base=7, factor=2, max=3600, jitter=False))
+def backoff_fail():
+    raise RuntimeError("fails with a fixed backoff")
+
+
+@task(name="c.retry_after")
+def retry_after(seconds: int = 42) -> int:
+    attempt = current_job().attempt
+    if attempt == 1:
+        raise Retry(after=seconds)
+    return attempt
+
+
+@task(name="c.retry_on", retry_on=(ConnectionError,))
+def retry_on(kind: str) -> int:
+    """Raises ``kind`` (``connection`` or ``value``) on the first attempt."""
+    attempt = current_job().attempt
+    if attempt == 1:
+        raise ConnectionError("retried") if kind == "connection" else ValueError("not retried")
+    return attempt
+
+
+@task(name="c.no_retry_on", no_retry_on=(ValueError,))
+def no_retry_on():
+    raise ValueError("never retried")
+
+
+@task(name="c.slow", timeout=0.2)
+def slow(seconds: float = 1.0) -> None:
+    time.sleep(seconds)
+
+
+@task(name="c.count")
+def count(key: str) -> str:
+    ran(key)
+    return key
+
+
+@task(name="c.count_again", skip_succeeded=False)
+def count_again(key: str) -> str:
+    ran(key)
+    return key
+
+
+@task(name="c.size")
+def size(data: str) -> int:
+    return len(data)
+
+
+@task(name="c.big")
+def big(n: int) -> str:
+    return "x" * n
+
+
+def _deep(depth: int):
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+EDGE_VALUES = {
+    "nan": lambda: float("nan"),
+    "inf": lambda: float("inf"),
+    "int_2_70": lambda: 2**70,
+    "int_keys": lambda: {1: "a"},
+    "datetime": lambda: dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+    "nested_200": lambda: _deep(200),
+    "nested_2000": lambda: _deep(2000),
+}
+
+
+@task(name="c.make")
+def make(kind: str):
+    """Returns the edge value named ``kind`` (the results' side of the edges)."""
+    return EDGE_VALUES[kind]()

@@ -1,0 +1,98 @@
+"""Success, failure, retries and their timing, time limits and death: one table, every path.
+
+The expected delays are README's: a task's ``Backoff``, else ``Retry(after=)``, else the
+deployed default (the template's ``RetryDelay``, 5 s, doubling per attempt).
+"""
+
+from __future__ import annotations
+
+import pytest
+from conformance import tasks
+from conformance.grid import cells, differences
+
+
+def success(path):
+    job = path.enqueue(tasks.add, 1, 2)
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def default_retry_delay(path):
+    job = path.enqueue(tasks.fail, "no options")
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def retry_then_success(path):
+    job = path.enqueue(tasks.flaky, 1)
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def backoff(path):
+    job = path.enqueue(tasks.backoff_fail)
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def retry_after(path):
+    job = path.enqueue(tasks.retry_after, 42)
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def retry_on_listed(path):
+    job = path.enqueue(tasks.retry_on, "connection")
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def retry_on_unlisted(path):
+    job = path.enqueue(tasks.retry_on, "value")
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def no_retry_on(path):
+    job = path.enqueue(tasks.no_retry_on)
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def dead_after_max_attempts(path):
+    job = path.enqueue(tasks.fail, "last words", max_attempts=2)
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def timeout(path):
+    job = path.enqueue(tasks.slow, 1.0, max_attempts=1)
+    path.run_until_settled()
+    return path.observe(job)
+
+
+OK = {"error": None, "dead_letter": False}
+SCENARIOS = {
+    "success": (success, dict(OK, status="succeeded", attempts=1, result=3, delays=[])),
+    "default_retry_delay": (default_retry_delay, {"status": "dead", "attempts": 3, "error": "RuntimeError",
+                                                  "result": None, "delays": [5, 10], "dead_letter": True}),
+    "retry_then_success": (retry_then_success, dict(OK, status="succeeded", attempts=2, result=2, delays=[5])),
+    "backoff": (backoff, {"status": "dead", "attempts": 3, "error": "RuntimeError", "result": None,
+                          "delays": [7, 14], "dead_letter": True}),
+    "retry_after": (retry_after, dict(OK, status="succeeded", attempts=2, result=2, delays=[42])),
+    "retry_on_listed": (retry_on_listed, dict(OK, status="succeeded", attempts=2, result=2, delays=[5])),
+    "retry_on_unlisted": (retry_on_unlisted, {"status": "dead", "attempts": 1, "error": "ValueError", "result": None,
+                                              "delays": [], "dead_letter": True}),
+    "no_retry_on": (no_retry_on, {"status": "dead", "attempts": 1, "error": "ValueError", "result": None,
+                                  "delays": [], "dead_letter": True}),
+    "dead_after_max_attempts": (dead_after_max_attempts, {"status": "dead", "attempts": 2, "error": "RuntimeError",
+                                                          "result": None, "delays": [5], "dead_letter": True}),
+    "timeout": (timeout, {"status": "dead", "attempts": 1, "error": "JobTimeout", "result": None, "delays": [],
+                          "dead_letter": True}),
+}
+
+
+@pytest.mark.parametrize(("path_name", "scenario"), cells(SCENARIOS))
+def test_every_path_records_the_same_outcome(path, path_name, scenario):
+    run, expected = SCENARIOS[scenario]
+    assert differences(run(path), expected) == {}
