@@ -549,8 +549,10 @@ class StreamDrain(_Stream):
                  "visibility_ms": STREAM_VISIBILITY_MS, "horizon_ms": 1, "block_ms": 1}
         with codec_of(False):  # a Lambda function keeps the standard codec
             summary = self.worker(event, Context())
+        if not summary["batches"]:
+            return False
         self.settle()
-        return bool(summary["batches"])
+        return True
 
 
 # -- eager --------------------------------------------------------------------------------------

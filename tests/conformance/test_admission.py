@@ -1,0 +1,129 @@
+"""What a worker does before running a job: rejected bodies, signatures, duplicates,
+revokes, jobs not due yet, deliveries that never finished. One table, every path."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conformance import paths, tasks
+from conformance.grid import cells, differences
+from kindling.envelope import encode_job, new_job
+
+
+def _records(path) -> list[tuple]:
+    """Every record the path wrote: (status, error type), sorted."""
+    return sorted((r.get("status"), (r.get("error") or {}).get("type")) for r in path.records())
+
+
+def _raw(path, body: bytes, signature="sign") -> dict:
+    path.enqueue_raw(body, signature)
+    path.run_until_settled()
+    return {"records": _records(path)}
+
+
+def not_json(path):
+    return _raw(path, b"{not json")
+
+
+def unknown_task(path):
+    return _raw(path, encode_job(new_job("c.no_such_task")))
+
+
+def wrong_arguments(path):
+    return _raw(path, encode_job(new_job("c.add", [1], {"c": 2})))
+
+
+def bad_signature(path):
+    return _raw(path, encode_job(new_job("c.add", [1, 2])), signature="v1:k1:bm90IGEgc2lnbmF0dXJl")
+
+
+def unsigned(path):
+    return _raw(path, encode_job(new_job("c.add", [1, 2])), signature=None)
+
+
+def unsigned_delivered_too_often(path):
+    path.enqueue_raw(encode_job(new_job("c.add", [1, 2])), signature=None)
+    path.crash(path.crashes_to_exhaust)
+    path.run_until_settled()
+    return {"records": _records(path)}
+
+
+def delivered_too_often(path):
+    job = path.enqueue(tasks.add, 1, 2)
+    path.crash(path.crashes_to_exhaust)
+    path.run_until_settled()
+    seen = path.observe(job)
+    return {k: seen[k] for k in ("status", "error", "result", "dead_letter")}
+
+
+def duplicate_skipped(path):
+    key = f"dup-{time.monotonic_ns()}"
+    ids = [path.enqueue(tasks.count, key, job_id=key) for _ in range(2)]
+    path.run_until_settled()
+    path.enqueue(tasks.count, key, job_id=key)
+    path.run_until_settled()
+    seen = path.observe(ids[0])
+    return {"runs": tasks.RUNS.get(key, 0), "status": seen["status"], "attempts": seen["attempts"]}
+
+
+def duplicate_run_again(path):
+    key = f"again-{time.monotonic_ns()}"
+    path.enqueue(tasks.count_again, key, job_id=key)
+    path.run_until_settled()
+    path.enqueue(tasks.count_again, key, job_id=key)
+    path.run_until_settled()
+    return {"runs": tasks.RUNS.get(key, 0), "status": path.observe(key)["status"]}
+
+
+def revoked_before_running(path):
+    key = f"revoked-{time.monotonic_ns()}"
+    path.revoke(key, tasks.count.name)
+    path.enqueue(tasks.count, key, job_id=key)
+    path.run_until_settled()
+    return {"runs": tasks.RUNS.get(key, 0), "status": path.observe(key)["status"]}
+
+
+def not_before_ahead(path):
+    job = new_job("c.add", [1, 2], not_before=int(time.time() * 1000) + 3_600_000)
+    path.enqueue_raw(encode_job(job))
+    path.run_until_settled()
+    seen = path.observe(job.id)
+    return {k: seen[k] for k in ("status", "attempts", "delays")}
+
+
+def delay_past_sqs_maximum(path):
+    job = path.enqueue(tasks.add, 1, 2, delay=3600)
+    path.run_until_settled()
+    seen = path.observe(job)
+    return {k: seen[k] for k in ("status", "attempts")}
+
+
+REJECTED = {"records": [("rejected", "InvalidJob")]}
+SCENARIOS = {
+    "rejected_not_json": (not_json, REJECTED, False),
+    "rejected_unknown_task": (unknown_task, REJECTED, False),
+    "rejected_wrong_arguments": (wrong_arguments, REJECTED, False),
+    "rejected_bad_signature": (bad_signature, {"records": [("rejected", "InvalidJob")]}, True),
+    "rejected_unsigned": (unsigned, {"records": [("rejected", "InvalidJob")]}, True),
+    "rejected_unsigned_delivered_too_often": (unsigned_delivered_too_often,
+                                              {"records": [("rejected", "InvalidJob")]}, True),
+    "dead_delivered_too_often": (delivered_too_often, {"status": "dead", "error": "TooManyDeliveries", "result": None,
+                                                       "dead_letter": True}, False),
+    "duplicate_skipped": (duplicate_skipped, {"runs": 1, "status": "succeeded", "attempts": 1}, False),
+    "duplicate_run_again_without_skip_succeeded": (duplicate_run_again, {"runs": 2, "status": "succeeded"}, False),
+    "revoked_before_running": (revoked_before_running, {"runs": 0, "status": "revoked"}, False),
+    "not_before_ahead": (not_before_ahead, {"status": None, "attempts": 0, "delays": [3600]}, False),
+    "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": None, "attempts": 0}, False),
+}
+
+
+@pytest.mark.parametrize(("path_name", "scenario"), cells(SCENARIOS))
+def test_every_path_admits_jobs_alike(request, path_name, scenario):
+    run, expected, signing = SCENARIOS[scenario]
+    path = request.getfixturevalue("signed_path" if signing else "path")
+    try:
+        observed = run(path)
+    except paths.NotApplicable as exc:
+        pytest.fail(f"not applicable: {exc}")
+    assert differences(observed, expected) == {}
