@@ -479,10 +479,14 @@ class _Stream(Path):
 
         return DynamoResultStore(self.table)
 
-    def record(self, key: str) -> dict | None:
+    def results_reader(self):
+        """What a stream producer's handles read through (it has no results table of its own)."""
         from kindling.client import Client
 
-        return Client("unused", self.table).record(key)
+        return Client("unused", self.table)
+
+    def record(self, key: str) -> dict | None:
+        return self.results_reader().record(key)
 
     def records(self) -> list[dict]:
         return _Sqs.records(self._dynamo)

@@ -32,7 +32,7 @@ def chain_succeeds(path):
 def chain_with_failing_step(path):
     handle = chain(tasks.add.s(1, 2), tasks.fail.s().set(max_attempts=1), tasks.add.s(10)).delay()
     path.run_until_settled()
-    return {"statuses": [_status(path, i) for i in handle.ids]}
+    return {"statuses": [_status(path, i) for i in handle.ids], "handle": _raised(path, handle)}
 
 
 def chord_succeeds(path):
@@ -46,7 +46,19 @@ def chord_with_failing_member(path):
     handle = group([tasks.add.s(1, 1), tasks.fail.s().set(max_attempts=1)]).then(tasks.total.s()).delay()
     path.run_until_settled()
     chord = path.record(f"chord#{handle.id}") or {}
-    return {"chord": chord.get("status"), "callback": _status(path, f"{handle.id}.then")}
+    return {"chord": chord.get("status"), "callback": _status(path, f"{handle.id}.then"), "handle": _raised(path, handle)}
+
+
+def _raised(path, handle) -> str | None:
+    """What the handle's result() raises once the canvas has failed (JobFailed at once).
+    A stream producer reads no results table: its handles are given a reader, as README says."""
+    if path.name.startswith("stream"):
+        handle.reader = path.results_reader()
+    try:
+        handle.result(timeout=0.5)
+    except Exception as exc:  # noqa: BLE001 - the type is the observation
+        return type(exc).__name__
+    return None
 
 
 def large_argument(path):
@@ -109,9 +121,11 @@ def _returned(value):
 
 SCENARIOS = {
     "chain_succeeds": (chain_succeeds, {"statuses": ["succeeded", "succeeded"], "result": 13}),
-    "chain_with_failing_step": (chain_with_failing_step, {"statuses": ["succeeded", "dead", None]}),
+    "chain_with_failing_step": (chain_with_failing_step, {"statuses": ["succeeded", "dead", None],
+                                                           "handle": "JobFailed"}),
     "chord_succeeds": (chord_succeeds, {"chord": "completed", "callback": 6}),
-    "chord_with_failing_member": (chord_with_failing_member, {"chord": "dead", "callback": None}),
+    "chord_with_failing_member": (chord_with_failing_member, {"chord": "dead", "callback": None,
+                                                               "handle": "JobFailed"}),
     "large_argument": (large_argument, {"status": "succeeded", "result": 1_100_000, "error": None}),
     "large_result": (large_result, {"status": "succeeded", "error": None,
                                     "result": hashlib.sha256(b"x" * 400_000).hexdigest()[:12]}),
