@@ -46,7 +46,8 @@ def chord_with_failing_member(path):
     handle = group([tasks.add.s(1, 1), tasks.fail.s().set(max_attempts=1)]).then(tasks.total.s()).delay()
     path.run_until_settled()
     chord = path.record(f"chord#{handle.id}") or {}
-    return {"chord": chord.get("status"), "callback": _status(path, f"{handle.id}.then"), "handle": _raised(path, handle)}
+    return {"chord": chord.get("status"), "callback": _status(path, f"{handle.id}.then"),
+            "handle": _raised(path, handle)}
 
 
 def _raised(path, handle) -> str | None:
@@ -82,7 +83,7 @@ def _argument(kind):
     def run(path):
         try:
             job = path.enqueue(tasks.echo, tasks.EDGE_VALUES[kind]())
-        except (TypeError, ValueError, OverflowError) as exc:  # noqa: F841 - refused by the producer
+        except (TypeError, ValueError, OverflowError):  # refused by the producer
             return {"refused": True}
         path.run_until_settled()
         seen = path.observe(job)
