@@ -25,21 +25,18 @@ to them (:mod:`kindling.payloads`); without a bucket it is refused with
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kindling import codec
-from kindling.backoff import compute_backoff
 from kindling.envelope import Job, encode_job, new_job
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
 from kindling.handles import JobHandle, wait_result
-from kindling.payloads import SIGNATURE_BYTES, SQS_DEFAULT_MAX_BYTES
+from kindling.payloads import SIGNATURE_BYTES
 from kindling.registry import Task
 from kindling.results import from_item
 from kindling.routing import parse_queues, queue_name, resolve
 
-SQS_MAX_BATCH = 10
 SQS_MAX_DELAY = 900
 
 
@@ -135,12 +132,9 @@ class Client:
         little sooner than they must, and the send itself reports what is wrong, per job."""
         limit = self._max_bytes.get(url)
         if limit is None:
-            try:
-                response = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
-                value = str(response.get("Attributes", {}).get("MaximumMessageSize", ""))
-            except Exception:  # noqa: BLE001 - boto3's errors and transport failures alike
-                value = ""
-            limit = self._max_bytes[url] = int(value) if value.isdigit() else SQS_DEFAULT_MAX_BYTES
+            from kindling.sqs_send import queue_max_bytes
+
+            limit = self._max_bytes[url] = queue_max_bytes(self.sqs, url)
         return limit
 
     @property
@@ -170,12 +164,16 @@ class Client:
         MaximumMessageSize per call (arguments over it go to S3 one job at a time, first).
 
         ``calls`` holds :class:`Call` objects or ``(task, args, kwargs)`` tuples; jobs routed
-        to different queues go in different batches. Up to
-        ``concurrency`` batches are in flight at once (boto3 clients are thread-safe and
-        keep 10 connections per host); the handles come back in the order of ``calls``.
+        to different queues go in different batches. On a FIFO queue each message group
+        reaches the queue in the order of ``calls``: its batches go one after the other, and
+        only batches of different groups (or of a standard queue) go at once, up to
+        ``concurrency`` (boto3 clients are thread-safe and keep 10 connections per host;
+        :mod:`kindling.sqs_send`). The handles come back in the order of ``calls``.
         Entries SQS refuses with a server-side error are retried with backoff; if any still
         fail (or SQS refuses them as invalid), :class:`EnqueueError` names them and carries
-        the handles of the jobs that were sent. Nothing is dropped silently.
+        the handles of the jobs that were sent; a FIFO group's jobs after one not sent are
+        not sent either, so the group can be sent again from there in order. Nothing is
+        dropped silently.
 
         Example::
 
@@ -190,24 +188,18 @@ class Client:
         by_queue: dict[str, list] = {}
         for item in prepared:
             by_queue.setdefault(item[3], []).append(item)
-        chunks = [(url, chunk) for url, items in by_queue.items()
-                  for chunk in _chunks(items, self.max_message_bytes_of(url))]
-        if concurrency > 1 and len(chunks) > 1:
-            from concurrent.futures import ThreadPoolExecutor
+        from kindling import sqs_send
 
-            _ = self.sqs  # create the boto3 client once, before the threads race to
-            with ThreadPoolExecutor(min(concurrency, len(chunks)), thread_name_prefix="kindling-enqueue") as pool:
-                results = list(pool.map(lambda c: self._send_batch(*c), chunks))
-        else:
-            results = [self._send_batch(*chunk) for chunk in chunks]
-        order = {id(item[0]): n for n, item in enumerate(prepared)}
-        ok_jobs: list[Job] = []
+        accepted: dict[str, str] = {}
         failed: dict[str, str] = {}
-        for ok, bad in results:
-            ok_jobs.extend(ok)
+        # Queue by queue, each FIFO group in call order (kindling.sqs_send).
+        for url, items in by_queue.items():
+            ok, bad = sqs_send.send(self.sqs, url, [(job.id, body, options) for job, body, options, _ in items],
+                                    max_bytes=self.max_message_bytes_of(url), max_attempts=self.max_send_attempts,
+                                    concurrency=concurrency, sleep=lambda attempt: _sleep(attempt))
+            accepted.update(ok)
             failed.update(bad)
-        ok_jobs.sort(key=lambda j: order[id(j)])
-        sent = [JobHandle(j.id, j.task, self) for j in ok_jobs]
+        sent = [JobHandle(job.id, job.task, self) for job, _, _, _ in prepared if job.id in accepted]
         if failed:
             raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed, sent=sent)
         return sent
@@ -256,42 +248,6 @@ class Client:
         job, body = payloads.fit(job, limit, self.payload_bucket, lambda: self.s3)
         return job, body.decode()
 
-    def _send_batch(self, url: str, chunk: list[tuple[Job, str, dict, str]]) -> tuple[list[Job], dict[str, str]]:
-        pending = {str(i): item for i, item in enumerate(chunk)}
-        ok: list[Job] = []
-        failed: dict[str, str] = {}
-        trace = _trace_attribute()
-        for attempt in range(self.max_send_attempts):
-            entries = []
-            for key, (_job, body, options, _url) in pending.items():
-                entries.append({"Id": key, "MessageBody": body, **options, **trace})
-            try:
-                response = self.sqs.send_message_batch(QueueUrl=url, Entries=entries)
-            except Exception as exc:  # noqa: BLE001 - transport/throttling: retry the whole chunk
-                if attempt == self.max_send_attempts - 1:
-                    failed.update({job.id: f"{type(exc).__name__}: {exc}" for job, _, _, _ in pending.values()})
-                    return ok, failed
-                _sleep(attempt)
-                continue
-            for entry in response.get("Successful", []):
-                ok.append(pending.pop(entry["Id"])[0])
-            retry = {}
-            for entry in response.get("Failed", []):
-                job = pending[entry["Id"]][0]
-                reason = f"{entry.get('Code')}: {entry.get('Message', '')}"
-                if entry.get("SenderFault"):
-                    failed[job.id] = reason
-                else:
-                    retry[entry["Id"]] = pending[entry["Id"]]
-                    failed[job.id] = reason  # cleared below if a retry succeeds
-            pending = retry
-            if not pending:
-                break
-            _sleep(attempt)
-        for job in ok:
-            failed.pop(job.id, None)
-        return ok, failed
-
     # -- reading results -------------------------------------------------------------
 
     def record(self, job_id: str) -> dict | None:
@@ -329,20 +285,6 @@ class Client:
         return wait_result(self, job_id, timeout)
 
 
-def _chunks(prepared: list[tuple[Job, str, dict, str]], max_bytes: int):
-    chunk, size = [], 0
-    for item in prepared:
-        n = len(item[1].encode()) + sum(len(name) + len(a["DataType"]) + len(a["StringValue"])
-                                        for name, a in item[2].get("MessageAttributes", {}).items())
-        if chunk and (len(chunk) == SQS_MAX_BATCH or size + n > max_bytes):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(item)
-        size += n
-    if chunk:
-        yield chunk
-
-
 def _fifo_options(job: Job, group: str) -> dict:
     """A FIFO queue's send parameters for ``job`` in message group ``group``."""
     # The send's own id: a retried SendMessageBatch entry is dropped as a copy, yet a job
@@ -351,13 +293,12 @@ def _fifo_options(job: Job, group: str) -> dict:
 
 
 def _trace_attribute() -> dict:
-    """The caller's X-Ray trace (``_X_AMZN_TRACE_ID``, set by Lambda and X-Ray's SDKs) as SQS's
-    ``AWSTraceHeader`` system attribute, so the worker's lines and records carry it."""
-    header = os.environ.get("_X_AMZN_TRACE_ID")
-    if not header:
-        return {}
-    return {"MessageSystemAttributes": {"AWSTraceHeader": {"DataType": "String", "StringValue": header}}}
+    from kindling.sqs_send import trace_attribute
+
+    return trace_attribute()
 
 
 def _sleep(attempt: int) -> None:
-    time.sleep(compute_backoff(attempt + 1, base=0.05, cap=2.0))
+    from kindling.sqs_send import backoff_sleep
+
+    backoff_sleep(attempt)

@@ -143,8 +143,12 @@ def _move_task(stack: Stack, max_per_second: int | None, progress, poll_s: float
 
 
 def _move_by_hand(stack: Stack, progress) -> dict:
+    from kindling import sqs_send
+
     moved = 0
+    status = "COMPLETED"
     queue = stack.need_queue()
+    max_bytes = sqs_send.queue_max_bytes(stack.sqs, queue)
     while True:
         messages = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=60,
                                              WaitTimeSeconds=stack.receive_wait_s,
@@ -152,27 +156,28 @@ def _move_by_hand(stack: Stack, progress) -> dict:
                                              MessageAttributeNames=["All"]).get("Messages", [])
         if not messages:
             break
-        entries = []
-        for n, m in enumerate(messages):
-            # A FIFO DLQ's message goes back to its queue in its own group.
-            entry = {"Id": str(n), "MessageBody": m["Body"],
-                     **fifo_move(m["MessageId"], m.get("Attributes", {}).get("MessageGroupId"))}
+        outgoing = []
+        for m in messages:
+            # A FIFO DLQ's message goes back to its queue in its own group, body and
+            # attributes (its signature among them) as they are.
+            options = fifo_move(m["MessageId"], m.get("Attributes", {}).get("MessageGroupId"))
             if m.get("MessageAttributes"):
-                entry["MessageAttributes"] = m["MessageAttributes"]
-            entries.append(entry)
-        sent = stack.sqs.send_message_batch(QueueUrl=queue, Entries=entries).get("Successful", [])
-        done = [messages[int(e["Id"])] for e in sent]
-        if done:
+                options["MessageAttributes"] = m["MessageAttributes"]
+            outgoing.append((m["MessageId"], m["Body"], options))
+        accepted, _ = sqs_send.send(stack.sqs, queue, outgoing, max_bytes=max_bytes, trace=False)
+        done = [m for m in messages if m["MessageId"] in accepted]
+        for start in range(0, len(done), 10):
             stack.sqs.delete_message_batch(QueueUrl=stack.dlq_url, Entries=[
-                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done)])
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done[start:start + 10])])
         moved += len(done)
         progress(f"moved {moved}")
         if len(done) < len(messages):
             _release(stack, [m for m in messages if m not in done])
             left = len(messages) - len(done)
             progress(f"{left} message(s) were not accepted by the jobs queue; they stay in the DLQ")
+            status = "INCOMPLETE"
             break
-    return {"moved": moved, "method": "receive/send/delete", "status": "COMPLETED"}
+    return {"moved": moved, "method": "receive/send/delete", "status": status}
 
 
 def _revive_pass(stack: Stack, progress) -> tuple[int, int]:

@@ -297,7 +297,8 @@ def _send(stack: Stack, job_id: str, body: str, *, group: str | None = None) -> 
     """Send the job in ``body`` again: the whole envelope as it was (id, arguments or their S3
     pointer, options, chain, chord membership) with a new ``enqueued_at``, in its FIFO message
     ``group`` if it had one, with the caller's X-Ray trace; return the new message's id."""
-    from kindling.client import _fifo_options, _trace_attribute
+    from kindling import sqs_send
+    from kindling.client import _fifo_options
     from kindling.envelope import encode_job, now_ms, replace
 
     try:
@@ -308,10 +309,14 @@ def _send(stack: Stack, job_id: str, body: str, *, group: str | None = None) -> 
     if job.id != job_id:
         raise RetryRefused(f"job {job_id}: its message names job {job.id}")
     body = encode_job(again).decode()
-    fifo = _fifo_options(again, group) if group else {}
-    response = stack.sqs.send_message(QueueUrl=stack.need_queue(), MessageBody=body, **fifo, **_trace_attribute(),
-                                      **stack.signature_attributes(stack.need_queue(), body))
-    return response["MessageId"]
+    url = stack.need_queue()
+    options = {**(_fifo_options(again, group) if group else {}), **stack.signature_attributes(url, body)}
+    accepted, failed = sqs_send.send(stack.sqs, url, [(job_id, body, options)], max_bytes=len(body.encode()),
+                                     concurrency=1)
+    if job_id not in accepted:
+        raise RetryRefused(f"job {job_id}: {stack.queue_name!r} did not accept it ({failed.get(job_id)}); its "
+                           "message stays in the dead-letter queue: run the retry again")
+    return accepted[job_id]
 
 
 def _delete(stack: Stack, messages: list[dict]) -> None:
