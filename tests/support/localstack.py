@@ -43,3 +43,13 @@ def running() -> Iterator[dict[str, str]]:
     finally:
         if started:
             ctl(CTL, "stop", timeout=60)
+
+
+def env_if_healthy() -> dict[str, str] | None:
+    """The AWS_* variables that point boto3 at a LocalStack already healthy on :func:`port`
+    (what ``ctl env`` prints), or ``None``: for tests that make their own queues and tables
+    and must never start or stop a LocalStack others share."""
+    if not healthy(port()):
+        return None
+    return {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port()}", "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
