@@ -108,20 +108,48 @@ class Stack:
         first = [self] if self.queue_url else []
         return first + [self.on_queue(name) for name in self.queues]
 
+    @property
+    def signing(self):
+        """The deployment's signing keys (a :class:`kindling.signed.Keyring` read with this
+        session) when ``KINDLING_SIGNING_SECRET`` names them, else ``None``: this operator can
+        then neither sign a job nor check a signature."""
+        secret = os.environ.get("KINDLING_SIGNING_SECRET", "")
+        if not secret:
+            return None
+        if self._keyring is None or self._keyring.secret != secret:
+            from kindling.signed import Keyring, boto3_fetch
+
+            self._keyring = Keyring(secret, fetch=boto3_fetch(self.session))
+        return self._keyring
+
+    def _keys(self, use):
+        try:
+            return use(self.signing)
+        except Exception as exc:  # noqa: BLE001 - boto3's errors, a malformed key set: say which and why
+            raise OpsError(f"cannot read the signing keys ({os.environ.get('KINDLING_SIGNING_SECRET')}): "
+                           f"{type(exc).__name__}: {exc}") from None
+
     def signature_attributes(self, queue_url: str, body: str) -> dict:
         """``MessageAttributes`` signing ``body`` for ``queue_url`` when the deployment signs
         jobs (``KINDLING_SIGNING_SECRET``, read with this session), else none: a job sent
         again by an operator must pass the worker's check like a producer's."""
-        secret = os.environ.get("KINDLING_SIGNING_SECRET", "")
-        if not secret:
+        if self.signing is None:
             return {}
         from kindling import jobsig
-        from kindling.signed import Keyring, boto3_fetch
 
-        if self._keyring is None:
-            self._keyring = Keyring(secret, fetch=boto3_fetch(self.session))
-        value = self._keyring.sign(jobsig.sqs_destination(queue_url), body)
+        value = self._keys(lambda keyring: keyring.sign(jobsig.sqs_destination(queue_url), body))
         return {"MessageAttributes": {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}}
+
+    def signature_problem(self, queue_url: str, body: str, signature: str | None) -> str | None:
+        """Why ``body`` with ``signature`` would not pass the worker of ``queue_url``, or
+        ``None`` if it would (:func:`kindling.jobsig.verify`). Needs :attr:`signing`."""
+        from kindling import jobsig
+
+        keys = self._keys(lambda keyring: keyring.keys())
+        key_id = jobsig.key_id_of(signature)
+        if key_id is not None and key_id not in keys:  # rotated in since the keys were read
+            keys = self._keys(lambda keyring: (keyring.load(force=True), keyring.keys())[1])
+        return jobsig.verify(keys, jobsig.sqs_destination(queue_url), body, signature)
 
     @property
     def session(self):

@@ -297,8 +297,10 @@ def _dlq_redrive(ns) -> int:
 
     report = redrive(_queue_stack(ns), revive_dead=not ns.no_revive, max_per_second=ns.max_per_second,
                      progress=lambda line: print(line, flush=True))
-    print(f"done ({report['method']}): moved {report['moved']}, revived {report['revived']}")
-    return 0 if report["status"] == "COMPLETED" else 1
+    print(f"done ({report['method']}): moved {report['moved']}, revived {report['revived']}"
+          + (f", {report['revive_refused']} not revived" if report["revive_refused"] else "")
+          + (f", {report['left']} left in the DLQ" if report.get("left") else ""))
+    return 0 if report["status"] == "COMPLETED" and not report["revive_refused"] else 1
 
 
 def _ops_error(message: str):

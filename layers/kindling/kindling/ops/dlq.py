@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import time
 
-from kindling.ops import Stack
+from kindling.ops import OpsError, Stack
 from kindling.ops.query import REVIVE_PREFIX
-from kindling.ops.revive import RetryRefused, message_job_id, reopen_chord, revive
+from kindling.ops.revive import RetryRefused, message_job_id, message_problem, reopen_chord, revive, trusted_job_id
 from kindling.results import from_item
 from kindling.sqs import fifo_move
 from kindling.status import REVIVABLE
@@ -86,7 +86,11 @@ def redrive(stack: Stack, *, revive_dead: bool = True, max_per_second: int | Non
     ``{"revived", "moved", "method", "status"}``."""
     report = {"revived": 0, "revive_refused": 0, "moved": 0, "method": None, "status": None}
     if revive_dead:
-        report["revived"], report["revive_refused"] = _revive_pass(stack, progress)
+        report["revived"], report["revive_refused"], refused = _revive_pass(stack, progress)
+        if refused and move_task:  # the move task would take them too: they stay, so move the rest by hand
+            progress(f"{refused} message(s) failed the signature check and stay in the DLQ: moving the others by "
+                     "hand (ReceiveMessage, SendMessageBatch, DeleteMessageBatch)")
+            move_task = False
     if move_task:
         try:
             report.update(_move_task(stack, max_per_second, progress, poll_s, timeout_s))
@@ -143,52 +147,95 @@ def _move_task(stack: Stack, max_per_second: int | None, progress, poll_s: float
 
 
 def _move_by_hand(stack: Stack, progress) -> dict:
+    """Receive, send to the queue, delete what it accepted. Messages are moved as they are
+    (bodies and signatures); with the signing keys, one that fails the worker's check stays
+    in the DLQ (hidden until the end, then released), reported."""
     from kindling import sqs_send
 
     moved = 0
     status = "COMPLETED"
     queue = stack.need_queue()
     max_bytes = sqs_send.queue_max_bytes(stack.sqs, queue)
-    while True:
-        messages = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=60,
-                                             WaitTimeSeconds=stack.receive_wait_s,
-                                             MessageSystemAttributeNames=["MessageGroupId"],
-                                             MessageAttributeNames=["All"]).get("Messages", [])
-        if not messages:
-            break
-        outgoing = []
-        for m in messages:
-            # A FIFO DLQ's message goes back to its queue in its own group, body and
-            # attributes (its signature among them) as they are.
-            options = fifo_move(m["MessageId"], m.get("Attributes", {}).get("MessageGroupId"))
-            if m.get("MessageAttributes"):
-                options["MessageAttributes"] = m["MessageAttributes"]
-            outgoing.append((m["MessageId"], m["Body"], options))
-        accepted, _ = sqs_send.send(stack.sqs, queue, outgoing, max_bytes=max_bytes, trace=False)
-        done = [m for m in messages if m["MessageId"] in accepted]
-        for start in range(0, len(done), 10):
-            stack.sqs.delete_message_batch(QueueUrl=stack.dlq_url, Entries=[
-                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done[start:start + 10])])
-        moved += len(done)
-        progress(f"moved {moved}")
-        if len(done) < len(messages):
-            _release(stack, [m for m in messages if m not in done])
-            left = len(messages) - len(done)
-            progress(f"{left} message(s) were not accepted by the jobs queue; they stay in the DLQ")
-            status = "INCOMPLETE"
-            break
-    return {"moved": moved, "method": "receive/send/delete", "status": status}
+    check = stack.signing is not None
+    left: dict[str, dict] = {}
+    try:
+        while True:
+            messages = stack.sqs.receive_message(
+                QueueUrl=stack.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=60,
+                WaitTimeSeconds=stack.receive_wait_s, MessageSystemAttributeNames=["MessageGroupId"],
+                MessageAttributeNames=["All"]).get("Messages", [])
+            fresh = [m for m in messages if m["MessageId"] not in left]
+            for m in messages:
+                if m["MessageId"] in left:
+                    left[m["MessageId"]] = m  # its newest receipt handle, to release it with
+            if not fresh:
+                break
+            outgoing = []
+            for m in fresh:
+                problem = message_problem(stack, m) if check else None
+                if problem:
+                    left[m["MessageId"]] = m
+                    progress(f"not moved: {problem}")
+                    continue
+                # A FIFO DLQ's message goes back to its queue in its own group, body and
+                # attributes (its signature among them) as they are.
+                options = fifo_move(m["MessageId"], m.get("Attributes", {}).get("MessageGroupId"))
+                if m.get("MessageAttributes"):
+                    options["MessageAttributes"] = m["MessageAttributes"]
+                outgoing.append((m["MessageId"], m["Body"], options))
+            accepted, _ = sqs_send.send(stack.sqs, queue, outgoing, max_bytes=max_bytes, trace=False)
+            done = [m for m in fresh if m["MessageId"] in accepted]
+            for start in range(0, len(done), 10):
+                stack.sqs.delete_message_batch(QueueUrl=stack.dlq_url, Entries=[
+                    {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done[start:start + 10])])
+            moved += len(done)
+            progress(f"moved {moved}")
+            if len(done) < len(outgoing):
+                _release(stack, [m for m in fresh if m["MessageId"] not in accepted and m["MessageId"] not in left])
+                progress(f"{len(outgoing) - len(done)} message(s) were not accepted by the jobs queue; they stay in "
+                         "the DLQ")
+                status = "INCOMPLETE"
+                break
+    finally:
+        _release(stack, list(left.values()))
+    if left:
+        status = "INCOMPLETE"
+    return {"moved": moved, "left": len(left), "method": "receive/send/delete", "status": status}
 
 
-def _revive_pass(stack: Stack, progress) -> tuple[int, int]:
+def _revive_pass(stack: Stack, progress) -> tuple[int, int, int]:
     """Revive every job in the DLQ whose record is ``dead``: the messages are received (and
     hidden) until the queue gives no new one, the records read, the dead ones revived, then
-    the messages released for the move."""
+    the messages released for the move. Returns ``(revived, not revived, messages that
+    failed the signature check)``.
+
+    A job is read from a message only once its signature is checked
+    (:func:`kindling.ops.revive.message_problem`): without the signing keys, signed messages
+    refuse the whole redrive (nothing revived, nothing moved; ``--no-revive`` moves them as
+    they are, for the worker to check); with them, a message that fails the check is
+    reported, its job not revived, and the message stays in the DLQ."""
     messages = _receive_all(stack, 1_000_000, 300)
     revived = refused = 0
+    bad = 0
     try:
-        bodies = {message_job_id(m): m["Body"] for m in messages}
-        ids = [i for i in bodies if i]
+        bodies: dict[str, str] = {}
+        for m in messages:
+            problem = message_problem(stack, m)
+            if problem and stack.signing is None:
+                signed = sum(1 for x in messages if message_problem(stack, x))
+                raise OpsError(f"{signed} message(s) in the dead-letter queue are signed: a redrive that revives "
+                               "their jobs must check their signatures first. Set KINDLING_SIGNING_SECRET to the "
+                               "deployment's signing secret, or pass --no-revive to move them as they are (the "
+                               "worker checks them itself). Nothing was revived or moved")
+            if problem:
+                bad += 1
+                refused += 1
+                progress(f"not revived: job {message_job_id(m)}: {problem}")
+                continue
+            job_id = trusted_job_id(m)
+            if job_id:
+                bodies.setdefault(job_id, m["Body"])
+        ids = list(bodies)
         records = _records(stack, ids)
         for job_id in ids:
             record = records.get(job_id)
@@ -204,7 +251,7 @@ def _revive_pass(stack: Stack, progress) -> tuple[int, int]:
     finally:
         _release(stack, messages)
     progress(f"{len(messages)} message(s) in the DLQ; revived {revived} dead job(s) as a new generation")
-    return revived, refused
+    return revived, refused, bad
 
 
 def _receive_all(stack: Stack, limit: int, hide_s: int) -> list[dict]:

@@ -68,7 +68,7 @@ from kindling.results import to_item
 from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED
 
 __all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "refuse_settled", "find_in_dlq", "RetryRefused",
-           "HISTORY"]
+           "HISTORY", "message_problem", "trusted_job_id"]
 
 HISTORY = 20  # earlier generations kept in the revive ledger
 DEFAULT_TTL_S = 14 * 86_400  # the queues' retention: a revived record outlives its message
@@ -95,6 +95,9 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
     record = get_job(stack, job_id)
     status = record.get("status") if record else None
     refuse_settled(job_id, record)
+    if status == REJECTED and str((record.get("error") or {}).get("message", "")).startswith("signature:"):
+        raise RetryRefused(f"job {job_id} was rejected for its signature ({record['error']['message']}): kindling "
+                           "does not send again a body it cannot verify; its producer must send it, signed")
     if status == REJECTED and record.get("raw") is not None:
         body = record["raw"]
         if "raw" in record.get("truncated", {}):
@@ -107,8 +110,9 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
         if target.need_queue().endswith(".fifo"):
             raise RetryRefused(f"job {job_id} was rejected and its record does not keep its FIFO message group: "
                                "send it again with its group (Call(..., group=...))")
+        message = _resend_message(target, job_id, body)
         reopen_chord(stack, body)
-        message_id = _send(target, job_id, body)
+        message_id = _send(target, job_id, message)
         return {"id": job_id, "previous_status": status, "generation": record.get("generation", 1),
                 "message_id": message_id, "source": "record", "queue": target.queue_name}
     if status == REJECTED:
@@ -136,6 +140,19 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
                                    "waits for a worker")
             raise RetryRefused(f"job {job_id}: no record and no message in {where} (looked at {seen}): it is "
                                "queued or running, or unknown")
+        # Nothing in a message is acted on before its signature is checked: its id, its
+        # chord, the job sent again. Refused ones stay in the DLQ (released below).
+        problems = {m["MessageId"]: message_problem(home, m) or (
+            None if trusted_job_id(m) == job_id else f"its message {m['MessageId']} names job {trusted_job_id(m)}")
+            for m in found}
+        trusted = [m for m in found if problems[m["MessageId"]] is None]
+        looked.append((home, [m for m in found if problems[m["MessageId"]] is not None]))
+        found = trusted
+        if not found:
+            raise RetryRefused(f"job {job_id}: " + "; ".join(dict.fromkeys(p for p in problems.values() if p)))
+        group = found[0].get("Attributes", {}).get("MessageGroupId")  # a FIFO queue's message
+        # Built (and signed) before anything changes: a job that cannot be sent is not revived.
+        message = _resend_message(home, job_id, found[0]["Body"], group=group)
         # The worker records an outcome before it moves the message, so the record read
         # before the search may predate a death the search then found: act on it as it is now.
         record = get_job(stack, job_id)
@@ -145,8 +162,7 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
         if status in REVIVABLE:
             generation = revive(stack, record)
         reopen_chord(stack, found[0]["Body"])  # before the send: its count must find the chord open
-        group = found[0].get("Attributes", {}).get("MessageGroupId")  # a FIFO queue's message
-        message_id = _send(home, job_id, found[0]["Body"], group=group)
+        message_id = _send(home, job_id, message)  # the DLQ message is deleted only once SQS has this one
         _delete(home, found)
         found = []
     finally:
@@ -293,11 +309,48 @@ def message_job_id(message: dict) -> str | None:
     return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
 
 
-def _send(stack: Stack, job_id: str, body: str, *, group: str | None = None) -> str:
-    """Send the job in ``body`` again: the whole envelope as it was (id, arguments or their S3
-    pointer, options, chain, chord membership) with a new ``enqueued_at``, in its FIFO message
-    ``group`` if it had one, with the caller's X-Ray trace; return the new message's id."""
-    from kindling import sqs_send
+def message_problem(stack: Stack, message: dict) -> str | None:
+    """Why an operator tool must not act on ``message``, received from the dead-letter queue
+    of ``stack``'s queue (read its job id, chain or chord from the body, revive its job, send
+    it again), or ``None`` if it may.
+
+    With the signing keys (``KINDLING_SIGNING_SECRET``), its signature must pass the check the
+    worker of that queue makes. Without them, a message carrying a signature is refused: it
+    can be neither checked nor signed again, and an unsigned copy would be rejected by the
+    worker, leaving the job ``queued`` for ever. An unsigned message without the keys is a
+    deployment that does not sign."""
+    from kindling import jobsig
+
+    attribute = (message.get("MessageAttributes") or {}).get(jobsig.ATTRIBUTE) or {}
+    signature = attribute.get("StringValue")
+    if stack.signing is None:
+        if signature:
+            return ("its message is signed, and this operator cannot sign a job or check a signature: set "
+                    "KINDLING_SIGNING_SECRET to the deployment's signing secret (secretsmanager:GetSecretValue "
+                    "on it); the message stays in the dead-letter queue")
+        return None
+    problem = stack.signature_problem(stack.need_queue(), message.get("Body") or "", signature)
+    if problem:
+        return f"its message {message.get('MessageId')} in the dead-letter queue fails the signature check " \
+               f"({problem}); it stays there"
+    return None
+
+
+def trusted_job_id(message: dict) -> str | None:
+    """The job id of a DLQ message :func:`message_problem` accepted: its (checked) body's,
+    never the ``kindling_job_id`` attribute, which nothing signs."""
+    try:
+        data = codec.loads(message.get("Body") or "")
+    except ValueError:
+        return None
+    return data.get("id") if isinstance(data, dict) and isinstance(data.get("id"), str) else None
+
+
+def _resend_message(stack: Stack, job_id: str, body: str, *, group: str | None = None) -> tuple[str, dict]:
+    """The message that sends the job in ``body`` again: the whole envelope as it was (id,
+    arguments or their S3 pointer, options, chain, chord membership) with a new
+    ``enqueued_at``, in its FIFO message ``group`` if it had one, signed when the deployment
+    signs. Raises :class:`RetryRefused` (or :class:`OpsError`: the keys unreadable) first."""
     from kindling.client import _fifo_options
     from kindling.envelope import encode_job, now_ms, replace
 
@@ -309,12 +362,20 @@ def _send(stack: Stack, job_id: str, body: str, *, group: str | None = None) -> 
     if job.id != job_id:
         raise RetryRefused(f"job {job_id}: its message names job {job.id}")
     body = encode_job(again).decode()
-    url = stack.need_queue()
-    options = {**(_fifo_options(again, group) if group else {}), **stack.signature_attributes(url, body)}
-    accepted, failed = sqs_send.send(stack.sqs, url, [(job_id, body, options)], max_bytes=len(body.encode()),
-                                     concurrency=1)
+    options = {**(_fifo_options(again, group) if group else {}), **stack.signature_attributes(stack.need_queue(), body)}
+    return body, options
+
+
+def _send(stack: Stack, job_id: str, message: tuple[str, dict]) -> str:
+    """Send ``message`` (:func:`_resend_message`) with the caller's X-Ray trace, through the
+    producer's pipeline (:mod:`kindling.sqs_send`); the new message's id."""
+    from kindling import sqs_send
+
+    body, options = message
+    accepted, failed = sqs_send.send(stack.sqs, stack.need_queue(), [(job_id, body, options)],
+                                     max_bytes=len(body.encode()), concurrency=1)
     if job_id not in accepted:
-        raise RetryRefused(f"job {job_id}: {stack.queue_name!r} did not accept it ({failed.get(job_id)}); its "
+        raise RetryRefused(f"job {job_id}: queue {stack.queue_name!r} did not accept it ({failed.get(job_id)}); its "
                            "message stays in the dead-letter queue: run the retry again")
     return accepted[job_id]
 
