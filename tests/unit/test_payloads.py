@@ -153,7 +153,7 @@ def _run_one(reg, s3, d, **options):
 def test_a_missing_object_is_that_jobs_clear_failure(reg, s3, bucket):
     job, d = pointer_job(s3, bucket, "size", ["abc"])
     boto3.client("s3").delete_object(Bucket=bucket, Key=job.payload["key"])
-    broken, plain = _run_one(reg, s3, d)
+    broken, plain = _run_one(reg, s3, d, payload_bucket=bucket)
     assert (broken.status, plain.status) == ("dead", "succeeded")  # no retry can bring it back
     error = broken.record["error"]
     assert error["type"] == "PayloadUnavailable"
@@ -167,7 +167,7 @@ def test_a_missing_object_is_that_jobs_clear_failure(reg, s3, bucket):
 def test_an_altered_object_is_refused(reg, s3, bucket, stored, reason):
     job, d = pointer_job(s3, bucket, "size", ["abc"])
     boto3.client("s3").put_object(Bucket=bucket, Key=job.payload["key"], Body=stored)
-    broken, plain = _run_one(reg, s3, d)
+    broken, plain = _run_one(reg, s3, d, payload_bucket=bucket)
     assert (broken.status, plain.status) == ("dead", "succeeded")
     assert reason in broken.record["error"]["message"]
 
@@ -181,7 +181,7 @@ def test_an_object_that_holds_no_fitting_arguments_is_refused(reg, s3, bucket, c
     job = new_job("size")
     ref = payloads.put(s3, bucket, "args", job.id, content)
     d = Delivery(job.id, encode_job(new_job("size", job_id=job.id, payload=ref)).decode(), 1)
-    broken, plain = _run_one(reg, s3, d)
+    broken, plain = _run_one(reg, s3, d, payload_bucket=bucket)
     assert (broken.status, plain.status) == ("dead", "succeeded")
     assert reason in broken.record["error"]["message"]
 
@@ -192,7 +192,7 @@ def test_s3_out_of_reach_is_a_failure_to_retry(reg, s3, bucket, moto_endpoint):
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     unreachable = S3Client(endpoint=f"http://127.0.0.1:{closed}", max_attempts=1)
-    broken, plain = _run_one(reg, unreachable, d)
+    broken, plain = _run_one(reg, unreachable, d, payload_bucket=bucket)
     assert (broken.status, plain.status) == ("failed", "succeeded")
     assert broken.record["error"]["type"] == "PayloadUnavailable" and broken.attempts == 1
 
@@ -290,7 +290,8 @@ def test_a_queue_that_cannot_be_asked_leaves_the_old_limit(moto_endpoint):
 @pytest.mark.parametrize(("task", "options"), [("size", {"threads": 4}), ("async_size", {}), ("size", {})])
 def test_every_way_of_running_reads_the_arguments(reg, s3, bucket, task, options):
     deliveries = [pointer_job(s3, bucket, task, ["q" * (1000 + i)])[1] for i in range(3)]
-    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, s3=s3, **options).run(deliveries)
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, s3=s3, payload_bucket=bucket,
+                      **options).run(deliveries)
     assert [(o.status, o.record.get("result")) for o in outcomes] == [("succeeded", str(1000 + i)) for i in range(3)]
 
 

@@ -8,7 +8,10 @@ record's ``result_payload``. The object is what would have been inline: for argu
 same object and a re-sent job with other arguments cannot overwrite what another copy of
 it points at.
 
-Whoever reads an object checks its size and SHA-256 against the pointer. Every failure is a
+A job's pointer comes from its producer, so the worker reads one only where a producer puts
+this job's arguments: the deployment's payload bucket, key ``args/<job id>/<sha256>``
+(:func:`fetch_arguments`); any other is refused unread, in words that say nothing about the
+object. Whoever reads an object checks its size and SHA-256 against the pointer. Every failure is a
 :class:`~kindling.errors.PayloadUnavailable` whose ``retryable`` says whether trying again
 can help (S3 throttled or unreachable) or not. Of those that cannot, the ones where the
 bytes are gone for good say so (``lost``): S3 answered ``NoSuchKey`` (deleted, or expired
@@ -52,6 +55,42 @@ def pointer_problem(value: object) -> str | None:
     return _payload_error(value)
 
 
+REFUSED_POINTER = ("the job's payload pointer does not name this job's arguments in this deployment's payload "
+                   "bucket; it was not read")
+
+
+def argument_key(job_id: str, digest: str) -> str:
+    """The key a job's offloaded arguments are put under (:func:`put` with kind ``args``)."""
+    return f"args/{job_id}/{digest}"
+
+
+def argument_pointer_problem(ref: object, *, bucket: str, job_id: str) -> str | None:
+    """Why the worker must not read job ``job_id``'s arguments through ``ref``, or None.
+
+    A producer names the object, so only the one a producer makes for this job is read: in
+    the deployment's payload ``bucket``, under :func:`argument_key`. Any other (another
+    bucket the worker's role can read, a result, another job's arguments) would make the
+    worker an oracle for whether it exists and how large it is; the refusal is one
+    sentence, :data:`REFUSED_POINTER`, the same for all, said before S3 is asked."""
+    problem = pointer_problem(ref)
+    if problem:
+        return problem
+    if not bucket or ref["bucket"] != bucket or ref["key"] != argument_key(job_id, ref["sha256"]):  # type: ignore[index]
+        return REFUSED_POINTER
+    return None
+
+
+def fetch_arguments(client: S3Client, ref: dict, *, bucket: str, job_id: str,
+                    deadline: float | None = None) -> tuple[list, dict]:
+    """Job ``job_id``'s arguments, through its envelope's pointer ``ref``, once
+    :func:`argument_pointer_problem` finds nothing wrong with it (:func:`fetch`,
+    :func:`decode_arguments`). Raises :class:`PayloadUnavailable`."""
+    problem = argument_pointer_problem(ref, bucket=bucket, job_id=job_id)
+    if problem:
+        raise PayloadUnavailable(problem, retryable=False, lost=True)
+    return decode_arguments(fetch(client, ref, deadline=deadline))
+
+
 def pointer(bucket: str, key: str, data: bytes) -> dict:
     return {"bucket": bucket, "key": key, "size": len(data), "sha256": sha256(data).hexdigest()}
 
@@ -76,7 +115,7 @@ def put(client: S3Client, bucket: str, kind: str, job_id: str, data: bytes, *,
         content_type: str = "application/json", deadline: float | None = None) -> dict:
     """Store ``data`` under ``<kind>/<job id>/<sha256>``; returns its pointer. Raises AwsError."""
     ref = pointer(bucket, "", data)
-    ref["key"] = f"{kind}/{job_id}/{ref['sha256']}"
+    ref["key"] = argument_key(job_id, ref["sha256"]) if kind == "args" else f"{kind}/{job_id}/{ref['sha256']}"
     client.put_object(bucket, ref["key"], data, content_type=content_type, deadline=deadline)
     return ref
 

@@ -822,7 +822,8 @@ class Runner:
         Raises :class:`PayloadUnavailable`: this job's failure, retried only when S3 itself failed."""
         s3, payloads = self._payloads()
         job = o.job
-        args, kwargs = payloads.decode_arguments(payloads.fetch(s3, job.payload, deadline=o.limit_at))  # type: ignore[union-attr]
+        args, kwargs = payloads.fetch_arguments(s3, job.payload, bucket=self.payload_bucket,  # type: ignore[union-attr,arg-type]
+                                                job_id=job.id, deadline=o.limit_at)  # type: ignore[union-attr]
         try:
             task.check_arguments(args, kwargs)
         except Exception as exc:  # noqa: BLE001 - what the object holds does not fit the task
