@@ -1,4 +1,33 @@
-"""JSON in and out: orjson where it pays, the interpreter's own C codec on the cold path.
+"""JSON in and out: one contract, two engines (the interpreter's C codec, and orjson).
+
+The contract, for every value kindling writes or reads (a job's arguments, a task's
+result, a record), on every path (the Lambda handler, ``kindling worker``, the Valkey
+drain, eager mode, producers):
+
+* **Accepted**: ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list``,
+  ``tuple`` (written as an array), ``dict`` with ``str`` keys, and their subclasses;
+  ``datetime``/``date``/``time`` (written as ``value.isoformat()``), ``UUID`` (its
+  canonical string), ``Enum`` (its value) and dataclass instances (an object of their
+  fields). Anything else (``bytes``, ``set``, ``Decimal``, ...) is refused.
+* **Integers** of any size are written and read exactly: ``2**70`` arrives as ``2**70``,
+  never as a float. (Python's own limit on int/str conversions, 4300 digits, still holds.)
+* **NaN and ±infinity are refused**, written or read: JSON has no such numbers, and writing
+  them as ``null`` would hand the next step a ``None`` it never returned.
+* **Dict keys must be strings**: ``{1: "a"}`` is refused, not turned into ``{"1": "a"}``,
+  so what a task receives is what was sent (a job's ``kwargs`` and a result read back with
+  ``Client.result()`` keep their keys' types or fail at the sender).
+* **Nesting** is at most :data:`MAX_DEPTH` levels of arrays and objects, written or read
+  (the limit is orjson's, which cannot be raised).
+* **Strings** must be valid Unicode: a lone surrogate is refused when written.
+* **Errors**: a value outside the contract raises :class:`EncodeError` (a ``TypeError``
+  and a ``ValueError``), text that is not JSON or breaks it raises :class:`DecodeError`
+  (a ``ValueError``), with the same message whichever engine runs.
+
+The interpreter's C codec is the reference: it enforces every rule itself. orjson is a
+fast path only: its output is used when it cannot differ from the reference's (the same
+bytes, checked by tests/unit/test_codec_contract.py), and the reference decides whenever
+orjson refuses a value, writes a ``null`` (which may have been a NaN), or reads a number
+of 19 digits or more (which orjson would read as a float).
 
 Measured on the reference machine: a bare ``python -c pass`` takes ~12 ms, ``import json``
 adds ~8 ms (it loads ``re``) and ``import orjson`` ~20 ms (it loads dataclasses, inspect
@@ -9,87 +38,245 @@ C scanner and encoder of CPython's ``_json`` module directly: the same parser th
 
 Long-lived processes (the Valkey worker, the local SQS loop, producers) call
 :func:`use_orjson`: there the import is paid once and the speed is paid back per job.
-
-Both paths accept and produce the same JSON: NaN and infinities are refused, and
-``datetime``/``date``/``UUID``/``Enum`` values are written the way orjson writes them
-(ISO 8601 strings, UUID strings, the enum's value). Use string dict keys: orjson refuses
-others, the standard codec turns numbers into strings.
 """
 
 from __future__ import annotations
 
-__all__ = ["dumps", "loads", "use_orjson", "DecodeError", "EncodeError"]
+import sys
 
-DecodeError = ValueError  # json.JSONDecodeError and orjson.JSONDecodeError both derive from it
-EncodeError = (TypeError, ValueError)
+__all__ = ["dumps", "loads", "use_orjson", "DecodeError", "EncodeError", "MAX_DEPTH"]
+
+MAX_DEPTH = 254
+"""The deepest nesting of arrays and objects written or read (orjson's fixed limit)."""
+
+
+class EncodeError(TypeError, ValueError):
+    """A value the JSON contract refuses. Both a ``TypeError`` and a ``ValueError``: what
+    ``json.dumps`` and orjson raise for such values."""
+
+
+class DecodeError(ValueError):
+    """Text that is not JSON, or JSON the contract refuses (NaN, too deep)."""
+
+
+def _not_finite(value: float) -> bool:
+    return value != value or value in (_INF, -_INF)
+
+
+_INF = float("inf")
+
+
+def _refuse_constant(name: str):
+    raise DecodeError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if _not_finite(value):  # 1e400 reads as inf
+        raise DecodeError(f"number {text[:40]} is out of range for a float")
+    return value
+
+
+class _ScanContext:
+    """The attributes ``_json.make_scanner`` reads from a ``json.JSONDecoder``."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = staticmethod(_finite_float)
+    parse_int = int
+    parse_constant = staticmethod(_refuse_constant)
+    memo: dict = {}
+
+
+def _is_instance(obj: object, module: str, name: str) -> bool:
+    """``isinstance(obj, module.name)`` without importing ``module``: if it isn't loaded,
+    ``obj`` cannot be one of its instances (keeps datetime/uuid/enum off the cold path)."""
+    mod = sys.modules.get(module)
+    return mod is not None and isinstance(obj, getattr(mod, name))
+
+
+def _default(obj: object) -> object:
+    """What the encoders write for a non-JSON type (both call it; orjson is told to)."""
+    if _is_instance(obj, "datetime", "date") or _is_instance(obj, "datetime", "time"):
+        return obj.isoformat()  # type: ignore[attr-defined]
+    if _is_instance(obj, "uuid", "UUID"):
+        return str(obj)
+    if _is_instance(obj, "enum", "Enum"):
+        value = obj.value  # type: ignore[attr-defined]
+    elif hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
+        from dataclasses import fields  # loaded already: obj's class was made by it
+
+        value = {f.name: getattr(obj, f.name) for f in fields(obj)}  # type: ignore[arg-type]
+    else:
+        raise EncodeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+    _check_keys(value, 0)  # the encoder writes what we return without asking again
+    return value
+
+
+def _check_keys(obj: object, depth: int) -> None:
+    """Refuse non-string dict keys, which the C encoder would turn into strings."""
+    if isinstance(obj, dict):
+        if depth >= MAX_DEPTH:
+            raise _too_deep_to_encode()
+        for key in obj:
+            if not isinstance(key, str):
+                raise EncodeError(f"dict keys must be str, got {type(key).__name__} {key!r:.40}")
+        children = obj.values()
+    elif isinstance(obj, list | tuple):
+        if depth >= MAX_DEPTH:
+            raise _too_deep_to_encode()
+        children = obj
+    else:
+        return
+    for child in children:
+        if isinstance(child, dict | list | tuple):
+            _check_keys(child, depth + 1)
+
+
+def _too_deep_to_encode() -> EncodeError:
+    return EncodeError(f"value is nested more than {MAX_DEPTH} levels deep (or contains itself)")
+
+
+def _too_deep_to_decode() -> DecodeError:
+    return DecodeError(f"JSON is nested more than {MAX_DEPTH} levels deep")
+
+
+def _nesting(text: str | bytes) -> int:
+    """How deep the arrays and objects of JSON ``text`` nest (0 for a scalar)."""
+    from itertools import accumulate
+
+    if isinstance(text, str):
+        text = text.encode("utf-8", "surrogatepass")
+    # Drop what is inside strings: escaped backslashes first, so \\" ends a string.
+    parts = text.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')
+    syntax = b"".join(parts[0::2]).translate(None, b"0123456789,:.-+eE \t\n\r")
+    steps = {0x5B: 1, 0x7B: 1, 0x5D: -1, 0x7D: -1}
+    return max(accumulate(map(steps.get, syntax, [0] * len(syntax))), default=0)
+
+
+def _deeper_than_allowed(text: str | bytes) -> bool:
+    # Counting brackets is a cheap bound: fewer opening brackets than the limit, not too deep.
+    if text.count("[" if isinstance(text, str) else b"[") + text.count("{" if isinstance(text, str) else b"{") \
+            <= MAX_DEPTH:
+        return False
+    return _nesting(text) > MAX_DEPTH
+
 
 try:
     import _json
 
-    def _refuse_constant(name: str):
-        raise ValueError(f"{name} is not valid JSON")
-
-    class _ScanContext:
-        """The attributes ``_json.make_scanner`` reads from a ``json.JSONDecoder``."""
-
-        strict = True
-        object_hook = None
-        object_pairs_hook = None
-        parse_float = float
-        parse_int = int
-        parse_constant = staticmethod(_refuse_constant)
-        memo: dict = {}
-
     _scan = _json.make_scanner(_ScanContext())
 
-    def _default(obj):
-        if hasattr(obj, "isoformat"):  # datetime, date, time
-            return obj.isoformat()
-        value = getattr(obj, "value", _default)  # Enum
-        if value is not _default:
-            return value
-        if type(obj).__name__ == "UUID":
-            return str(obj)
-        raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
-
     # (markers, default, encoder, indent, key_sep, item_sep, sort_keys, skipkeys, allow_nan)
-    _encode = _json.make_encoder({}, _default, _json.encode_basestring, None, ":", ",",
+    # No markers: the encoder is shared by every call and thread, and it leaves a failed
+    # call's markers behind, so a later value would be refused as "circular". _check_keys
+    # and the recursion limit catch a value that contains itself.
+    _encode = _json.make_encoder(None, _default, _json.encode_basestring, None, ":", ",",
                                  False, False, False)
 
-    def _loads(data: str | bytes | bytearray):
-        text = data.decode() if isinstance(data, bytes | bytearray) else data
+    def _parse(text: str):
         start = len(text) - len(text.lstrip(" \t\n\r"))
         try:
             value, end = _scan(text, start)
         except StopIteration as stop:
-            raise ValueError(f"Expecting value: char {stop.value}") from None
-        except RecursionError:  # the C scanner recurses per level of nesting
-            raise ValueError("JSON nested too deeply") from None
+            raise DecodeError(f"Expecting value: char {stop.value}") from None
         if text[end:].strip(" \t\n\r"):
-            raise ValueError(f"Extra data: char {end}")
+            raise DecodeError(f"Extra data: char {end}")
         return value
 
-    def _dumps(obj) -> str:
-        try:
-            return "".join(_encode(obj, 0))
-        except RecursionError:
-            raise ValueError("value nested too deeply to encode as JSON") from None
+    def _write(obj) -> str:
+        return "".join(_encode(obj, 0))
 
 except (ImportError, AttributeError, TypeError):  # an interpreter without CPython's _json
     import json
 
-    def _loads(data):
-        return json.loads(data, parse_constant=_refuse_constant)
+    def _parse(text: str):
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
 
-    def _dumps(obj) -> str:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    def _write(obj) -> str:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default)
+
+
+def _loads(data: str | bytes | bytearray | memoryview):
+    """The reference decoder."""
+    if _deeper_than_allowed(data if isinstance(data, str | bytes) else bytes(data)):
+        raise _too_deep_to_decode()
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode()
+        return _parse(text)
+    except DecodeError:
+        raise
+    except RecursionError:
+        raise _too_deep_to_decode() from None
+    except (ValueError, TypeError) as exc:  # json's own errors, a bad UTF-8 byte, int() over 4300 digits
+        raise DecodeError(str(exc)) from None
+
+
+def _dumps(obj) -> str:
+    """The reference encoder."""
+    try:
+        _check_keys(obj, 0)
+        text = _write(obj)
+    except EncodeError:
+        raise
+    except RecursionError:
+        raise _too_deep_to_encode() from None
+    except ValueError as exc:
+        message = str(exc)
+        if message.startswith("Out of range float"):
+            message = f"NaN and infinity are not JSON ({message.rsplit(' ', 1)[-1]})"
+        raise EncodeError(message) from exc
+    except TypeError as exc:
+        raise EncodeError(str(exc)) from exc
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise EncodeError("a string holds a lone surrogate, which is not valid Unicode") from None
+    if _deeper_than_allowed(text):  # what _default returned (a dataclass's fields) nests too
+        raise _too_deep_to_encode()
+    return text
 
 
 loads = _loads
-"""Parse JSON text (``str`` or UTF-8 ``bytes``). Raises ``ValueError`` if it is not JSON."""
+"""Parse JSON text (``str`` or UTF-8 ``bytes``). Raises :class:`DecodeError`."""
 
 dumps = _dumps
-"""Serialize to compact JSON text (``str``). Raises ``TypeError``/``ValueError`` if it can't."""
+"""Serialize to compact JSON text (``str``). Raises :class:`EncodeError`."""
+
+
+def _orjson_engine():
+    """orjson's ``(loads, dumps)``, kept to the contract by the reference (module docstring)."""
+    import re
+
+    import orjson
+
+    # A run of 19 digits may be an integer orjson reads as a float (outside -2**63..2**64-1).
+    long_number = re.compile("[0-9]{19}")
+    long_number_b = re.compile(b"[0-9]{19}")
+    options = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS  # through _default
+    fast_loads, fast_dumps = orjson.loads, orjson.dumps
+
+    def loads(data):
+        exact = (long_number if isinstance(data, str) else long_number_b).search(data) is None
+        if exact and not _deeper_than_allowed(data if isinstance(data, str | bytes) else bytes(data)):
+            try:
+                return fast_loads(data)
+            except orjson.JSONDecodeError:
+                pass
+        return _loads(data)  # the reference decides, and says why
+
+    def dumps(obj) -> str:
+        try:
+            out = fast_dumps(obj, default=_default, option=options)
+        except orjson.JSONEncodeError:
+            return _dumps(obj)
+        if b"null" in out:  # a None, or a NaN orjson wrote as null: the reference tells them apart
+            return _dumps(obj)
+        return out.decode()
+
+    return loads, dumps
 
 
 def use_orjson() -> bool:
@@ -100,15 +287,10 @@ def use_orjson() -> bool:
     if _orjson is not None:
         return _orjson
     try:
-        import orjson
+        loads, dumps = _orjson_engine()
     except ImportError:
         _orjson = False
         return False
-    loads = orjson.loads
-
-    def dumps(obj, _dumps=orjson.dumps) -> str:
-        return _dumps(obj).decode()
-
     _orjson = True
     return True
 

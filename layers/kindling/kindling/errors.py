@@ -54,6 +54,12 @@ class ResultTooLarge(KindlingError, ValueError):
         self.text = text
 
 
+class UnencodableResult(KindlingError, TypeError):
+    """A task returned a value the JSON contract refuses (:mod:`kindling.codec`): NaN, a
+    non-string dict key, ``bytes``, nesting too deep... Never retried: the same code returns
+    the same kind of value again, and another run would only repeat the task's effects."""
+
+
 class PayloadTooLarge(KindlingError, ValueError):
     """A job's envelope is larger than the queue accepts (its MaximumMessageSize) and no
     payload bucket is configured to hold its arguments."""

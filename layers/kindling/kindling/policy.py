@@ -5,7 +5,8 @@ and for attempts the trigger's cap last (a queue cannot deliver more often than 
 redrive policy allows).
 
 Whether a failure is retried: a task's ``no_retry_on`` exceptions never are (the job is
-recorded ``dead`` at once), and with ``retry_on`` only those exceptions are; a payload in S3
+recorded ``dead`` at once), nor a result the codec refuses (``UnencodableResult``), and
+with ``retry_on`` only those exceptions are; a payload in S3
 that cannot be read is retried only if S3 itself failed (not for a missing or altered
 object), whatever the task's rules; a task may
 raise :class:`kindling.errors.Retry` to ask for another attempt after a delay of its
@@ -79,10 +80,12 @@ class Backoff:
 
 def should_retry(task: Task | None, error: BaseException) -> bool:
     """Whether this failure may be tried again (attempts permitting)."""
-    from kindling.errors import PayloadUnavailable, Retry
+    from kindling.errors import PayloadUnavailable, Retry, UnencodableResult
 
     if isinstance(error, Retry):
         return True
+    if isinstance(error, UnencodableResult):  # the next run returns the same kind of value
+        return False
     if isinstance(error, PayloadUnavailable):  # kindling's own S3 read, whatever the task's rules
         return error.retryable
     if task is None:

@@ -31,7 +31,7 @@ The earlier generations' outcomes live on in the revive's own item (see ``kindli
 from __future__ import annotations
 
 from kindling import codec
-from kindling.errors import ResultTooLarge
+from kindling.errors import ResultTooLarge, UnencodableResult
 from kindling.status import BY_STATUS
 
 TYPE_CHECKING = False
@@ -73,18 +73,17 @@ def rejected_key(ref: str) -> str:
 def encode_result(value: object) -> tuple[str | None, BaseException | None]:
     """A task's return value as recorded JSON text, or the error that stops it being recorded.
 
-    Anything that goes wrong while encoding (a value JSON cannot hold, nesting too deep,
-    a ``__str__`` or ``isoformat`` that raises, a lone surrogate, too many bytes) is the
-    job's failure, never the batch's.
+    Anything that goes wrong while encoding (a value the codec's contract refuses, a
+    ``__str__`` or ``isoformat`` that raises) is the job's :class:`UnencodableResult`,
+    never the batch's, whichever codec engine the process runs; too many bytes is
+    :class:`ResultTooLarge`.
     """
     try:
         text = codec.dumps(value)
+        size = len(text.encode("utf-8"))  # the codec refuses lone surrogates: this cannot fail
     except BaseException as exc:  # noqa: BLE001 - user code runs inside the encoder
-        return None, TypeError(f"task result cannot be encoded as JSON: {_safe_str(exc, 500) or type(exc).__name__}")
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
-        return None, TypeError("task result holds a string that is not valid Unicode (a lone surrogate)")
+        return None, UnencodableResult(
+            f"task result cannot be encoded as JSON: {_safe_str(exc, 500) or type(exc).__name__}")
     if size > MAX_RESULT_BYTES:
         return None, ResultTooLarge(
             f"result is {size:,} bytes of JSON; a result record holds at most {MAX_RESULT_BYTES:,} "
