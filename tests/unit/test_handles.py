@@ -77,12 +77,11 @@ def test_eager_mode_runs_jobs_inline_through_the_runner(reg, recorder):
     assert recorder.calls == []  # nothing was sent anywhere
 
 
-def test_eager_mode_rejects_what_the_worker_would(reg):
-    with eager():
-        handle = reg.resize.delay("a.png", colour="red")
-        assert handle.status() == "rejected"
-        with pytest.raises(JobFailed, match="unexpected keyword argument 'colour'"):
-            handle.result()
+def test_eager_mode_refuses_bad_arguments_at_the_call_as_every_sender_does(reg):
+    with eager() as jobs:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+            reg.resize.delay("a.png", colour="red")
+        assert jobs.records == {}  # nothing ran, nothing was recorded
 
 
 def test_kindling_eager_turns_it_on_for_the_process(reg, recorder, monkeypatch):

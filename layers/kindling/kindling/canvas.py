@@ -91,6 +91,7 @@ class Signature:
 
     def delay(self):
         """Send this call as a plain job; return its handle."""
+        _check_call(self)
         return dispatch.send(self._call(), _registry(self))
 
     def __or__(self, other: Signature | chain) -> chain:
@@ -109,6 +110,13 @@ class Signature:
                     **options)
 
 
+def _check_call(sig: Signature, leading: int = 0) -> None:
+    """``TypeError`` unless the call binds where it is sent (a task known by name only is
+    checked by the worker)."""
+    if not isinstance(sig.task, str):
+        sig.task.check_call(sig.args, sig.kwargs, leading=(leading,))
+
+
 class chain:
     """Signatures run one after another, each result the next one's first argument."""
 
@@ -125,6 +133,8 @@ class chain:
 
     def apply_async(self, *, job_id: str | None = None) -> ChainHandle:
         """Send the first step, carrying the rest; ``job_id`` names the first step's job."""
+        for i, step in enumerate(self.steps):
+            _check_call(step, leading=1 if i else 0)  # each step after the first gets a result first
         first, rest = self.steps[0], [s.call_object() for s in self.steps[1:]]
         handle = dispatch.send(first._call(job_id=job_id, chain=rest or None), _registry(first))
         ids = [handle.id]
@@ -175,6 +185,10 @@ class chord:
         from kindling.envelope import new_job_id
 
         cid = check_chord_id(chord_id if chord_id is not None else new_job_id())
+        for member in self.group.members:
+            _check_call(member)
+        if self.callback is not None:
+            _check_call(self.callback, leading=1)  # the members' results come first
         then = self.callback.call_object() if self.callback is not None else None
         members = self.group.members
         calls = [s._call(job_id=member_id(cid, i), parent={"id": cid, "index": i, "size": len(members), "then": then})

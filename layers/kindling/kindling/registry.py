@@ -141,9 +141,14 @@ class Task:
         return self.apply_async(args, kwargs)
 
     def s(self, *args: Any, **kwargs: Any):
-        """A signature of this call, for chains and groups (:mod:`kindling.canvas`)."""
+        """A signature of this call, for chains and groups (:mod:`kindling.canvas`).
+
+        Raises ``TypeError`` for arguments that bind neither alone nor after the one value
+        a chain step or a chord's callback gets first; the canvas checks the position it
+        is sent in."""
         from kindling.canvas import Signature
 
+        self.check_call(args, kwargs, leading=(0, 1))
         return Signature(self, args, kwargs)
 
     def apply_async(self, args=(), kwargs=None, *, countdown: int = 0, job_id: str | None = None,
@@ -154,7 +159,9 @@ class Task:
         from kindling import dispatch
         from kindling.client import Call
 
-        call = Call(self, list(args), dict(kwargs or {}), delay=countdown, job_id=job_id,
+        args, kwargs = list(args), dict(kwargs or {})
+        self.check_call(args, kwargs)  # here, like Celery, not as a worker's "rejected" later
+        call = Call(self, args, kwargs, delay=countdown, job_id=job_id,
                     max_attempts=max_attempts, timeout=timeout, queue=queue)
         return dispatch.send(call, self.registry or default_registry)
 
@@ -162,10 +169,23 @@ class Task:
         return f"<Task {self.name}>"
 
     def check_arguments(self, args: list, kwargs: dict) -> None:
-        """Raise :class:`InvalidJob` unless ``fn(*args, **kwargs)`` would bind."""
+        """Raise :class:`InvalidJob` unless ``fn(*args, **kwargs)`` would bind (the worker's
+        check, before a run; the job is recorded ``rejected``)."""
         problem = _binding_problem(self.fn, args, kwargs)
         if problem:
             raise InvalidJob(f"bad arguments for task {self.name!r}: {problem}", task=self.name)
+
+    def check_call(self, args: list | tuple, kwargs: dict, *, leading: tuple[int, ...] = (0,)) -> None:
+        """Raise ``TypeError`` unless ``fn(*args, **kwargs)`` would bind: the sender's check,
+        by the worker's rule (:meth:`check_arguments`), so a call is refused where it is made.
+
+        ``leading``: how many values the worker may put before ``args`` (a chain step gets
+        the previous result first, a chord's callback the members' results); the call must
+        bind for one of them."""
+        problems = [_binding_problem(self.fn, [None] * n + list(args), kwargs) for n in leading]
+        if all(problems):
+            first = "" if leading[0] == 0 else " (counting the result the call gets first)"
+            raise TypeError(f"bad arguments for task {self.name!r}: {problems[0]}{first}")
 
 
 def _exception_types(option: str, value) -> tuple:
@@ -181,6 +201,9 @@ def _binding_problem(fn: Callable[..., Any], args: list, kwargs: dict) -> str | 
     Reads the code object of a plain function, as ``inspect.Signature.bind`` would, so the
     first job does not pay ~7 ms to import inspect. Other callables go through inspect.
     """
+    func = getattr(fn, "__func__", None)
+    if func is not None and hasattr(func, "__code__"):  # a bound method: self is bound already
+        fn, args = func, [fn.__self__, *args]  # type: ignore[attr-defined]
     code = getattr(fn, "__code__", None)
     if code is None or not hasattr(fn, "__defaults__"):
         import inspect

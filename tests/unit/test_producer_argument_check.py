@@ -1,0 +1,129 @@
+"""A call whose arguments cannot bind to its task fails at the sender with a TypeError, as
+Celery's ``.delay()`` does, instead of being sent and recorded ``rejected`` by a worker."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from kindling import chain, dispatch, group
+from kindling.errors import InvalidJob
+from kindling.registry import Registry
+
+
+class Recorder:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, call):
+        self.sent.append(call)
+        return SimpleNamespace(id=call.job_id or "job-1")
+
+    def enqueue_many(self, calls):
+        return [self.send(call) for call in calls]
+
+
+@pytest.fixture
+def sent():
+    recorder = Recorder()
+    dispatch.set_producer(recorder)
+    yield recorder.sent
+    dispatch.set_producer(None)
+
+
+@pytest.fixture
+def tasks():
+    reg = Registry()
+
+    @reg.task(name="add")
+    def add(a, b):
+        return a + b
+
+    @reg.task(name="total")
+    def total(values, *, currency):
+        return values
+
+    class Greeter:
+        def greet(self, name):
+            return name
+
+    reg.task(name="greet")(Greeter().greet)
+    return reg
+
+
+BAD_CALLS = [((1, 2, 3), {}), ((1,), {}), ((), {}), ((1, 2), {"c": 3}), ((1,), {"a": 1})]
+
+
+@pytest.mark.parametrize("args, kwargs", BAD_CALLS)
+def test_delay_and_apply_async_refuse_arguments_the_task_cannot_take(tasks, sent, args, kwargs):
+    add = tasks.get("add")
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        add.delay(*args, **kwargs)
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        add.apply_async(args, kwargs)
+    assert sent == []
+
+
+def test_good_arguments_are_sent(tasks, sent):
+    tasks.get("add").delay(1, b=2)
+    tasks.get("add").apply_async([1, 2])
+    tasks.get("greet").delay("ada")  # a bound method: self is not an argument to send
+    assert [(c.args, c.kwargs) for c in sent] == [([1], {"b": 2}), ([1, 2], {}), (["ada"], {})]
+
+
+def test_a_bound_method_task_takes_its_arguments_without_self(tasks):
+    greet = tasks.get("greet")
+    greet.check_arguments(["ada"], {})  # the worker's check
+    with pytest.raises(InvalidJob, match="bad arguments for task 'greet'"):
+        greet.check_arguments(["ada", "lovelace"], {})
+
+
+def test_the_producer_check_is_the_worker_check(tasks):
+    """The same rule on both sides: the worker's InvalidJob is a TypeError too, with the
+    same message."""
+    add = tasks.get("add")
+    with pytest.raises(TypeError) as at_sender:
+        add.check_call([1, 2, 3], {})
+    with pytest.raises(InvalidJob) as at_worker:
+        add.check_arguments([1, 2, 3], {})
+    assert str(at_sender.value) == str(at_worker.value)
+
+
+def test_a_signature_refuses_arguments_that_bind_in_no_position(tasks):
+    add = tasks.get("add")
+    add.s(1)  # a chain step: the previous result comes first
+    add.s(1, 2)
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        add.s(1, 2, 3)
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        add.s(c=1)
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        add.s()  # one value before it is all a chain or a chord ever adds
+
+
+def test_canvases_check_each_call_where_it_runs(tasks, sent):
+    add, total = tasks.get("add"), tasks.get("total")
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        add.s(1).delay()  # sent alone, nothing comes before it
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        chain(add.s(1), add.s(2)).delay()  # the first step gets no previous result
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        chain(add.s(1, 2), add.s(2, 3)).delay()  # a later step does
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        group([add.s(1, 2), add.s(1)]).delay()
+    with pytest.raises(TypeError, match="bad arguments for task 'total'"):
+        group([add.s(1, 2)]).then(total.s()).delay()  # currency is missing
+    assert sent == []
+    chain(add.s(1, 2), add.s(3)).delay()
+    group([add.s(1, 2), add.s(3, 4)]).then(total.s(currency="EUR")).delay()
+    assert len(sent) == 3
+
+
+def test_the_worker_does_not_import_inspect_to_check_arguments():
+    code = ("import sys; from kindling.registry import Registry; r = Registry()\n"
+            "t = r.task(name='t')(lambda a, b=1: a)\n"
+            "t.check_arguments([1], {}); t.check_call([1], {})\n"
+            "print('inspect' in sys.modules)")
+    out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n{code}"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
