@@ -254,3 +254,34 @@ def test_a_big_integer_result_is_recorded_and_read_back_exactly(engine, monkeypa
     seen = run_with(engine, monkeypatch, "big")
     assert seen["status"] == "succeeded" and seen["result"] == "1180591620717411303424"
     assert engine[0](seen["result"]) == 2**70
+
+
+@pytest.mark.parametrize("engine", [STANDARD, ORJSON], ids=["standard", "orjson"])
+@pytest.mark.parametrize("args", [[float("nan")], [{1: "a"}], [b"x"], [nested(300)]], ids=["nan", "int key", "bytes",
+                                                                                             "300 deep"])
+def test_every_sender_refuses_the_same_arguments(engine, args, monkeypatch):
+    monkeypatch.setattr(codec, "dumps", engine[1])
+    with pytest.raises(TypeError, match="arguments are not JSON-serializable"):
+        encode_job(new_job("t", args))
+
+
+@pytest.mark.parametrize("engine", [STANDARD, ORJSON], ids=["standard", "orjson"])
+def test_a_big_integer_argument_arrives_exactly(engine, monkeypatch):
+    from kindling.envelope import decode_job
+
+    monkeypatch.setattr(codec, "loads", engine[0])
+    monkeypatch.setattr(codec, "dumps", engine[1])
+    assert decode_job(encode_job(new_job("t", [2**70], {"n": -(2**63) - 1}))).args == [2**70]
+
+
+def test_eager_mode_refuses_arguments_a_queue_would_refuse():
+    from kindling.testing import eager
+
+    reg = Registry()
+    echo = reg.task(name="echo")(lambda value: value)
+    with eager() as jobs:
+        with pytest.raises(TypeError, match="dict keys must be str"):
+            echo.delay({1: "a"})
+        assert echo.delay({"1": "a"}).result() == {"1": "a"}
+        assert echo.delay(2**70).result() == 2**70
+        assert len(jobs.records) == 2

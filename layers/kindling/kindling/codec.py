@@ -115,23 +115,26 @@ def _default(obj: object) -> object:
 
 
 def _check_keys(obj: object, depth: int) -> None:
-    """Refuse non-string dict keys, which the C encoder would turn into strings."""
-    if isinstance(obj, dict):
-        if depth >= MAX_DEPTH:
-            raise _too_deep_to_encode()
-        for key in obj:
-            if not isinstance(key, str):
-                raise EncodeError(f"dict keys must be str, got {type(key).__name__} {key!r:.40}")
-        children = obj.values()
-    elif isinstance(obj, list | tuple):
-        if depth >= MAX_DEPTH:
-            raise _too_deep_to_encode()
-        children = obj
-    else:
+    """Refuse non-string dict keys, which the C encoder would turn into strings, and nesting
+    past the limit (a value that contains itself, too)."""
+    t = type(obj)
+    if t in _SCALARS or not isinstance(obj, _CONTAINERS):
         return
-    for child in children:
-        if isinstance(child, dict | list | tuple):
+    if depth >= MAX_DEPTH:
+        raise _too_deep_to_encode()
+    if isinstance(obj, dict):
+        for key in obj:
+            if type(key) is not str and not isinstance(key, str):
+                raise EncodeError(f"dict keys must be str, got {type(key).__name__} {key!r:.40}")
+        obj = obj.values()
+    for child in obj:  # type: ignore[attr-defined]
+        t = type(child)
+        if t is dict or t is list or t is tuple or (t not in _SCALARS and isinstance(child, _CONTAINERS)):
             _check_keys(child, depth + 1)
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_CONTAINERS = (dict, list, tuple)
 
 
 def _too_deep_to_encode() -> EncodeError:
