@@ -127,3 +127,28 @@ def test_the_worker_does_not_import_inspect_to_check_arguments():
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n{code}"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_client_refuses_a_task_call_that_cannot_bind_before_sending(tasks, moto_endpoint):
+    from kindling.client import Call, Client
+
+    client = Client(queue_url=moto_endpoint + "/000000000000/never-used", table="unused")
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        client.enqueue(tasks.get("add"), 1, 2, 3)
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        client.enqueue_many([Call(tasks.get("add"), [1], {"c": 2})])
+
+
+def test_a_stream_producer_refuses_a_task_call_that_cannot_bind_before_sending(tasks, monkeypatch):
+    from kindling import codec
+    from kindling.valkey.producer import StreamProducer
+
+    monkeypatch.setattr(codec, "use_orjson", lambda: True)  # keep this process's codec as it is
+
+    class Unreachable:
+        def __getattr__(self, name):
+            raise AssertionError(f"nothing may be sent ({name})")
+
+    producer = StreamProducer("redis://127.0.0.1:1/0", client=Unreachable())
+    with pytest.raises(TypeError, match="bad arguments for task 'add'"):
+        producer.enqueue(tasks.get("add"), 1)

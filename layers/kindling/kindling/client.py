@@ -208,6 +208,8 @@ class Client:
         """The job, its body, the message's own SQS parameters (delay, FIFO group) and the
         URL of the queue it is routed to."""
         name = call.task.name if isinstance(call.task, Task) else call.task
+        if isinstance(call.task, Task):
+            call.task.check_call(call.args, call.kwargs)  # TypeError here, not "rejected" later
         task_queue = call.task.queue if isinstance(call.task, Task) else None
         url = resolve(queue_name(call.queue, task_queue), self.queue_url, self.queues)
         if not 0 <= call.delay <= SQS_MAX_DELAY:

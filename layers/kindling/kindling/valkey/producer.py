@@ -176,6 +176,8 @@ class StreamProducer:
         for c in calls:
             call = c if isinstance(c, Call) else Call(*c)
             name = call.task.name if isinstance(call.task, Task) else call.task
+            if isinstance(call.task, Task):
+                call.task.check_call(call.args, call.kwargs)  # TypeError here, not "rejected" later
             routed = call.queue or (call.task.queue if isinstance(call.task, Task) else None)
             if routed and routed != "default":
                 from kindling.errors import UnknownQueue
