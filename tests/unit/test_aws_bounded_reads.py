@@ -17,6 +17,7 @@ from kindling.aws.connection import Connection
 from kindling.aws.errors import ResponseTooLarge
 from kindling.aws.s3 import S3Client
 from kindling.envelope import encode_job, new_job
+from kindling.payloads import argument_key
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
@@ -241,15 +242,18 @@ def test_a_pointer_naming_100_bytes_to_an_8_mib_object_is_refused_having_read_10
     def size(blob):
         return len(blob)
 
-    server = store({"args/J/big": EIGHT_MIB})
-    ref = {"bucket": "bkt", "key": "args/J/big", "size": 100, "sha256": hashlib.sha256(EIGHT_MIB[:100]).hexdigest()}
-    job = new_job("size", payload=ref)
-    runner = Runner(reg, MemoryResultStore(), log=None, metrics=False, s3=S3Client(endpoint=server.url))
+    digest = hashlib.sha256(EIGHT_MIB[:100]).hexdigest()
+    job = new_job("size", job_id="J", payload={"bucket": "bkt", "key": argument_key("J", digest), "size": 100,
+                                               "sha256": digest})
+    server = store({argument_key("J", digest): EIGHT_MIB})
+    runner = Runner(reg, MemoryResultStore(), log=None, metrics=False, s3=S3Client(endpoint=server.url),
+                    payload_bucket="bkt")
     (outcome,) = runner.run([Delivery(job.id, encode_job(job).decode(), 1)])
     assert outcome.status == "dead"  # no retry makes the object the pointer's
     error = outcome.record["error"]
     assert error["type"] == "PayloadUnavailable"
-    assert "s3://bkt/args/J/big" in error["message"] and "larger than the pointer says 100 bytes" in error["message"]
+    assert f"s3://bkt/args/J/{digest}" in error["message"]
+    assert "larger than the pointer says 100 bytes" in error["message"]
     assert server.ranges == ["bytes=0-100"] and server.sent <= 101
 
 
