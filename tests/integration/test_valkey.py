@@ -503,18 +503,12 @@ def test_a_poison_entry_is_rejected_and_acknowledged(valkey_url, stream, tasks, 
 
 
 def test_an_entry_that_breaks_the_worker_is_rejected_alone(valkey_url, stream, tasks, monkeypatch):
-    """Whatever a body does to the decoder or the runner (a bug in kindling), the worker
-    settles that entry alone: recorded rejected, acknowledged, batch-mates run."""
-    from kindling import envelope
+    """Whatever a body does to the runner (a bug in kindling), the worker settles that entry
+    alone: recorded rejected, acknowledged, batch-mates run. (The worker never decodes a body
+    itself: the runner does, after the signature check.)"""
     from kindling.results import MemoryResultStore
     from kindling.runner import Runner
     from kindling.valkey import StreamProducer, StreamWorker
-    from kindling.valkey import worker as worker_module
-
-    def decode_job(body):
-        if _is_poison(body):
-            raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
-        return envelope.decode_job(body)
 
     begin = Runner.begin  # what Runner.run and the long-lived worker's phases both start with
 
@@ -523,7 +517,6 @@ def test_an_entry_that_breaks_the_worker_is_rejected_alone(valkey_url, stream, t
             raise RecursionError("maximum recursion depth exceeded (a runner bug)")
         return begin(self, deliveries, *args, **kwargs)
 
-    monkeypatch.setattr(worker_module, "decode_job", decode_job)
     monkeypatch.setattr(Runner, "begin", begin_breaking_on_poison)
     producer = StreamProducer(valkey_url, stream=stream)
     poison, mates = _poison_and_mates(producer, stream)

@@ -66,7 +66,7 @@ class Sent(list):
 
 class RecordingValkey:
     """A Valkey client for a StreamWorker that records each executed pipeline's commands as
-    ``(command, args)``; every reply is None."""
+    ``(command, args)``; every reply is None (0 for a length)."""
 
     def __init__(self):
         self.pipes: list[list[tuple[str, tuple]]] = []
@@ -92,7 +92,7 @@ class _RecordingPipe(list):
 
     def execute(self):
         self.pipes.append(list(self))
-        return [None] * len(self)
+        return [0 if command == "xlen" else None for command, _ in self]
 
 
 @pytest.fixture
@@ -894,7 +894,8 @@ def test_the_valkey_worker_sends_follow_ups_on_its_stream(reg, store):
 
 
 def test_a_member_the_valkey_worker_records_dead_for_too_many_deliveries_fails_its_chord(reg, store):
-    """Entries whose workers kept dying are recorded dead before the runner sees them."""
+    """Entries whose workers kept dying are recorded dead by the runner without running, and
+    followed up as any outcome is."""
     from kindling.valkey.connection import FIELD
     from kindling.valkey.worker import StreamWorker
 
@@ -904,11 +905,14 @@ def test_a_member_the_valkey_worker_records_dead_for_too_many_deliveries_fails_i
     (member,) = members("gv", [("add", [1])], TOTAL)
     step = new_job("add", [1, 1], chain=[{"task": "add", "args": [], "kwargs": {}}])
     deliver(runner, step, Sent())  # recorded succeeded; its worker died before sending the next step
-    crashed = [Delivery("1-0", encode_job(member).decode(), 9), Delivery("2-0", encode_job(step).decode(), 9)]
-    outcomes, rest = worker._split_exhausted(crashed)
-    assert [o.status for o in outcomes] == ["dead", "skipped"] and rest == []
+    crashed = [Delivery("1-0", encode_job(member).decode(), 9, counts_runs=True),
+               Delivery("2-0", encode_job(step).decode(), 9, counts_runs=True)]
+    outcomes = worker.process(crashed)
+    assert [o.status for o in outcomes] == ["dead", "skipped"]
+    assert store.records[member.id]["error"]["type"] == "TooManyDeliveries"
     assert store.records[chord_key("gv")]["status"] == "dead"
-    sent = [decode_job(fields[FIELD]) for fields in valkey.added()]
+    sent = [decode_job(args[1][FIELD]) for pipe in valkey.pipes for command, args in pipe
+            if command == "xadd" and args[0] == "s"]  # not the dead stream's copy
     assert [(j.id, j.args) for j in sent] == [(next_id(step.id), [2])]
 
 

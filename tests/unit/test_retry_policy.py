@@ -101,3 +101,23 @@ def test_the_sqs_handler_turns_retry_in_into_the_messages_visibility():
     outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
     changes = sqs.visibility_changes(event, outcomes)
     assert changes["arn:aws:sqs:us-east-1:1:jobs"] == [{"Id": "m1", "ReceiptHandle": "rh", "VisibilityTimeout": 90}]
+
+
+def test_the_crash_loop_rule_counts_runs_only_where_the_trigger_gives_hand_backs_back(store):
+    """A stream's count counts runs: past the job's attempts it is dead unrun. An SQS receive
+    count also counts hand-backs, so only the queue's own bound (max_deliveries) applies."""
+    from kindling.policy import out_of_deliveries
+
+    assert not out_of_deliveries(3, 3, None, counts_runs=True)
+    assert out_of_deliveries(4, 3, None, counts_runs=True)
+    assert not out_of_deliveries(9, 3, None, counts_runs=False)
+    assert out_of_deliveries(5, 3, 5, counts_runs=False)
+    ran = []
+    reg = Registry()
+    reg.task(name="t")(lambda: ran.append(1))
+    runner = Runner(reg, store, log=None, metrics=False)
+    sqs_job, stream_job = new_job("t"), new_job("t")
+    outcomes = runner.run([Delivery("m1", encode_job(sqs_job).decode(), 9),
+                           Delivery("e1", encode_job(stream_job).decode(), 4, counts_runs=True)])
+    assert [(o.job_id, o.status) for o in outcomes] == [(sqs_job.id, "succeeded"), (stream_job.id, "dead")]
+    assert ran == [1] and store.records[stream_job.id]["error"]["type"] == "TooManyDeliveries"

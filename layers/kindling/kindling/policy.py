@@ -45,6 +45,23 @@ def attempts_allowed(job: Job, task: Task | None, default: int, cap: int | None 
     return min(allowed, cap) if cap else allowed
 
 
+def out_of_deliveries(deliveries: int, attempts_allowed: int, max_deliveries: int | None, counts_runs: bool) -> bool:
+    """Whether a job on this delivery is recorded ``dead`` instead of being run: the crash-loop
+    rule, for every trigger, judged only once the message has been decoded and its signature
+    checked.
+
+    A run that kills its worker records nothing, so only the delivery count bounds it. Where
+    the trigger's count ``counts_runs`` (a hand-back gives its delivery back, as a Valkey
+    stream's ``XCLAIM ... RETRYCOUNT`` does), a job delivered more often than its attempts
+    allow has used them all. ``max_deliveries`` is the queue's own bound (SQS:
+    ``maxReceiveCount``, after which the queue moves the message anyway): its last delivery is
+    recorded rather than lost.
+    """
+    if max_deliveries and deliveries >= max_deliveries:
+        return True
+    return counts_runs and deliveries > attempts_allowed
+
+
 def timeout_for(job: Job, task: Task | None, default: float) -> float:
     return job.timeout or (task.timeout if task is not None else None) or default
 

@@ -10,8 +10,9 @@ calls :meth:`Runner.run`, and maps the outcomes back to its own acknowledgement:
   ``deferred`` (not started: the invocation's time ran short, ``not_before`` is ahead, the
   result store is down, the envelope needs a newer worker) go back to the queue for
   redelivery. A deferred job has not used an attempt.
-* ``dead`` (failed on its last attempt, or delivered ``max_deliveries`` times without an
-  outcome) is the trigger's to move to its dead letters (SQS DLQ, Valkey dead stream).
+* ``dead`` (failed on its last attempt, or delivered past its allowance without an outcome:
+  :func:`kindling.policy.out_of_deliveries`, judged only after the message is decoded and its
+  signature checked) is the trigger's to move to its dead letters (SQS DLQ, Valkey dead stream).
 
 Attempts are counted in the result record, not from the queue's delivery count: a run
 that ends ``failed`` records its attempt number, and the next run is that plus one. So a
@@ -109,12 +110,16 @@ class Delivery:
             only when signing is on.
         source: where the message was read from, as a signature binds it
             (:func:`kindling.jobsig.sqs_destination`, :func:`~kindling.jobsig.stream_destination`).
+        counts_runs: ``attempts`` counts runs only: the trigger gives a hand-back's delivery
+            back (a Valkey stream). A job delivered more often than its attempts allow is then
+            recorded ``dead`` instead of run (:func:`kindling.policy.out_of_deliveries`).
     """
 
-    __slots__ = ("ref", "body", "attempts", "trace", "group", "signature", "source")
+    __slots__ = ("ref", "body", "attempts", "trace", "group", "signature", "source", "counts_runs")
 
     def __init__(self, ref: str, body: str | bytes, attempts: int = 1, trace: str | None = None,
-                 group: str | None = None, signature: str | bytes | None = None, source: str | None = None):
+                 group: str | None = None, signature: str | bytes | None = None, source: str | None = None,
+                 counts_runs: bool = False):
         self.ref = ref
         self.body = body
         self.attempts = attempts
@@ -122,6 +127,7 @@ class Delivery:
         self.group = group
         self.signature = signature
         self.source = source
+        self.counts_runs = counts_runs
 
     def __repr__(self) -> str:
         return f"Delivery(ref={self.ref!r}, attempts={self.attempts})"
@@ -137,7 +143,7 @@ class Outcome:
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
                  "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error",
-                 "previous", "result", "generation")
+                 "previous", "result", "generation", "exhausted")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -162,6 +168,7 @@ class Outcome:
         self.previous: str | None = None  # the status the store held before this delivery
         self.result: str | None = None  # a succeeded run's result as JSON, inline or kept in S3 (chains read it)
         self.generation = 1  # the generation of the job's record as read (a revive makes a new one)
+        self.exhausted = False  # delivered past its allowance: recorded dead unless already final
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -229,7 +236,10 @@ class Runner:
         max_deliveries: the delivery on which a job that still has no final record is
             recorded ``dead`` instead of being run (SQS: the redrive policy's
             maxReceiveCount, after which the queue moves the message anyway). Runs that
-            crash the worker before recording anything are bounded only by this.
+            crash the worker before recording anything are bounded only by this, or, for
+            deliveries whose count counts runs only (``Delivery.counts_runs``: a Valkey
+            stream), by the job's own attempts (:func:`kindling.policy.out_of_deliveries`).
+            Either is judged after the message is decoded and its signature checked.
         retry_delay: seconds before a failed job's first retry, doubling per attempt
             (``Outcome.retry_in``); 0 leaves it to the queue.
         default_timeout: seconds a job may run when neither job nor task sets a timeout.
@@ -546,6 +556,9 @@ class Runner:
             reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
             self._rejected(o, d, reason, claimed_id=job.id, task=job.task, job=job)  # type: ignore[union-attr]
             return
+        # The crash-loop rule: judged here, on a decoded and verified job, for every trigger.
+        o.exhausted = policy.out_of_deliveries(o.deliveries, self._attempts_allowed(o), self.max_deliveries,
+                                               d.counts_runs)
         if job.not_before is not None and job.not_before > now_ms():  # type: ignore[union-attr]
             o.status = DEFERRED
             o.reason = "not_before is in the future"
@@ -659,7 +672,7 @@ class Runner:
             if o.status is not None:
                 continue
             task = self._task(o)
-            last_delivery = bool(self.max_deliveries) and o.deliveries >= self.max_deliveries  # type: ignore[operator]
+            last_delivery = o.exhausted
             if not task.skip_succeeded:
                 # Unread: numbered after the run if it fails (see _number_unread_failures).
                 # Opting out of duplicate skipping means running again is fine, even after

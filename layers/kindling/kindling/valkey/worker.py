@@ -21,9 +21,11 @@ Per round:
    so hand-backs never use up deliveries, and reclaimed after the runner's ``retry_in``
    (:meth:`StreamWorker._settle`).
 
-An entry delivered more than its allowed attempts (its worker crashed every time) is not run
-again: it is recorded ``dead`` ("delivered too many times") and moved to the dead stream,
-unless the store already has a final outcome for it.
+An entry's delivery count counts runs only (hand-backs give theirs back), so its deliveries
+are marked ``counts_runs``: the runner records an entry delivered more often than its job's
+attempts allow (its workers crashed every time) ``dead`` without running it, unless the store
+already has a final outcome for it. That rule, like every other, is the runner's, applied
+after the entry's signature is checked: the worker never reads a body itself.
 
 A consumer that stops with nothing pending is removed from the group
 (:meth:`StreamWorker.forget_consumers`, with those idle for ``STALE_CONSUMER_MS`` and holding
@@ -34,18 +36,16 @@ from __future__ import annotations
 
 import time
 
-from kindling import codec, policy
+from kindling import codec
 from kindling.backoff import compute_backoff
-from kindling.envelope import decode_job, encode_job, now_ms
-from kindling.errors import InvalidJob, KindlingError, StoreUnavailable
+from kindling.envelope import encode_job, now_ms
+from kindling.errors import KindlingError, StoreUnavailable
 from kindling.records import build_record, describe_error, rejected_key
-from kindling.results import FINAL
 from kindling.runner import (
     DEAD,
     DEFERRED,
     REJECTED,
     SETTLED,
-    SKIPPED,
     STORE_UNAVAILABLE,
     Delivery,
     Outcome,
@@ -155,9 +155,11 @@ class StreamWorker:
         self.batch = batch
         self.block_ms = block_ms
         self.visibility_ms = visibility_ms
-        self.max_attempts = runner.max_attempts
         self.client = client or connect(url, socket_timeout=max(10.0, block_ms / 1000 + 10))
         self.runner = runner
+        # A store on one connection (DynamoResultStore's default) cannot have the next batch's
+        # read in flight while this batch's write waits to be read back: they would share it.
+        self._overlaps = getattr(runner.store, "concurrency", None) != 1
         self.counts: dict[str, int] = {}
         self._stopping = False
         self._group_ready = False
@@ -247,7 +249,7 @@ class StreamWorker:
         # and checked against the stream it was read from when signing is on.
         trace = fields.get(TRACE_FIELD) or fields.get("trace")
         d = Delivery(_s(entry_id), body, attempts, trace=_s(trace) if trace else None,
-                     signature=fields.get(SIG_FIELD) or fields.get("sig"))
+                     signature=fields.get(SIG_FIELD) or fields.get("sig"), counts_runs=True)
         if self.runner.verifier is not None:
             from kindling.jobsig import stream_destination
 
@@ -267,19 +269,11 @@ class StreamWorker:
 
     def _admit(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None,
                request_id: str | None = None, in_flight=(), contained: bool = True) -> _Batch:
-        """Entries delivered too often are judged (rare: a read and a write of their own);
-        the rest are admitted by the runner, their duplicate check sent, and held by the
-        heartbeat until settled. Not ``contained``: a runner bug is raised (the hold
-        released) instead of running the entries one by one at once."""
+        """The entries are admitted by the runner (decoded, signatures checked, the duplicate
+        check sent) and held by the heartbeat until settled. Not ``contained``: a runner bug
+        is raised (the hold released) instead of running the entries one by one at once."""
         b = _Batch(deliveries)
-        try:
-            b.exhausted, b.runnable = self._split_exhausted(deliveries)
-        except StoreUnavailable as exc:
-            b.outcomes = [_deferred(d, f"{STORE_DOWN}: {exc}") for d in deliveries]
-            return b
-        if not b.runnable:
-            b.outcomes = b.exhausted
-            return b
+        b.runnable = list(deliveries)
         if self.heartbeat is not None:
             b.held = self.heartbeat.hold(self.consumer, [d.ref for d in b.runnable]).__enter__()
         b.remaining_ms, b.request_id = remaining_ms, request_id
@@ -309,7 +303,7 @@ class StreamWorker:
         if b.done:
             return b.outcomes
         if b.outcomes is None:
-            self._contain(b, lambda: setattr(b, "outcomes", b.exhausted + self.runner.finish(b.run, send=self.send)))
+            self._contain(b, lambda: setattr(b, "outcomes", self.runner.finish(b.run, send=self.send)))
         b.release()
         b.done = True  # settled at most once: a settlement cut off by Valkey leaves entries pending
         self._settle(b.outcomes, b.deliveries)
@@ -326,7 +320,7 @@ class StreamWorker:
         try:
             phase()
         except Exception as exc:  # noqa: BLE001 - one entry must not wedge the stream
-            b.outcomes = b.exhausted + self._one_by_one(b.runnable, exc, b.remaining_ms, b.request_id)
+            b.outcomes = self._one_by_one(b.runnable, exc, b.remaining_ms, b.request_id)
 
     def _one_by_one(self, deliveries: list[Delivery], exc: Exception, remaining_ms: Callable[[], int] | None,
                     request_id: str | None) -> list[Outcome]:
@@ -387,7 +381,7 @@ class StreamWorker:
         A deferred entry was not started (the store was down, the invocation's time ran
         short): that delivery must not count. The runner counts attempts in the result
         record, so the stream's delivery counter only bounds runs that crash the worker
-        before anything is recorded (:meth:`_split_exhausted`); left as it is, an outage
+        before anything is recorded (:func:`kindling.policy.out_of_deliveries`); left as it is, an outage
         with entries reclaimed every ``visibility_ms`` would push it past the limit and
         record jobs dead that never ran. So the entry is claimed again with ``XCLAIM ...
         RETRYCOUNT <count before this delivery> JUSTID``: in the same round trip as the
@@ -452,62 +446,6 @@ class StreamWorker:
                 if trimmed > 0 and self.runner.log:
                     self.runner.log({"kindling": "dead_trimmed", "stream": self.dead_stream, "trimmed": trimmed,
                                      "maxlen": self.dead_maxlen})
-
-    def _allowed(self, job) -> int:
-        try:
-            task = self.runner.registry.get(job.task)
-        except InvalidJob:
-            task = None
-        return policy.attempts_allowed(job, task, self.max_attempts, self.runner.attempts_cap)
-
-    def _split_exhausted(self, deliveries: list[Delivery]):
-        """Entries delivered more often than allowed (their workers died running them) are
-        recorded dead without running them once more."""
-        over = []
-        for d in deliveries:
-            if d.attempts <= self.max_attempts:
-                continue
-            try:
-                job = decode_job(d.body)
-            except Exception:  # noqa: BLE001 - whatever the body does to the decoder: the runner rejects it
-                continue
-            if d.attempts > self._allowed(job):
-                over.append((d, job))
-        if not over:
-            return [], list(deliveries)
-        refs = {d.ref for d, _ in over}
-        states = self.runner.store.read_states([job.id for _, job in over])
-        outcomes, records = [], []
-        at = now_ms()
-        for d, job in over:
-            state = states.get(job.id, (None, 0))
-            previous = state[0]
-            if previous in FINAL:
-                o = Outcome(d.ref, job.id, job.task, SKIPPED if previous != DEAD else DEAD, d.attempts)
-                o.reason = f"already {previous}"
-                o.job, o.previous = job, previous
-                outcomes.append(o)
-                continue
-            o = Outcome(d.ref, job.id, job.task, DEAD, d.attempts)
-            o.job = job
-            o.reason = f"delivered {d.attempts} times without finishing (its workers died)"
-            o.record = build_record(key=job.id, task=job.task, status=DEAD, attempts=d.attempts, started_at=at,
-                                    finished_at=at, job=job, error={"type": "TooManyDeliveries", "message": o.reason},
-                                    worker=self.runner.worker, ttl_s=self.runner.ttl_s,
-                                    generation=state[2] if len(state) > 2 else None)  # written over it only
-            records.append(o.record)
-            outcomes.append(o)
-        if records:
-            refused = self.runner.store.write(records) or {}
-            for o in outcomes:
-                if o.record is not None and o.job_id in refused:  # a final outcome or a revive got there first
-                    o.status = SKIPPED
-                    o.reason = f"already {refused[o.job_id]}"
-        if any(o.job.chain or o.job.parent for o in outcomes):  # a dead member fails its chord here too
-            from kindling import followups
-
-            followups.run(self.runner, outcomes, self.send, None)
-        return outcomes, [d for d in deliveries if d.ref not in refs]
 
     def idle(self) -> bool:
         """Nothing left: no entry in the stream (acked ones are deleted), none pending, and
@@ -585,9 +523,9 @@ class StreamWorker:
         entries, then run the next batch and send its write. Returns the batch now in flight.
 
         The next batch's check goes out before the write in flight is read back, so ids of
-        that write are read again afterwards (:meth:`kindling.runner.Runner.begin`); entries
-        delivered too often are judged only after it; and if that write fails (the store is
-        down) the next batch is handed back unrun rather than run into the outage."""
+        that write are read again afterwards (:meth:`kindling.runner.Runner.begin`); and if
+        that write fails (the store is down) the next batch is handed back unrun rather than
+        run into the outage."""
         if self._ahead_error is not None:  # reading ahead failed: handled as if this round's read had
             error, self._ahead_error = self._ahead_error, None
             raise error
@@ -607,7 +545,7 @@ class StreamWorker:
             if self._stopping and ahead is not None:  # read ahead before the signal: given back unstarted
                 self._hand_back(ahead, "not started: the worker is stopping", retry_in=0)
                 admitted, deliveries = None, []
-            if admitted is None and sent is not None and deliveries and self._needs_split(deliveries):
+            if admitted is None and sent is not None and deliveries and not self._overlaps:
                 if self._finish_sent(sent, store_backoff) is _DOWN:
                     self._hand_back(deliveries)
                     return None
@@ -659,15 +597,14 @@ class StreamWorker:
         if b.outcomes is None:  # not already run (a runner bug runs a batch one by one at once)
             reason = reason or f"{STORE_DOWN}: the previous batch's write failed; not run into the outage"
             unrun = b.runnable if b.run is not None else b.deliveries
-            b.outcomes = b.exhausted + [_deferred(d, reason, retry_in) for d in unrun]
+            b.outcomes = [_deferred(d, reason, retry_in) for d in unrun]
         self._complete(b)
 
     def _read_ahead(self, in_flight: set[str]) -> None:
         """While a batch's jobs run in threads: read the next batch and send its duplicate
         check, so that the threads wait for neither when they come free. ``in_flight``: the
         running batch's job ids, read again once its write is read back
-        (:meth:`kindling.runner.Runner.begin`). Entries delivered too often are left to be
-        judged after that write, as in a round. Whatever fails is raised by the next round,
+        (:meth:`kindling.runner.Runner.begin`). Whatever fails is raised by the next round,
         after the running batch has been settled as usual."""
         if self._stopping:
             return
@@ -679,7 +616,7 @@ class StreamWorker:
         if not deliveries:
             return
         self._ahead = deliveries
-        if self._needs_split(deliveries):
+        if not self._overlaps:  # admitted by the next round, after the running batch's write
             self._ahead_held = self._hold(deliveries)
             return
         try:
@@ -693,9 +630,6 @@ class StreamWorker:
         if self.heartbeat is None:
             return None
         return self.heartbeat.hold(self.consumer, [d.ref for d in deliveries]).__enter__()
-
-    def _needs_split(self, deliveries: list[Delivery]) -> bool:
-        return any(d.attempts > self.max_attempts for d in deliveries)
 
     def _complete_quietly(self, sent: _Batch | None) -> None:
         """After Valkey or the store failed mid-round: the batch in flight is read back and
@@ -718,12 +652,11 @@ class StreamWorker:
 class _Batch:
     """A batch of entries on its way through the worker: admitted, executed, completed."""
 
-    __slots__ = ("deliveries", "exhausted", "runnable", "run", "held", "outcomes", "remaining_ms", "request_id",
+    __slots__ = ("deliveries", "runnable", "run", "held", "outcomes", "remaining_ms", "request_id",
                  "done")
 
     def __init__(self, deliveries: list[Delivery]):
         self.deliveries = deliveries
-        self.exhausted: list[Outcome] = []  # judged without running: delivered too often
         self.runnable: list[Delivery] = []
         self.run = None  # the runner's batch (kindling.runner.Batch)
         self.held = None  # the heartbeat's hold on the runnable entries
