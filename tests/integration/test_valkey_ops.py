@@ -255,7 +255,7 @@ def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(url, stream,
 
     dead.client.xdel = xdel_then_die_again
     report = redrive(dead, revive_dead=False, progress=lines.append, chunk=3)
-    assert report == {"moved": 7, "revived": 0, "revive_refused": 0, "total": 7}
+    assert report == {"moved": 7, "revived": 0, "revive_refused": 0, "unverified": 0, "total": 7}
     assert lines[1:] == ["moved 3 of 7", "moved 6 of 7", "moved 7 of 7"]
     assert client.xlen(stream) == 7 and client.xlen(f"{stream}:dead") == 3
 

@@ -227,3 +227,150 @@ def test_a_signed_entry_delivered_past_its_own_attempts_is_recorded_dead_and_one
     assert dead["error"]["type"] == "TooManyDeliveries" and "delivered 4 times" in dead["error"]["message"]
     ((_, fields),) = client.xrange(f"{stream}:dead")
     assert fields[b"job_id"].decode() == crashy.id and fields[b"sig"].startswith(b"v1:k1:")
+
+
+# -- the operator's tools: kindling jobs retry --valkey, kindling dlq redrive --valkey ---------------
+
+
+class Dying:
+    """A signed deployment with its records in Valkey, whose ``boom`` jobs die at once."""
+
+    def __init__(self, url, stream):
+        from kindling.registry import Registry
+        from kindling.runner import Runner
+        from kindling.signed import Verifier
+        from kindling.valkey import StreamWorker, ValkeyResultStore
+
+        self.store = ValkeyResultStore(url, prefix=f"forge{uuid.uuid4().hex[:6]}")
+        reg = Registry()
+
+        @reg.task(name="boom", max_attempts=1)
+        def boom(x):
+            raise RuntimeError(f"boom {x}")
+
+        runner = Runner(reg, self.store, log=None, metrics=False, verifier=Verifier(keyring()))
+        self.worker = StreamWorker(url, runner=runner, stream=stream, block_ms=50, heartbeat=False)
+        self.url, self.stream = url, stream
+
+    def send(self, *xs):
+        from kindling.valkey import StreamProducer
+
+        return StreamProducer(self.url, stream=self.stream, signing=keyring()).enqueue_many(
+            [("boom", (x,), {}) for x in xs])
+
+    def kill(self, *xs):
+        jobs = self.send(*xs)
+        assert self.worker.run(burst=True) == {"dead": len(xs)}
+        return jobs
+
+    def ops(self):
+        from kindling.ops import dead_stream
+
+        return (dead_stream.DeadStream(self.url, self.stream, keyring=keyring()),
+                dead_stream.ValkeyRecords(self.url, prefix=self.store.prefix))
+
+
+def forged_dead_entry(client, stream, victim_id: str) -> str:
+    """What a forger adds to the dead stream: an unsigned body naming a real job (and a chord),
+    with the ``job_id`` field the worker writes."""
+    from kindling.envelope import encode_job, new_job
+
+    body = encode_job(new_job("boom", ["forged"], job_id=victim_id,
+                              parent={"id": CHORD, "index": 0, "size": 2, "then": THEN}))
+    entry = client.xadd(f"{stream}:dead", {b"job": body, b"job_id": victim_id, b"error": b"x", b"attempts": b"1"})
+    return entry.decode() if isinstance(entry, bytes) else entry
+
+
+def test_a_retry_acts_only_on_the_signed_entry_of_the_job_never_a_forged_one(url, stream):
+    from kindling.followups import chord_key
+    from kindling.valkey import connect
+
+    dying = Dying(url, stream)
+    client = connect(url)
+    (job,) = dying.send(1)
+    forged = forged_dead_entry(client, stream, job.id)  # older than the real entry: searched first
+    assert dying.worker.run(burst=True) == {"dead": 1}
+    ((_, real_fields),) = [(i, f) for i, f in client.xrange(f"{stream}:dead") if f.get(b"sig")]
+    dead_stream, records = dying.ops()
+    from kindling.ops.dead_stream import retry
+
+    done = retry(dead_stream, records, job.id)
+
+    assert (done["previous_status"], done["generation"]) == ("dead", 2)
+    ((_, sent),) = client.xrange(stream)
+    assert sent[b"job"] == real_fields[b"job"] and sent[b"sig"] == real_fields[b"sig"]
+    assert [i.decode() for i, _ in client.xrange(f"{stream}:dead")] == [forged]  # left where it is
+    assert dying.store.record(chord_key(CHORD)) is None
+
+
+def test_a_retry_refuses_a_job_whose_only_dead_entry_is_not_validly_signed(url, stream):
+    from kindling.ops.dead_stream import retry
+    from kindling.ops.revive import RetryRefused
+    from kindling.valkey import connect
+
+    dying = Dying(url, stream)
+    client = connect(url)
+    (job,) = dying.kill(2)
+    ((real_entry, _),) = client.xrange(f"{stream}:dead")
+    client.xdel(f"{stream}:dead", real_entry)  # trimmed: only the forger's entry names the job now
+    forged_dead_entry(client, stream, job.id)
+    dead_stream, records = dying.ops()
+
+    with pytest.raises(RetryRefused, match="not validly signed.*unsigned message"):
+        retry(dead_stream, records, job.id)
+
+    record = dying.store.get(job.id)
+    assert (record["status"], record.get("generation", 1)) == ("dead", 1)  # not revived
+    assert client.xlen(stream) == 0 and client.xlen(f"{stream}:dead") == 1
+
+
+def test_a_redrive_moves_and_revives_only_validly_signed_entries(url, stream):
+    from kindling.followups import chord_key
+    from kindling.ops.dead_stream import redrive
+    from kindling.valkey import connect
+
+    dying = Dying(url, stream)
+    client = connect(url)
+    real, victim = dying.kill(3, 4)
+    victim_entry = next(i for i, f in client.xrange(f"{stream}:dead") if f[b"job_id"] == victim.id.encode())
+    client.xdel(f"{stream}:dead", victim_entry)
+    forged = forged_dead_entry(client, stream, victim.id)
+    dead_stream, records = dying.ops()
+    lines: list[str] = []
+
+    report = redrive(dead_stream, records, progress=lines.append)
+
+    assert (report["moved"], report["revived"], report["unverified"], report["total"]) == (1, 1, 1, 2), report
+    assert any(forged in line and "unsigned message" in line for line in lines), lines
+    assert dying.store.get(real.id)["status"] == "queued"
+    assert dying.store.get(victim.id)["status"] == "dead"  # the job the forgery names is not revived
+    assert dying.store.record(chord_key(CHORD)) is None
+    ((_, sent),) = client.xrange(stream)
+    assert sent[b"sig"].startswith(b"v1:k1:")
+    assert [i.decode() for i, _ in client.xrange(f"{stream}:dead")] == [forged]
+
+
+def test_the_redrive_command_checks_signatures_with_the_deployments_secret(url, stream, moto_endpoint, monkeypatch,
+                                                                          capsys):
+    import boto3
+    from kindling.cli import main
+    from kindling.valkey import connect
+
+    value = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(KEY).decode()}})
+    arn = boto3.client("secretsmanager").create_secret(Name=f"forge-{uuid.uuid4().hex[:8]}",
+                                                       SecretString=value)["ARN"]
+    dying = Dying(url, stream)
+    client = connect(url)
+    (job,) = dying.kill(5)
+    forged = forged_dead_entry(client, stream, job.id)
+    monkeypatch.setenv("KINDLING_SIGNING_SECRET", arn)
+    monkeypatch.setenv("KINDLING_VALKEY_URL", url)
+    capsys.readouterr()
+
+    code = main(["dlq", "redrive", "--valkey", "--stream", stream, "--no-revive"])
+
+    out = capsys.readouterr().out
+    assert code == 1 and "moved 1 of 2" in out and "1 not validly signed (left in the dead stream)" in out, out
+    assert [i.decode() for i, _ in client.xrange(f"{stream}:dead")] == [forged]
+    ((_, sent),) = client.xrange(stream)
+    assert sent[b"sig"].startswith(b"v1:k1:")

@@ -292,7 +292,9 @@ def _dlq_redrive(ns) -> int:
         report = dead_stream.redrive(_dead_stream(ns), records, revive_dead=not ns.no_revive,
                                      progress=lambda line: print(line, flush=True))
         print(f"done: moved {report['moved']} of {report['total']}, revived {report['revived']}"
-              + (f", {report['revive_refused']} not revived" if report["revive_refused"] else ""))
+              + (f", {report['revive_refused']} not revived" if report["revive_refused"] else "")
+              + (f", {report['unverified']} not validly signed (left in the dead stream)" if report["unverified"]
+                 else ""))
         return 0 if report["moved"] == report["total"] and not report["revive_refused"] else 1
 
     report = redrive(_queue_stack(ns), revive_dead=not ns.no_revive, max_per_second=ns.max_per_second,

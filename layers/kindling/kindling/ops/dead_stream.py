@@ -30,6 +30,13 @@ as they are. DynamoDB records are revived by :func:`kindling.ops.revive.revive`;
 records by one server-side script (the same check and replace, the ledger at
 ``<prefix>:revive:<id>``). A revived job that failed its chord reopens it
 (:func:`kindling.ops.revive.reopen_chord`).
+
+When the deployment signs jobs (``KINDLING_SIGNING_SECRET``), anyone who can write to the
+dead stream could add an entry there, so nothing in an entry is trusted before its signature
+is checked against the job stream, as the worker would check it: a retry or redrive reads the
+job id (and, for a chord member, its chord) only from a body whose signature verifies, never
+from the entry's ``job_id`` field. An entry that does not verify is neither revived nor moved:
+``retry`` refuses it, ``redrive`` leaves it in the dead stream and counts it ``unverified``.
 """
 
 from __future__ import annotations
@@ -71,7 +78,7 @@ def _s(value) -> str:
 class DeadStream:
     """A job stream and its dead stream on one Valkey."""
 
-    def __init__(self, url: str, stream: str = "kindling:jobs", *, client=None):
+    def __init__(self, url: str, stream: str = "kindling:jobs", *, client=None, keyring=None):
         from kindling.valkey.connection import connect
 
         if not url:
@@ -80,6 +87,47 @@ class DeadStream:
         self.stream = stream
         self.dead = f"{stream}:dead"
         self.client = client or connect(url, socket_timeout=10)
+        self._keyring = keyring  # signing on: the deployment's keys (default: KINDLING_SIGNING_SECRET's)
+        self._verifier = None
+
+    @property
+    def verifier(self):
+        """The worker's check of signatures (:class:`kindling.signed.Verifier`) when the
+        deployment signs jobs, else ``None``."""
+        if self._verifier is None:
+            keyring = self._keyring
+            if keyring is None:
+                import os
+
+                secret = os.environ.get("KINDLING_SIGNING_SECRET", "")
+                if not secret:
+                    return None
+                import boto3
+
+                from kindling.signed import Keyring, boto3_fetch
+
+                keyring = Keyring(secret, fetch=boto3_fetch(boto3.Session()))
+            from kindling.signed import Verifier
+
+            self._verifier = Verifier(keyring)
+            trouble = self._verifier.prepare()
+            if trouble is not None:
+                self._verifier = None
+                raise OpsError(f"the deployment signs jobs, and its {trouble}: dead entries cannot be checked")
+        return self._verifier
+
+    def unverified(self, entry_id: str, fields: dict) -> str | None:
+        """Why the entry's body is not to be trusted (its signature for the job stream does
+        not verify), or ``None``: it is, or the deployment does not sign jobs."""
+        verifier = self.verifier
+        if verifier is None:
+            return None
+        from kindling.jobsig import stream_destination
+        from kindling.runner import Delivery
+
+        d = Delivery(entry_id, fields.get("job") or b"", signature=fields.get("sig"),
+                     source=stream_destination(self.stream))
+        return verifier.check(d)
 
 
 class DynamoRecords:
@@ -188,6 +236,24 @@ def _row(entry_id: str, fields: dict) -> dict:
             "reason": _s(fields.get("error") or b"") or None, "entry": _s(fields.get("entry") or b"") or None}
 
 
+def _trusted_id(dead: DeadStream, entry_id: str, fields: dict) -> tuple[str | None, str | None]:
+    """``(the job id to act on, None)`` for an entry, or ``(None, why it is not to be trusted)``.
+
+    With signing on, the id is read from the verified body, never from the entry's ``job_id``
+    field, which anyone who can write to the dead stream could have set."""
+    why = dead.unverified(entry_id, fields)
+    if why is not None:
+        return None, f"signature: {why}"
+    if dead.verifier is None:
+        return _row(entry_id, fields)["job_id"], None
+    from kindling.envelope import decode_job
+
+    try:
+        return decode_job(fields.get("job") or b"").id, None
+    except Exception as exc:  # noqa: BLE001 - signed, yet not a job this version reads
+        return None, f"the body cannot be decoded: {type(exc).__name__}"[:300]
+
+
 def peek(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = None, *, limit: int = 10) -> dict:
     """The oldest ``limit`` dead entries (job id, task, reason, dead time, attempts, the job's
     current record status and generation when ``records`` is given) and the dead stream's length."""
@@ -211,7 +277,8 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
         raise OpsError("redrive needs the results (--table, or --results valkey) to revive dead jobs; "
                        "--no-revive moves the entries as they are")
     last = dead.client.xrevrange(dead.dead, count=1)
-    report = {"moved": 0, "revived": 0, "revive_refused": 0, "total": int(dead.client.xlen(dead.dead))}
+    report = {"moved": 0, "revived": 0, "revive_refused": 0, "unverified": 0,
+              "total": int(dead.client.xlen(dead.dead))}
     if not last:
         progress(f"{dead.dead} is empty: nothing to move")
         return report
@@ -223,16 +290,25 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
         if not entries:
             break
         start = "(" + entries[-1][0]
+        trusted, jobs = [], []
+        for entry_id, fields in entries:
+            job_id, why = _trusted_id(dead, entry_id, fields)
+            if why is not None:  # neither revived nor moved: the worker would reject it anyway
+                report["unverified"] += 1
+                progress(f"entry {entry_id} left in {dead.dead}: {why}")
+                continue
+            trusted.append((entry_id, fields))
+            jobs.append((job_id, fields.get("job") or b""))
         if revive_dead:
-            revived, refused = _revive(entries, records, progress, RetryRefused)  # type: ignore[arg-type]
+            revived, refused = _revive(jobs, records, progress, RetryRefused)  # type: ignore[arg-type]
             report["revived"] += revived
             report["revive_refused"] += refused
-        moved, added = _move(dead, entries)
+        moved, added = _move(dead, trusted) if trusted else ([], [])
         report["moved"] += len(moved)
         progress(f"moved {report['moved']} of {report['total']}")
-        if len(moved) < len(entries):
+        if len(moved) < len(trusted):
             failed = next(r for r in added if isinstance(r, Exception))
-            progress(f"{len(entries) - len(moved)} entries could not be added to {dead.stream} ({failed}); "
+            progress(f"{len(trusted) - len(moved)} entries could not be added to {dead.stream} ({failed}); "
                      "they stay in the dead stream")
             break
     return report
@@ -271,6 +347,7 @@ def retry(dead: DeadStream, records: DynamoRecords | ValkeyRecords, job_id: str,
 
     refuse_settled(job_id, records.read([job_id]).get(job_id))
     found: list[tuple[str, dict]] = []
+    untrusted: list[tuple[str, str]] = []  # entries that name the job but do not verify
     start, seen = "-", 0
     while seen < search:
         entries = _entries(dead, start, "+", min(CHUNK, search - seen))
@@ -278,9 +355,18 @@ def retry(dead: DeadStream, records: DynamoRecords | ValkeyRecords, job_id: str,
             break
         seen += len(entries)
         start = "(" + entries[-1][0]
-        found += [(i, f) for i, f in entries if _row(i, f)["job_id"] == job_id]
+        for i, f in entries:
+            trusted_id, why = _trusted_id(dead, i, f)
+            if trusted_id == job_id:
+                found.append((i, f))
+            elif why is not None and _row(i, f)["job_id"] == job_id:
+                untrusted.append((i, why))
         if found:
             break
+    if not found and untrusted:
+        entry_id, why = untrusted[0]
+        raise RetryRefused(f"job {job_id}: its entry {entry_id} in {dead.dead} is not validly signed for {dead.stream} "
+                           f"({why}): not retried, nothing revived")
     if not found:
         raise RetryRefused(f"job {job_id}: not in {dead.dead} (looked at {seen} entries): it is queued or running, "
                            "already retried, trimmed from the dead stream, or unknown")
@@ -299,8 +385,9 @@ def retry(dead: DeadStream, records: DynamoRecords | ValkeyRecords, job_id: str,
             "stream": dead.stream}
 
 
-def _revive(entries, records, progress, refused_error) -> tuple[int, int]:
-    bodies = {r["job_id"]: f.get("job") or b"" for r, f in ((_row(i, f), f) for i, f in entries)}
+def _revive(jobs: list[tuple[str | None, bytes]], records, progress, refused_error) -> tuple[int, int]:
+    """Revive the dead records of ``jobs`` (``(job id, body)`` of entries to be trusted)."""
+    bodies = dict(jobs)
     ids = [i for i in bodies if i]
     current = records.read(ids)
     revived = refused = 0
