@@ -181,7 +181,7 @@ def test_poison_retries_and_dead_stream(valkey_url, stream, table, tasks):
     producer = StreamProducer(valkey_url, stream=stream)
     r = producer.client
     worker = StreamWorker(valkey_url, store=DynamoResultStore(table), stream=stream, visibility_ms=200,
-                          block_ms=100, batch=20, max_attempts=3, log=False)
+                          block_ms=100, batch=20, max_attempts=3, log=False, retry_delay=0)  # retried on reclaim
     worker.ensure_group()
     # a job whose workers kept dying: delivered 4 times already (by a consumer that is gone)
     crashy = producer.enqueue("sleep", 1)
@@ -407,7 +407,7 @@ def test_deliveries_handed_back_use_no_attempts(valkey_url, stream, tasks):
     producer = StreamProducer(valkey_url, stream=stream)
     store = OutageStore()
     worker = StreamWorker(valkey_url, store=store, stream=stream, visibility_ms=100, block_ms=50, batch=10,
-                          max_attempts=3, log=False)
+                          max_attempts=3, log=False, retry_delay=0)  # failures retried on reclaim
     ok = producer.enqueue("echo", 1)
     fails = producer.enqueue("always_fails", "boom")
     later = producer.enqueue_many([Call("echo", [2], delay=3)])[0]  # deferred for 3 s once the store is back
@@ -570,7 +570,8 @@ def test_valkey_results_waiters_block_and_processes_flag(valkey_url, stream):
     argv = [sys.executable, "-m", "kindling.cli", "worker", "--valkey", valkey_url, "--stream", stream,
             "--tasks", str(TASKS), "--burst", "--processes", "2"]
     env = dict(os.environ, KINDLING_LOG="0", KINDLING_RESULTS="valkey", KINDLING_VALKEY_BLOCK_MS="200",
-               KINDLING_VALKEY_VISIBILITY_MS="1000", KINDLING_VALKEY_BATCH="20")  # > one batch's run time
+               KINDLING_VALKEY_VISIBILITY_MS="1000", KINDLING_VALKEY_BATCH="20",  # > one batch's run time
+               KINDLING_RETRY_DELAY="0")  # the failing job retried on reclaim
     env.pop("KINDLING_TABLE", None)
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

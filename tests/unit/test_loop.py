@@ -22,7 +22,8 @@ def test_the_local_loop_records_every_outcome_and_moves_dead_jobs_itself(table):
     doomed = client.enqueue("always_fails", "no")
     sqs.send_message(QueueUrl=url, MessageBody="{not json")
 
-    counts = SqsWorker(url, table, wait=1, log=None).run(burst=True, idle_timeout=10)
+    # retry delay 0: retries come back after the queue's 1 s visibility timeout
+    counts = SqsWorker(url, table, wait=1, log=None, retry_delay=0).run(burst=True, idle_timeout=10)
 
     assert client.status(ok.id) == "succeeded"
     record = client.record(doomed.id)

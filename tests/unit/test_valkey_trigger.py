@@ -381,7 +381,10 @@ def test_a_far_delayed_job_is_left_to_the_next_kick(url, stream):
     assert producer.client.exists(f"{stream}:kick") == 0
 
 
-def test_a_failed_job_is_retried_by_the_drain_that_handed_it_back(url, stream):
+def test_a_failed_job_is_retried_by_the_drain_that_handed_it_back(url, stream, monkeypatch):
+    """Its retry waits in the scheduled set (the deployment's retry delay, 1 s here), within
+    the drain's horizon: the drain waits for it rather than returning."""
+    monkeypatch.setenv("KINDLING_RETRY_DELAY", "1")
     ledger = Ledger()
     attempts = []
 

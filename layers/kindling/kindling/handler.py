@@ -34,8 +34,10 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_SAFETY_MS``      time kept back at the end of an invocation (default 1000)
 ``KINDLING_RESULT_TTL_DAYS`` days before result records expire (default 14)
 ``KINDLING_RETRY_DELAY``    seconds before a failed job's first retry, doubling with
-                            each attempt; unset or 0 leaves retries to the queue's
-                            visibility timeout (see :func:`kindling.sqs.visibility_changes`)
+                            each attempt (default 5, every trigger's:
+                            :func:`kindling.policy.configured_retry_delay`); 0 leaves
+                            retries to the queue's visibility timeout (see
+                            :func:`kindling.sqs.visibility_changes`)
 ``KINDLING_PAYLOAD_BUCKET`` where results too large for their record are kept (S3, behind
                             a pointer in the record; :mod:`kindling.payloads`); unset: such
                             results fail as ``ResultTooLarge``
@@ -99,7 +101,6 @@ class LambdaWorker:
             # Past maxReceiveCount the message is in the DLQ whatever a task asks for.
             "attempts_cap": int(receives) - 1 if receives else None,
             "max_deliveries": int(receives) if receives else None,
-            "retry_delay": float(env.get("KINDLING_RETRY_DELAY", "0")),
             "concurrency": int(env.get("KINDLING_CONCURRENCY", "16")),
             "default_timeout": float(env.get("KINDLING_TIMEOUT", "300")),
             "safety_ms": int(env.get("KINDLING_SAFETY_MS", "1000")),

@@ -35,6 +35,11 @@ MAX_TASK_LENGTH = 200
 MAX_DELAY_S = 43_200
 """The longest a message can be kept out of sight at once (SQS: 12 hours)."""
 
+DEFAULT_RETRY_DELAY_S = 5.0
+"""Seconds before a failed job's first retry (doubling per attempt) when neither the job's
+task (``backoff=``, ``Retry(after=...)``) nor the deployment (``KINDLING_RETRY_DELAY``, the
+template's ``RetryDelay``) says otherwise: the same for every trigger."""
+
 STORE_BACKOFF_CAP_S = 900
 """Hand-backs because kindling's own store is down come back after 2, 4, 8 ... seconds,
 at most this long, so an outage of hours costs a few dozen deliveries, not thousands."""
@@ -121,6 +126,21 @@ def retry_in_s(task: Task | None, error: BaseException, attempt: int, default_ba
     if task is not None and task.backoff is not None:
         return task.backoff.delay_s(attempt)
     return retry_delay_s(attempt, default_base) if default_base else None
+
+
+def configured_retry_delay(environ=None) -> float:
+    """The deployment's retry delay: ``KINDLING_RETRY_DELAY`` seconds, else
+    :data:`DEFAULT_RETRY_DELAY_S`; 0 leaves retries to the trigger's redelivery (SQS: the
+    queue's visibility timeout; Valkey: the stream's)."""
+    import os
+
+    value = (os.environ if environ is None else environ).get("KINDLING_RETRY_DELAY", "")
+    if not value.strip():
+        return DEFAULT_RETRY_DELAY_S
+    delay = float(value)
+    if not 0 <= delay <= MAX_DELAY_S:
+        raise ValueError(f"KINDLING_RETRY_DELAY must be between 0 and {MAX_DELAY_S} seconds, got {value!r}")
+    return delay
 
 
 def retry_delay_s(attempt: int, base: float) -> int:

@@ -241,7 +241,10 @@ class Runner:
             stream), by the job's own attempts (:func:`kindling.policy.out_of_deliveries`).
             Either is judged after the message is decoded and its signature checked.
         retry_delay: seconds before a failed job's first retry, doubling per attempt
-            (``Outcome.retry_in``); 0 leaves it to the queue.
+            (``Outcome.retry_in``), for tasks without retry options of their own; 0 leaves
+            it to the queue. Default: the deployment's, the same for every trigger
+            (:func:`kindling.policy.configured_retry_delay`: ``KINDLING_RETRY_DELAY``, else
+            :data:`kindling.policy.DEFAULT_RETRY_DELAY_S`).
         default_timeout: seconds a job may run when neither job nor task sets a timeout.
         concurrency: async jobs of one batch that run at the same time.
         threads: synchronous jobs of one batch that run at the same time, in a thread pool
@@ -280,7 +283,7 @@ class Runner:
         max_attempts: int = 3,
         attempts_cap: int | None = None,
         max_deliveries: int | None = None,
-        retry_delay: float = 0.0,
+        retry_delay: float | None = None,
         default_timeout: float = 300.0,
         concurrency: int = 16,
         threads: int = 0,
@@ -300,7 +303,7 @@ class Runner:
         self.max_attempts = max_attempts
         self.attempts_cap = attempts_cap
         self.max_deliveries = max_deliveries
-        self.retry_delay = retry_delay
+        self.retry_delay = policy.configured_retry_delay() if retry_delay is None else retry_delay
         self.default_timeout = default_timeout
         self.concurrency = max(1, concurrency)
         self.threads = threads

@@ -15,8 +15,11 @@ Per round:
 4. one pipelined round trip: ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
    skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first
    (capped at ``dead_maxlen`` entries, ``MAXLEN ~``, the trimmed count logged); a job read
-   before its ``not_before`` goes to the scheduled set and is acknowledged. ``failed``
-   entries stay pending and are reclaimed after ``visibility_ms``; other ``deferred`` ones
+   before its ``not_before`` goes to the scheduled set and is acknowledged, and so does a
+   ``failed`` one, due after the runner's ``retry_in`` (``Retry(after=...)``, its task's
+   backoff, the deployment's retry delay), signature and all: it comes back as a new entry,
+   its attempts counted in its record. A ``failed`` entry without a ``retry_in`` (retry
+   delay 0) stays pending and is reclaimed after ``visibility_ms``; other ``deferred`` ones
    (not started) are claimed back with their delivery count as it was before this delivery,
    so hand-backs never use up deliveries, and reclaimed after the runner's ``retry_in``
    (:meth:`StreamWorker._settle`).
@@ -44,6 +47,7 @@ from kindling.records import build_record, describe_error, rejected_key
 from kindling.runner import (
     DEAD,
     DEFERRED,
+    FAILED,
     REJECTED,
     SETTLED,
     STORE_UNAVAILABLE,
@@ -375,8 +379,9 @@ class StreamWorker:
 
     def _settle(self, outcomes, deliveries: list[Delivery]) -> None:
         """One pipelined round trip: ``dead`` entries copied to the dead stream, settled and
-        dead ones acknowledged and deleted, jobs read before they were due moved to the
-        scheduled set, other ``deferred`` ones given their delivery back.
+        dead ones acknowledged and deleted, jobs read before they were due and failed ones
+        to be retried after a delay moved to the scheduled set, other ``deferred`` ones
+        given their delivery back.
 
         A deferred entry was not started (the store was down, the invocation's time ran
         short): that delivery must not count. The runner counts attempts in the result
@@ -396,7 +401,10 @@ class StreamWorker:
 
         A job deferred because its ``not_before`` is ahead goes to the scheduled set
         (``ZADD`` before its ``XACK``/``XDEL``: a crash in between leaves a copy in both,
-        run once and skipped once, never none). The dead stream is capped at
+        run once and skipped once, never none). A failed job with a ``retry_in`` goes there
+        too, due that many seconds after now: its failure is already recorded, so the copy
+        that comes back is its next attempt (a crash in between may run that attempt twice,
+        at least once as always), and its entry's own delivery count starts afresh. The dead stream is capped at
         ``dead_maxlen``; what the cap trimmed (its length before, plus what was added,
         minus its length after) is logged.
         """
@@ -420,6 +428,10 @@ class StreamWorker:
                 dead += 1
                 done.append(o.ref)
             elif o.status in SETTLED:
+                done.append(o.ref)
+            elif o.status == FAILED and o.retry_in is not None:
+                pipe.zadd(self.scheduled, {member(delivered[o.ref].body, delivered[o.ref].signature):
+                                           now + int(o.retry_in * 1000)})
                 done.append(o.ref)
             elif o.status == DEFERRED:
                 not_before = o.job.not_before if o.job is not None else None
