@@ -79,7 +79,8 @@ def forge(client, stream, body: bytes, deliveries: int) -> str:
     """XADD an unsigned entry and deliver it ``deliveries`` times to a consumer that is gone,
     leaving it idle long enough for any worker to reclaim it at once."""
     entry = client.xadd(stream, {b"job": body})
-    client.xgroup_create(stream, "kindling", id="0", mkstream=True) if not _has_group(client, stream) else None
+    if not _has_group(client, stream):
+        client.xgroup_create(stream, "kindling", id="0", mkstream=True)
     client.xreadgroup("kindling", "ghost", {stream: ">"}, count=100)
     for _ in range(deliveries - 1):
         client.xclaim(stream, "kindling", "ghost", 0, [entry])
@@ -115,7 +116,7 @@ def real_job(url, stream, dep: Deployment, worker) -> tuple[str, dict]:
     job = StreamProducer(url, stream=stream, signing=keyring()).enqueue("add", 20, 22)
     outcomes = []
     for _ in range(5):
-        outcomes += worker.process(worker.fetch(50)) if worker is not None else []
+        outcomes += worker.process(worker.fetch(50))
         if outcomes:
             break
     assert [o.status for o in outcomes] == ["succeeded"]
