@@ -3,9 +3,10 @@ that runs a job, its retries and everything it enqueues inline, so that by the t
 handle is returned every outcome is recorded and no wait ever blocks."""
 
 import time
+import types
 
 import pytest
-from kindling import chain, dispatch, group
+from kindling import chain, dispatch, group, handles
 from kindling.errors import JobFailed
 from kindling.registry import Registry
 from kindling.testing import eager
@@ -50,7 +51,9 @@ def no_waiting(monkeypatch):
     def sleep(seconds):
         raise AssertionError(f"a handle waited ({seconds}s) for an outcome eager mode had already recorded")
 
-    monkeypatch.setattr(time, "sleep", sleep)
+    # The handles' own name for the clock: patching the time module itself would hand the fake
+    # to any module that does `from time import sleep` while it is in place.
+    monkeypatch.setattr(handles, "time", types.SimpleNamespace(monotonic=time.monotonic, sleep=sleep))
 
 
 def test_a_failing_chain_step_raises_job_failed_at_once_and_later_steps_never_run(reg, no_waiting):

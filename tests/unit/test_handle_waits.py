@@ -40,8 +40,9 @@ class Pending:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(handles.time, "monotonic", c.monotonic)
-    monkeypatch.setattr(handles.time, "sleep", c.sleep)
+    # The handles module's own name for the clock: patching the time module itself would hand
+    # the fake to any module that does `from time import monotonic` while it is in place.
+    monkeypatch.setattr(handles, "time", c)
     return c
 
 

@@ -176,8 +176,9 @@ def test_whatever_a_task_raises_or_returns_is_only_its_own_failure(reg, store, k
     reg.task(name="evil")(fn)
     before, evil, after = delivery("add", 1, 2), delivery("evil"), delivery("add", 3, 4)
     outcomes = Runner(reg, store, log=None).run([before, evil, after])
-    assert statuses(outcomes) == ["succeeded", "failed", "succeeded"]
-    assert record_of(store, outcomes[1])["error"]["type"]
+    # A result JSON cannot hold is dead at once (the next run would return the same kind of value).
+    assert statuses(outcomes) == ["succeeded", "dead" if kind in RESULTS else "failed", "succeeded"]
+    assert record_of(store, outcomes[1])["error"]["type"] == ("UnencodableResult" if kind in RESULTS else kind)
     assert codec.loads(record_of(store, outcomes[2])["result"]) == 7
 
 

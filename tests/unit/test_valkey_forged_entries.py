@@ -178,7 +178,7 @@ def test_the_stream_worker_loop_rejects_a_forged_entry_delivered_past_its_attemp
     assert_nothing_acted_on(client, stream, dep, outcomes, victim_id, victim, entries)
 
 
-def test_the_lambda_drain_rejects_a_forged_entry_delivered_past_its_attempts(url, stream):
+def test_the_lambda_drain_rejects_a_forged_entry_delivered_past_its_attempts(url, stream, monkeypatch):
     from kindling.valkey import connect
     from kindling.valkey.lambda_drain import drain
 
@@ -192,7 +192,9 @@ def test_the_lambda_drain_rejects_a_forged_entry_delivered_past_its_attempts(url
     def remaining_ms() -> int:
         return max(0, int((deadline - time.monotonic()) * 1000))
 
-    summary = drain(dep.runner(), {"kindling": "drain", "stream": stream, "url": url}, remaining_ms, invoker=list)
+    monkeypatch.setenv("KINDLING_VALKEY_URL", url)  # the deployment names the server and streams, not the event
+    monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
+    summary = drain(dep.runner(), {"kindling": "drain", "stream": stream}, remaining_ms, invoker=list)
 
     assert summary["counts"] == {"rejected": 2}, summary
     from kindling.runner import Outcome

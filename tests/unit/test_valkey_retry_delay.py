@@ -180,7 +180,7 @@ def test_the_deployments_retry_delay_is_the_default_of_a_stream_worker(url, stre
     assert json.loads(member.partition(b"\n")[2])["id"] == job.id
 
 
-def test_retry_after_and_backoff_are_honoured_by_the_lambda_drain(url, stream):
+def test_retry_after_and_backoff_are_honoured_by_the_lambda_drain(url, stream, monkeypatch):
     from kindling.valkey import connect
     from kindling.valkey.lambda_drain import drain
 
@@ -192,8 +192,10 @@ def test_retry_after_and_backoff_are_honoured_by_the_lambda_drain(url, stream):
         return max(0, int((deadline - time.monotonic()) * 1000))
 
     before = _now_ms()
-    summary = drain(tasks.runner(), {"kindling": "drain", "stream": stream, "url": url, "visibility_ms": 2000},
-                    remaining_ms, invoker=list)
+    monkeypatch.setenv("KINDLING_VALKEY_URL", url)  # the deployment names the server and streams, not the event
+    monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
+    monkeypatch.setenv("KINDLING_DRAIN_VISIBILITY_MS", "2000")
+    summary = drain(tasks.runner(), {"kindling": "drain", "stream": stream}, remaining_ms, invoker=list)
     assert summary["counts"] == {"failed": 2}, summary
     due = {json.loads(member.partition(b"\n")[2])["id"]: score for member, score in scheduled(client, stream)}
     settled = [tasks.store.records[j.id]["finished_at"] for j in (later, backing_off)]
