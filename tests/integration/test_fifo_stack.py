@@ -52,20 +52,23 @@ def test_the_deployed_worker_answers_the_ticker(fifo_stack, localstack, monkeypa
         assert client.result(job_id, timeout=120) == int(job_id.rpartition(".")[2])
 
 
-def test_the_deployed_ticker_rule_runs_the_periodic_task_every_minute(fifo_stack, localstack, monkeypatch):
-    """No invoke by the test: EventBridge's rate(1 minute) rule fires the worker, which
-    enqueues the heartbeat's fire of a minute that starts after the test did."""
-    import time
-
-    from kindling.client import Client
-    from kindling.schedules import tick_job_id
-
+def test_the_deployed_ticker_rule_invokes_the_worker_with_the_tick_event_every_minute(fifo_stack, localstack,
+                                                                                    monkeypatch):
+    """The rule's wiring: rate(1 minute), targeting the worker with exactly the event the
+    test above invokes it with, and a permission that lets EventBridge invoke it. That
+    EventBridge fires a rate rule is EventBridge's part (waiting a minute for it here proved
+    only that)."""
     for key, value in localstack.items():
         monkeypatch.setenv(key, value)
-    client = Client(queue_url=fifo_stack["QueueUrl"], table=fifo_stack["ResultsTableName"])
-    next_minute = (int(time.time()) // 60 + 1) * 60_000
-    job_id = tick_job_id("heartbeat", next_minute)
-    assert client.result(job_id, timeout=180) == next_minute
-    rules = boto3.client("events").list_rules()["Rules"]
-    assert any(r.get("ScheduleExpression") == "rate(1 minute)" and "kindling-fifo" in r["Name"] for r in rules)
-
+    events, lam = boto3.client("events"), boto3.client("lambda")
+    (rule,) = [r for r in events.list_rules()["Rules"]
+               if r.get("ScheduleExpression") == "rate(1 minute)" and "kindling-fifo" in r["Name"]]
+    assert rule["State"] == "ENABLED"
+    (target,) = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+    function = lam.get_function(FunctionName=fifo_stack["WorkerFunctionName"])["Configuration"]
+    assert target["Arn"] == function["FunctionArn"]
+    assert json.loads(target["Input"]) == {"kindling": "tick"}
+    statements = json.loads(lam.get_policy(FunctionName=function["FunctionName"])["Policy"])["Statement"]
+    assert any(st["Principal"] == {"Service": "events.amazonaws.com"} and st["Action"] == "lambda:InvokeFunction"
+               and st.get("Condition", {}).get("ArnLike", {}).get("AWS:SourceArn") == rule["Arn"]
+               for st in statements), statements
