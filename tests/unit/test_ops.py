@@ -104,6 +104,9 @@ def reports(stack, monkeypatch) -> str:
 
 
 def work(stack: Stack, queue_url: str | None = None, **runner_options) -> dict:
+    """Run the queue's jobs to their ends; a failed job comes back at the queue's 1 s
+    visibility (no retry delay: the ops commands need dead jobs, not the delay rule)."""
+    runner_options.setdefault("retry_delay", 0)
     return SqsWorker(queue_url or stack.queue_url, stack.table, registry=registry, wait=1, log=None,
                      **runner_options).run(burst=True, idle_timeout=10)
 
