@@ -14,7 +14,6 @@ from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
-from support import localstack
 
 pytestmark = pytest.mark.localstack
 
@@ -28,10 +27,9 @@ def size(blob):
 
 
 @pytest.fixture(scope="module")
-def aws():
-    env = localstack.env_if_healthy()
-    if env is None:
-        pytest.skip("LocalStack is not healthy on this host")
+def aws(localstack):
+    """The session's LocalStack (started if none answers: never skipped)."""
+    env = localstack
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)

@@ -8,16 +8,14 @@ import uuid
 import pytest
 from kindling.client import Call, Client
 from kindling.envelope import decode_job
-from support import localstack
 
 pytestmark = pytest.mark.localstack
 
 
 @pytest.fixture(scope="module")
-def aws():
-    env = localstack.env_if_healthy()
-    if env is None:
-        pytest.skip("LocalStack is not healthy on this host")
+def aws(localstack):
+    """The session's LocalStack (started if none answers: never skipped)."""
+    env = localstack
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)

@@ -17,7 +17,6 @@ from kindling.ops.dlq import redrive
 from kindling.ops.revive import RetryRefused, retry_job
 from kindling.registry import Registry
 from kindling.status import DEAD, SUCCEEDED
-from support import localstack
 
 pytestmark = pytest.mark.localstack
 
@@ -33,10 +32,9 @@ def send_mail(to):
 
 
 @pytest.fixture(scope="module")
-def aws():
-    env = localstack.env_if_healthy()
-    if env is None:
-        pytest.skip("LocalStack is not healthy on this host")
+def aws(localstack):
+    """The session's LocalStack (started if none answers: never skipped)."""
+    env = localstack
     with pytest.MonkeyPatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)

@@ -1,8 +1,7 @@
 """kindling's S3 GET against LocalStack's S3: bounded by what the caller accepts (a payload
 pointer's size), the bytes boto3 reads when within it, and a clear refusal past it.
 
-Uses the LocalStack already answering on 127.0.0.1 (skipped when none is healthy: this module
-never starts one) and a bucket of its own, deleted at the end.
+Uses the session's LocalStack and a bucket of its own, deleted at the end.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import os
 import uuid
 
 import pytest
-from support import localstack as _localstack
 
 pytestmark = pytest.mark.localstack
 
@@ -20,11 +18,9 @@ MiB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def endpoint():
-    port = _localstack.port()
-    if not _localstack.healthy(port):
-        pytest.skip(f"no healthy LocalStack on 127.0.0.1:{port}")
-    return f"http://127.0.0.1:{port}"
+def endpoint(localstack):
+    """The session's LocalStack (started if none answers: never skipped)."""
+    return localstack["AWS_ENDPOINT_URL"]
 
 
 @pytest.fixture
