@@ -12,7 +12,7 @@ PYTHON313 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.1
                          $(shell command -v python3.13 2>/dev/null))
 PYTEST_ARGS ?=
 
-.PHONY: install demo demo-moto test unit lint build validate layer-size bench clean
+.PHONY: install demo demo-moto test check unit lint build validate layer-size bench clean
 
 install: $(VENV)/.installed
 
@@ -31,13 +31,28 @@ demo: install
 demo-moto: install
 	$(VENV)/bin/kindling demo --cloud moto
 
-## The whole suite: unit tests, then integration tests against the services they need.
+## The whole suite, every drawer (tests/README.md), in parallel: LocalStack installs and starts
+## in the background while the drawers that need no LocalStack run.
+XDIST ?= -n 3 --dist loadgroup
 test: install
-	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@mkdir -p .state; booted=; \
+	 if ! infra/localstack/ctl status >/dev/null 2>&1; then \
+	   (infra/localstack/ctl install && infra/localstack/ctl start) > .state/localstack-boot.log 2>&1 & \
+	   echo $$! > .state/localstack-boot.pid; booted=1; \
+	 fi; \
+	 set +e; $(PY) -m pytest $(XDIST) $(PYTEST_ARGS); rc=$$?; \
+	 if [ -n "$$booted" ]; then \
+	   kill $$(cat .state/localstack-boot.pid) 2>/dev/null; wait; rm -f .state/localstack-boot.pid; \
+	   infra/localstack/ctl stop >/dev/null 2>&1; \
+	 fi; \
 	 if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; exit $$rc
 
+## The inner loop: the drawers that need no service (no sockets, no LocalStack), in seconds.
+check: install
+	$(PY) -m pytest tests/unit tests/tooling -m "not service and not slow" $(PYTEST_ARGS)
+
 unit: install
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit -m "not service" $(PYTEST_ARGS)
 
 ## ruff, and checkov on template.yaml (infra/checkov/run: its own virtualenv, made on first use).
 lint: install

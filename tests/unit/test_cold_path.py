@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ["boto3", "botocore", "aws_lambda_powertools", "asyncio", "valkey", "redis", "pydantic",
              "urllib3", "requests", "orjson", "json", "typing", "inspect", "logging", "socket", "ssl",
@@ -145,6 +147,7 @@ FIRST_BATCH_MODULES = [
 ]
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_a_first_batch_loads_no_sdk_either(layer_python, table):
     """A whole invocation (DynamoDB read and write included) through kindling's own client.
 
@@ -187,6 +190,7 @@ print(" ".join(sorted(sys.modules)))
 SIGNING_MODULES = {"kindling.jobsig", "kindling.signed", "kindling.secrets"}
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_with_signing_on_a_first_batch_loads_only_the_signing_modules(layer_python, table):
     """Signing on: the worker reads the keys at its first batch with kindling's own client,
     and checks the MAC with the C SHA-256 (no hashlib, no hmac, no json module)."""

@@ -229,6 +229,7 @@ def test_task_code_logs_carry_the_running_jobs_fields(lambda_env, monkeypatch):
     assert error["level"] == "ERROR" and error["exception_name"] == "ZeroDivisionError"
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_the_producers_trace_reaches_the_jobs_log_line_and_record(lambda_env, moto_endpoint, table, monkeypatch):
     """Client -> SQS (AWSTraceHeader) -> the worker's record and log line, on moto."""
     import boto3

@@ -188,6 +188,7 @@ def test_kindling_otel_1_turns_spans_on(spans, monkeypatch, value, on):
     assert len(by_task(spans)) == int(on)
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_the_lambda_handler_opens_a_span_per_job_from_the_sqs_trace_header(spans, table, monkeypatch):
     import tasks  # noqa: F401  the example tasks in functions/worker
     from kindling.handler import LambdaWorker

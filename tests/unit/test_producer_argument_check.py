@@ -129,6 +129,7 @@ def test_the_worker_does_not_import_inspect_to_check_arguments():
     assert out.strip() == "False"
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_a_client_refuses_a_task_call_that_cannot_bind_before_sending(tasks, moto_endpoint):
     from kindling.client import Call, Client
 

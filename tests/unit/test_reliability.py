@@ -377,6 +377,7 @@ def black_hole():
     server.close()
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 @pytest.mark.parametrize("phase", ["read", "write"])
 def test_a_black_holed_dynamodb_is_given_up_on_before_the_invocation_ends(reg, black_hole, monkeypatch, phase):
     from kindling.aws import JsonClient

@@ -69,6 +69,7 @@ def test_a_tick_sees_this_minute_and_the_one_before_with_stable_job_ids():
     assert tick_job_id("every5", utc("2026-11-22 10:05")) == f"sched.every5.{utc('2026-11-22 10:05')}"
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_the_ticker_event_enqueues_due_fires_on_the_jobs_queue(table, monkeypatch):
     import boto3
     from kindling import codec
@@ -87,6 +88,7 @@ def test_the_ticker_event_enqueues_due_fires_on_the_jobs_queue(table, monkeypatc
     assert {b["task"] for b in bodies} == {"minutely"}
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_on_a_fifo_queue_the_ticker_sends_each_schedule_as_its_own_ordered_group(table, monkeypatch):
     import boto3
     from kindling import codec

@@ -214,6 +214,7 @@ def _lambda_record(message: dict, queue_arn: str) -> dict:
             "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": "us-east-1"}
 
 
+@pytest.mark.service  # a moto server: to move to tests/service
 def test_end_to_end_a_signed_producer_runs_and_an_unsigned_one_is_rejected(table, monkeypatch):
     """kindling.client signs with boto3's session; the Lambda worker reads the secret with
     kindling's own client at its first batch and checks the attribute Lambda hands it."""

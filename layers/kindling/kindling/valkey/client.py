@@ -28,7 +28,7 @@ Measured on this machine (CPython 3.13.0, x86-64, 2 vCPUs, shared with other wor
       (a bare ``python -S``: 8.4 MiB; after ``import kindling``: 9.3 MiB)
 
 ``import kindling.valkey.resp`` alone: 17.4 [11.1] ms, nearly all of it ``import kindling``.
-The RSS probe is ``_rss_probe`` in ``tests/integration/test_resp_client.py`` (VmRSS from
+The RSS probe is ``_rss_probe`` in ``tests/service/test_resp_client.py`` (VmRSS from
 /proc/self/status after ``Valkey.from_url(url).xadd(...)`` in a fresh ``python -S``).
 
 Connections. A client keeps a connection per concurrent caller (thread-safe as valkey-py's

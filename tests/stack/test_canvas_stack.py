@@ -2,7 +2,7 @@
 step and a chord's callback on the jobs queue and counts members with UpdateItem; a result
 kept in the payload bucket is passed on, and a follow-up over the queue's limit goes there.
 
-Run: KINDLING_LOCALSTACK_PORT=P .venv/bin/python -m pytest tests/integration/test_canvas_stack.py -q
+Run: KINDLING_LOCALSTACK_PORT=P .venv/bin/python -m pytest tests/stack/test_canvas_stack.py -q
 """
 
 import time

@@ -4,7 +4,7 @@ A fresh ``python -S`` (no site-packages: no valkey-py, no boto3) with only the f
 code directory and the layer's python/ on sys.path drains a stream on a real valkey-server
 into DynamoDB (moto).
 
-Run: .venv/bin/python -m pytest tests/integration/test_valkey_lambda_layer.py -q
+Run: .venv/bin/python -m pytest tests/service/test_valkey_lambda_layer.py -q
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from tests.integration.test_valkey import _scan
 
 pytestmark = pytest.mark.valkey

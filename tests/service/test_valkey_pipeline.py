@@ -4,7 +4,7 @@ the one-batch-at-a-time loop: records only move forward, a job already succeeded
 skipped, a read that fails hands its batch back, and no entry is acknowledged before its
 record is written. Against a real valkey-server (tests/support/valkey.py).
 
-Run: .venv/bin/pytest tests/integration/test_valkey_pipeline.py -q -m valkey
+Run: .venv/bin/pytest tests/service/test_valkey_pipeline.py -q -m valkey
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The servers (a plain one, a password and an ACL user, TLS with a throwaway CA, o
 under the client) are valkey-server processes of this module on free loopback ports
 (start_valkey, tests/support/valkey.py). Connections cut mid-command go through a small proxy here.
 
-Run: .venv/bin/pytest tests/integration/test_resp_client.py -q -m valkey
+Run: .venv/bin/pytest tests/service/test_resp_client.py -q -m valkey
 """
 
 from __future__ import annotations

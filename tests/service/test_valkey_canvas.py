@@ -1,13 +1,12 @@
 """Chains and chords on the Valkey trigger: a real valkey-server (tests/support/valkey.py), the
 ``kindling worker --valkey`` process, DynamoDB on moto. Follow-ups go back on the stream.
 
-Run: .venv/bin/python -m pytest tests/integration/test_valkey_canvas.py -q -m valkey
+Run: .venv/bin/python -m pytest tests/service/test_valkey_canvas.py -q -m valkey
 """
 
 from __future__ import annotations
 
 import pytest
-
 from tests.integration.test_valkey import _counts, _empty, _scan, _worker
 
 pytestmark = pytest.mark.valkey
@@ -109,7 +108,7 @@ def open_store(valkey_url):
 
 
 def test_a_failure_at_any_step_of_the_completing_member_sends_and_runs_the_callback_once(open_store, monkeypatch):
-    """tests/unit/test_canvas.py's scenario on a real valkey-server: each call the member that
+    """tests/service/test_canvas.py's scenario on a real valkey-server: each call the member that
     completes the chord makes fails once (before taking effect, or after it with its reply
     lost), and the member comes back while the callback runs and after: one copy is sent,
     and two workers running every copy at once run it once."""

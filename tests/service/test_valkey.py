@@ -1,6 +1,6 @@
 """The Valkey trigger against a real valkey-server (tests/support/valkey.py) and DynamoDB on moto.
 
-Run: .venv/bin/pytest tests/integration/test_valkey.py -q -m valkey
+Run: .venv/bin/pytest tests/service/test_valkey.py -q -m valkey
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Against a real valkey-server (tests/support/valkey.py, on a free loopback port) with a fake invoker
 standing in for Lambda's asynchronous Invoke: an invocation is a thread running the drain.
 
-Run: .venv/bin/python -m pytest tests/unit/test_valkey_trigger.py -q
+Run: .venv/bin/python -m pytest tests/service/test_valkey_trigger.py -q
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The stream worker's long jobs, delayed jobs and housekeeping, on a real valkey-server.
 
-Run: .venv/bin/python -m pytest tests/integration/test_valkey_trigger_worker.py -q
+Run: .venv/bin/python -m pytest tests/service/test_valkey_trigger_worker.py -q
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 to this test's valkey-server and no schedule; the producer wakes the deployed worker
 through LocalStack's Lambda API, and the local executor runs it on this host.
 
-Run: .venv/bin/python -m pytest tests/integration/test_valkey_lambda_localstack.py -q
+Run: .venv/bin/python -m pytest tests/stack/test_valkey_lambda_localstack.py -q
 """
 
 from __future__ import annotations

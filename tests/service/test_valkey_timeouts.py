@@ -4,7 +4,7 @@ accepts and never answers fails the call instead of blocking it for ever.
 The silent server is a loopback socket that listens and never reads (the kernel completes
 the handshake); the timeouts are checked where they reach the socket, not by the clock.
 
-Run: .venv/bin/python -m pytest tests/unit/test_valkey_timeouts.py -q
+Run: .venv/bin/python -m pytest tests/service/test_valkey_timeouts.py -q
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The deployment's environment names the Valkey URL, the streams, the group and th
 visibility; an event naming anything else is refused with one log line, before the drain
 touches any key. Against real valkey-servers on loopback ports (tests/support/valkey.py).
 
-Run: .venv/bin/python -m pytest tests/unit/test_valkey_drain_event.py -q
+Run: .venv/bin/python -m pytest tests/service/test_valkey_drain_event.py -q
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ invokes the drain anyway, so a flag it may hold never blocks other producers' ki
 Against a real valkey-server; the reply is lost by reading it off the socket and then
 failing as a dropped connection would (the server has executed everything by then).
 
-Run: .venv/bin/python -m pytest tests/unit/test_valkey_lost_reply.py -q
+Run: .venv/bin/python -m pytest tests/service/test_valkey_lost_reply.py -q
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The local cloud works end to end: DynamoDB, a python3.13 Lambda with a layer run by the local
 runtime executor, and LocalStack's SQS event source mapping with ReportBatchItemFailures.
 
-Run: .venv/bin/pytest tests/integration -m localstack
+Run: .venv/bin/pytest tests/stack
 """
 
 from __future__ import annotations

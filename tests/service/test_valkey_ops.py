@@ -1,7 +1,7 @@
 """Operating the Valkey trigger against a real valkey-server (tests/support/valkey.py): spans per job
 on the stream worker, and the dead stream through ``kindling dlq peek|redrive --valkey``.
 
-Run: .venv/bin/pytest tests/integration/test_valkey_ops.py -q -m valkey
+Run: .venv/bin/pytest tests/service/test_valkey_ops.py -q -m valkey
 """
 
 from __future__ import annotations
