@@ -66,7 +66,6 @@ ALLOWED = {
     ("policy", "registry"): "Task in annotations (typing only)",
     ("schedules", "registry"): "Registry and Task in annotations (typing only)",
     # Same-layer cycles, to break.
-    ("valkey.commands", "valkey.client"): "to move: Script belongs in commands",
     ("cli", "demo"): "the demo command (function-level)",
     ("demo", "cli"): "to move: load_tasks belongs in a config module",
     ("ops.cli", "cli"): "to move: load_tasks and valkey_url belong in a config module",

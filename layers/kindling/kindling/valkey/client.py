@@ -61,7 +61,7 @@ from time import monotonic
 
 from kindling.errors import KindlingError
 from kindling.valkey import resp
-from kindling.valkey.commands import IDEMPOTENT, Commands, command_name, parse_reply
+from kindling.valkey.commands import IDEMPOTENT, Commands, Script, command_name, parse_reply
 from kindling.valkey.errors import (
     AuthenticationError,
     BusyLoadingError,
@@ -70,7 +70,6 @@ from kindling.valkey.errors import (
     DeadlineExceeded,
     ExecAbortError,
     InvalidResponse,
-    NoScriptError,
     ResponseError,
     TimeoutError,
     ValkeyError,
@@ -169,35 +168,6 @@ def parse_url(url: str) -> dict:
     if scheme in ("rediss", "valkeys"):
         options["ssl"] = True
     return options
-
-
-class Script:
-    """A Lua script run by its digest (EVALSHA), loaded when the server lacks it; with
-    ``client=pipe`` it is queued on the pipeline, which loads it before running."""
-
-    def __init__(self, registered_client, script) -> None:
-        try:
-            from _sha1 import sha1  # the C module: hashlib would load OpenSSL's
-        except ImportError:  # pragma: no cover - a Python built without it
-            from hashlib import sha1
-
-        self.registered_client = registered_client
-        self.script = script
-        self.sha = sha1(script.encode() if isinstance(script, str) else script).hexdigest()
-
-    def __call__(self, keys=None, args=None, client=None):
-        keys = list(keys or [])
-        args = (*keys, *(args or []))
-        if client is None:
-            client = self.registered_client
-        if isinstance(client, Pipeline):
-            client.scripts.add(self)
-            return client.evalsha(self.sha, len(keys), *args)
-        try:
-            return client.evalsha(self.sha, len(keys), *args)
-        except NoScriptError:  # a restarted or other server: load it and run it
-            self.sha = client.script_load(self.script)
-            return client.evalsha(self.sha, len(keys), *args)
 
 
 class Valkey(Commands):

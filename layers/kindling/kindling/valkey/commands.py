@@ -7,12 +7,13 @@ RESP2 response callbacks do (``tests/unit/test_resp_parser.py`` holds them to va
 ``xreadgroup`` returns ``[[stream, [(id, {field: value}), ...]]]``, ``xpending`` a dict,
 ``xpending_range`` a list of dicts, ``set`` True or None, ``ping`` True, and so on.
 Commands without a callback return the parsed reply as it is; ``execute_command`` runs
-any command.
+any command. :class:`Script` (``register_script``) runs a Lua script by its digest, on a
+client or queued on a pipeline.
 """
 
 from __future__ import annotations
 
-from kindling.valkey.errors import DataError
+from kindling.valkey.errors import DataError, NoScriptError
 
 # Sending one of these again after a lost reply cannot change anything: reads only.
 IDEMPOTENT = frozenset({
@@ -436,7 +437,35 @@ class Commands:
         return self.execute_command("SCRIPT FLUSH")
 
     def register_script(self, script):
-        """A callable :class:`~kindling.valkey.client.Script` running ``script`` by its digest."""
-        from kindling.valkey.client import Script
-
+        """A callable :class:`Script` running ``script`` by its digest."""
         return Script(self, script)
+
+
+class Script:
+    """A Lua script run by its digest (EVALSHA), loaded when the server lacks it; with
+    ``client=pipe`` it is queued on the pipeline, which loads it before running."""
+
+    def __init__(self, registered_client, script) -> None:
+        try:
+            from _sha1 import sha1  # the C module: hashlib would load OpenSSL's
+        except ImportError:  # pragma: no cover - a Python built without it
+            from hashlib import sha1
+
+        self.registered_client = registered_client
+        self.script = script
+        self.sha = sha1(script.encode() if isinstance(script, str) else script).hexdigest()
+
+    def __call__(self, keys=None, args=None, client=None):
+        keys = list(keys or [])
+        args = (*keys, *(args or []))
+        if client is None:
+            client = self.registered_client
+        # A pipeline (kindling's or valkey-py's) keeps the scripts it runs, to load them first.
+        if getattr(client, "scripts", None) is not None:
+            client.scripts.add(self)
+            return client.evalsha(self.sha, len(keys), *args)
+        try:
+            return client.evalsha(self.sha, len(keys), *args)
+        except NoScriptError:  # a restarted or other server: load it and run it
+            self.sha = client.script_load(self.script)
+            return client.evalsha(self.sha, len(keys), *args)
