@@ -32,7 +32,8 @@ LAYERS = {
              "schedules", "jobsig"],
     "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors"],
     "shared": ["payloads", "sqs_send", "signed", "logs", "metrics", "otel", "tasklog", "valkey.scheduled",
-               "valkey.kick", "valkey.connection"],
+               "valkey.kick", "valkey.connection", "valkey.keys",
+               "valkey.scripts"],
     "stores": ["results", "valkey.results"],
     "engine": ["runner", "execution", "execution.*", "followups"],
     "triggers": ["sqs", "handler", "loop", "valkey", "valkey.worker", "valkey.heartbeat", "valkey.lambda_drain",
@@ -90,8 +91,6 @@ PRIVATE_ALLOWED = {
     ("ops.dead_stream", "ops.dlq", "_records"), ("ops.dlq", "ops.revive", "_release"),
     ("ops.revive", "client", "_fifo_options"),
     ("payloads", "envelope", "_payload_error"), ("valkey.results", "results", "_chord_error"),
-    ("valkey.producer", "valkey.connection", "_s"), ("valkey.results", "valkey.connection", "_s"),
-    ("valkey.worker", "valkey.connection", "_s"),
 }
 
 MAX_LINES = 700

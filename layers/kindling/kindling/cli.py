@@ -294,7 +294,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     source.add_argument("--valkey-url-secret", metavar="ARN",
                         help="read the Valkey URL from this Secrets Manager secret or SSM SecureString "
                              "parameter at start (default: KINDLING_VALKEY_URL_SECRET)")
-    w.add_argument("--stream", default="kindling:jobs", help="Valkey stream (with --valkey)")
+    from kindling.valkey.keys import DEFAULT_STREAM  # no imports of its own
+
+    w.add_argument("--stream", default=DEFAULT_STREAM, help="Valkey stream (with --valkey)")
     w.add_argument("--processes", type=int, default=1, help="worker processes (with --valkey)")
     w.set_defaults(fn=cmd_worker)
     if command == "worker":

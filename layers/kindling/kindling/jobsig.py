@@ -2,8 +2,9 @@
 
 A signed message carries ``v1:<key id>:<MAC>`` beside its body (never inside it, so the
 body is signed as the exact bytes sent, with no canonical re-encoding): in the SQS message
-attribute :data:`ATTRIBUTE`, or the stream entry's field :data:`FIELD`. The MAC is
-HMAC-SHA256 (base64) under the key named by the key id, over::
+attribute :data:`ATTRIBUTE`, or the stream entry's field ``sig``
+(:data:`kindling.valkey.keys.SIG_FIELD`). The MAC is HMAC-SHA256 (base64) under the key
+named by the key id, over::
 
     b"kindling-job-v1\\n" + key id + b"\\n" + destination + b"\\n" + body
 
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 
 ATTRIBUTE = "kindling_signature"
 """The SQS message attribute holding a message's signature."""
-FIELD = b"sig"
-"""The stream entry field holding an entry's signature (beside ``job``)."""
 VERSION = "v1"
 MIN_KEY_BYTES = 16
 _KEY_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")

@@ -37,7 +37,9 @@ def add_parsers(sub, env) -> None:
         p.add_argument("--valkey-url-file", metavar="PATH", help="read the Valkey URL from this file")
         p.add_argument("--valkey-url-secret", metavar="ARN",
                        help="read the Valkey URL from this Secrets Manager secret or SSM parameter")
-        p.add_argument("--stream", default=env("KINDLING_VALKEY_STREAM", "kindling:jobs"),
+        from kindling.valkey.keys import DEFAULT_STREAM
+
+        p.add_argument("--stream", default=env("KINDLING_VALKEY_STREAM", DEFAULT_STREAM),
                        help="the job stream (its dead stream is <stream>:dead; default kindling:jobs)")
         p.add_argument("--results", choices=["dynamodb", "valkey"],
                        default="valkey" if env("KINDLING_RESULTS") == "valkey" else "dynamodb",

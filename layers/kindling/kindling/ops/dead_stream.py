@@ -46,6 +46,23 @@ import time
 from kindling import codec
 from kindling.ops import OpsError
 from kindling.status import DEAD, QUEUED
+from kindling.valkey.connection import text
+from kindling.valkey.keys import (
+    DEAD_AT,
+    DEAD_ATTEMPTS,
+    DEAD_ENTRY,
+    DEAD_ERROR,
+    DEAD_JOB_ID,
+    DEFAULT_PREFIX,
+    DEFAULT_STREAM,
+    JOB_NAME,
+    SIG_NAME,
+    TRACE_NAME,
+    dead_key,
+    result_key,
+    revive_key,
+)
+from kindling.valkey.scripts import REVIVE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,34 +75,19 @@ CHUNK = 100
 
 HISTORY = 20
 
-# KEYS: the record, the revive ledger. ARGV: finished_at as read, queued record JSON, ledger
-# JSON, ttl s. Replaces the record only if it is still the dead one read.
-_REVIVE = """
-local old = redis.call('GET', KEYS[1])
-if not old then return 'none' end
-local rec = cjson.decode(old)
-if rec.status ~= 'dead' or tonumber(rec.finished_at) ~= tonumber(ARGV[1]) then return rec.status end
-redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[4])
-redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4])
-return false
-"""
-
-
-def _s(value) -> str:
-    return value.decode() if isinstance(value, bytes | bytearray) else str(value)
 
 
 class DeadStream:
     """A job stream and its dead stream on one Valkey."""
 
-    def __init__(self, url: str, stream: str = "kindling:jobs", *, client=None, keyring=None):
+    def __init__(self, url: str, stream: str = DEFAULT_STREAM, *, client=None, keyring=None):
         from kindling.valkey.connection import connect
 
         if not url:
             raise OpsError("no Valkey URL: set KINDLING_VALKEY_URL or pass --valkey-url-file")
         self.url = url
         self.stream = stream
-        self.dead = f"{stream}:dead"
+        self.dead = dead_key(stream)
         self.client = client or connect(url, socket_timeout=10)
         self._keyring = keyring  # signing on: the deployment's keys (default: KINDLING_SIGNING_SECRET's)
         self._verifier = None
@@ -125,7 +127,7 @@ class DeadStream:
         from kindling.jobsig import stream_destination
         from kindling.runner import Delivery
 
-        d = Delivery(entry_id, fields.get("job") or b"", signature=fields.get("sig"),
+        d = Delivery(entry_id, fields.get(JOB_NAME) or b"", signature=fields.get(SIG_NAME),
                      source=stream_destination(self.stream))
         return verifier.check(d)
 
@@ -155,20 +157,21 @@ class DynamoRecords:
 class ValkeyRecords:
     """Job records in the Valkey result store (``KINDLING_RESULTS=valkey``)."""
 
-    def __init__(self, url: str, *, prefix: str = "kindling", client=None):
+    def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX, client=None):
         from kindling.valkey.results import ValkeyResultStore
 
         self.store = ValkeyResultStore(url, prefix=prefix, client=client)
         self.client = self.store.client
 
     def _ledger(self, job_id: str) -> str:
-        return f"{self.store.prefix}:revive:{job_id}"
+        return revive_key(self.store.prefix, job_id)
 
     def read(self, ids: list[str]) -> dict[str, dict]:
         ids = list(dict.fromkeys(ids))
         if not ids:
             return {}
-        values = self.client.mget([self.store._key(i) for i in ids] + [self._ledger(i) for i in ids])
+        prefix = self.store.prefix
+        values = self.client.mget([result_key(prefix, i) for i in ids] + [self._ledger(i) for i in ids])
         out = {}
         for n, job_id in enumerate(ids):
             value, ledger = values[n], values[len(ids) + n]
@@ -207,33 +210,33 @@ class ValkeyRecords:
                    "revived_at": now_ms}
         ledger = {"job_id": job_id, "generation": generation + 1, "revived_at": now_ms,
                   "history": (list(record.get("previous") or []) + [summary])[-HISTORY:]}
-        script = self.client.register_script(_REVIVE)
-        refused = script(keys=[self.store._key(job_id), self._ledger(job_id)],
+        script = self.client.register_script(REVIVE)
+        refused = script(keys=[result_key(self.store.prefix, job_id), self._ledger(job_id)],
                          args=[record.get("finished_at", 0), codec.dumps(queued), codec.dumps(ledger), ttl_s])
         if refused is not None:
-            raise RetryRefused(f"job {job_id} changed while it was being revived (now {_s(refused)}): "
+            raise RetryRefused(f"job {job_id} changed while it was being revived (now {text(refused)}): "
                                "look again before retrying")
         return generation + 1
 
 
 def _entries(dead: DeadStream, start: str, end: str, count: int) -> list[tuple[str, dict]]:
-    return [(_s(i), {_s(k): v for k, v in (f or {}).items()}) for i, f in
+    return [(text(i), {text(k): v for k, v in (f or {}).items()}) for i, f in
             dead.client.xrange(dead.dead, min=start, max=end, count=count)]
 
 
 def _row(entry_id: str, fields: dict) -> dict:
-    body = fields.get("job") or b""
+    body = fields.get(JOB_NAME) or b""
     task = None
     try:
         data = codec.loads(body)
         task = data.get("task") if isinstance(data, dict) else None
-        job_id = _s(fields.get("job_id") or b"") or (data.get("id") if isinstance(data, dict) else None)
+        job_id = text(fields.get(DEAD_JOB_ID) or b"") or (data.get("id") if isinstance(data, dict) else None)
     except ValueError:
-        job_id = _s(fields.get("job_id") or b"") or None
+        job_id = text(fields.get(DEAD_JOB_ID) or b"") or None
     return {"entry_id": entry_id, "job_id": job_id or None, "task": task if isinstance(task, str) else None,
-            "dead_at": int(_s(fields.get("dead_at") or b"0") or 0),
-            "attempts": int(_s(fields.get("attempts") or b"0") or 0),
-            "reason": _s(fields.get("error") or b"") or None, "entry": _s(fields.get("entry") or b"") or None}
+            "dead_at": int(text(fields.get(DEAD_AT) or b"0") or 0),
+            "attempts": int(text(fields.get(DEAD_ATTEMPTS) or b"0") or 0),
+            "reason": text(fields.get(DEAD_ERROR) or b"") or None, "entry": text(fields.get(DEAD_ENTRY) or b"") or None}
 
 
 def _trusted_id(dead: DeadStream, entry_id: str, fields: dict) -> tuple[str | None, str | None]:
@@ -249,7 +252,7 @@ def _trusted_id(dead: DeadStream, entry_id: str, fields: dict) -> tuple[str | No
     from kindling.envelope import decode_job
 
     try:
-        return decode_job(fields.get("job") or b"").id, None
+        return decode_job(fields.get(JOB_NAME) or b"").id, None
     except Exception as exc:  # noqa: BLE001 - signed, yet not a job this version reads
         return None, f"the body cannot be decoded: {type(exc).__name__}"[:300]
 
@@ -282,7 +285,7 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
     if not last:
         progress(f"{dead.dead} is empty: nothing to move")
         return report
-    end = _s(last[0][0])
+    end = text(last[0][0])
     progress(f"{report['total']} entries in {dead.dead}; moving them to {dead.stream}")
     start = "-"
     while True:
@@ -298,7 +301,7 @@ def redrive(dead: DeadStream, records: DynamoRecords | ValkeyRecords | None = No
                 progress(f"entry {entry_id} left in {dead.dead}: {why}")
                 continue
             trusted.append((entry_id, fields))
-            jobs.append((job_id, fields.get("job") or b""))
+            jobs.append((job_id, fields.get(JOB_NAME) or b""))
         if revive_dead:
             revived, refused = _revive(jobs, records, progress, RetryRefused)  # type: ignore[arg-type]
             report["revived"] += revived
@@ -319,8 +322,8 @@ def _move(dead: DeadStream, entries: list[tuple[str, dict]]) -> tuple[list[str],
     from the dead stream the entries whose copy was added; return their ids and the replies."""
     pipe = dead.client.pipeline(transaction=False)
     for _, fields in entries:
-        copy = {"job": fields.get("job") or b""}
-        for kept in ("sig", "trace"):  # a signed job still verifies on its own stream
+        copy = {JOB_NAME: fields.get(JOB_NAME) or b""}
+        for kept in (SIG_NAME, TRACE_NAME):  # a signed job still verifies on its own stream
             if fields.get(kept):
                 copy[kept] = fields[kept]
         pipe.xadd(dead.stream, copy)
@@ -376,12 +379,12 @@ def retry(dead: DeadStream, records: DynamoRecords | ValkeyRecords, job_id: str,
     generation = int(record.get("generation") or 1) if record else 1
     if status == DEAD:
         generation = records.revive(record)
-    records.reopen_chord(found[0][1].get("job") or b"")  # before the entry: its count must find the chord open
+    records.reopen_chord(found[0][1].get(JOB_NAME) or b"")  # before the entry: its count must find the chord open
     moved, added = _move(dead, found[:1])
     if not moved:
         raise OpsError(f"job {job_id}: its entry could not be added to {dead.stream} ({added[0]}); it stays in "
                        f"{dead.dead}: run the retry again")
-    return {"id": job_id, "previous_status": status, "generation": generation, "entry": _s(added[0]),
+    return {"id": job_id, "previous_status": status, "generation": generation, "entry": text(added[0]),
             "stream": dead.stream}
 
 

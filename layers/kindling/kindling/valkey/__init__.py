@@ -5,7 +5,9 @@ Imported only when the Valkey trigger is used (``kindling worker --valkey URL``,
 by its modules at first use and nowhere on the SQS path.
 
 =============================  ===========================================================
-:mod:`.connection`              ``connect``, ``default_consumer``, the stream's key names
+:mod:`.connection`              ``connect``, ``default_consumer``
+:mod:`.keys`                    every key and entry field name (stream, scheduled, dead, flags,
+                                results, revive ledgers)
 :mod:`.producer`                ``StreamProducer``, ``Sent``, ``StreamFull``
 :mod:`.worker`                  ``StreamWorker``: the consumer-group loop feeding the runner
 :mod:`.heartbeat`               ``Heartbeat``: a running batch's entries kept claimed
@@ -37,19 +39,20 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, connect, default_consumer
-    from kindling.valkey.kick import Kicker, LambdaInvoker, flag_key
+    from kindling.valkey.connection import connect, default_consumer
+    from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, flag_key
+    from kindling.valkey.kick import Kicker, LambdaInvoker
     from kindling.valkey.lambda_drain import drain
     from kindling.valkey.producer import CHUNK, Sent, StreamFull, StreamProducer
     from kindling.valkey.results import ValkeyResultStore
     from kindling.valkey.worker import StreamWorker
 
 _WHERE = {
-    "connect": "connection", "default_consumer": "connection", "DEFAULT_STREAM": "connection",
-    "DEFAULT_GROUP": "connection", "FIELD": "connection",
+    "connect": "connection", "default_consumer": "connection", "DEFAULT_STREAM": "keys",
+    "DEFAULT_GROUP": "keys", "FIELD": "keys",
     "CHUNK": "producer", "Sent": "producer", "StreamFull": "producer", "StreamProducer": "producer",
     "StreamWorker": "worker",
-    "Kicker": "kick", "LambdaInvoker": "kick", "flag_key": "kick",
+    "Kicker": "kick", "LambdaInvoker": "kick", "flag_key": "keys",
     "ValkeyResultStore": "results",
     "drain": "lambda_drain",
 }

@@ -1,17 +1,14 @@
-"""Connecting to Valkey, and the names every part of the Valkey trigger shares."""
+"""Connecting to Valkey (the names every part shares are in :mod:`kindling.valkey.keys`)."""
 
 from __future__ import annotations
 
 import os
 
-DEFAULT_STREAM = "kindling:jobs"
-DEFAULT_GROUP = "kindling"
-FIELD = b"job"
-"""The field of a stream entry holding the job's envelope JSON (beside it, a signed job's
-``sig``: :mod:`kindling.jobsig`)."""
-SIG_FIELD = b"sig"
-TRACE_FIELD = b"trace"
-"""The producer's X-Ray trace header, on entries sent where one was set (``_X_AMZN_TRACE_ID``)."""
+from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD
+
+__all__ = ["DEFAULT_GROUP", "DEFAULT_SOCKET_TIMEOUT", "DEFAULT_STREAM", "FIELD", "SIG_FIELD", "TRACE_FIELD",
+           "URL_SECRET_ENV", "configured_url", "connect", "default_consumer", "text", "url_from_secret"]
+
 URL_SECRET_ENV = "KINDLING_VALKEY_URL_SECRET"
 DEFAULT_SOCKET_TIMEOUT = 10.0
 """Seconds any one socket wait of a kindling connection may take unless told otherwise (a
@@ -75,5 +72,6 @@ def default_consumer() -> str:
     return f"{os.uname().nodename}-{os.getpid()}"
 
 
-def _s(value) -> str:
+def text(value) -> str:
+    """A reply's bytes (an entry id, a field, a script's status) as text; anything else as ``str``."""
     return value.decode() if isinstance(value, bytes | bytearray) else str(value)

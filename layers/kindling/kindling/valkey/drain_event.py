@@ -25,8 +25,7 @@ from __future__ import annotations
 import os
 
 from kindling.errors import KindlingError
-from kindling.valkey.connection import DEFAULT_GROUP, DEFAULT_STREAM
-from kindling.valkey.kick import flag_key, flag_number
+from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, derived_keys, flag_key, flag_number
 
 SELECTABLE = frozenset({"kindling", "stream", "flag", "group", "consumer"})
 CONSUMER_MAX = 200
@@ -54,7 +53,7 @@ class DrainConfig:
             for t in streams:
                 # A stream named like another's flag or scheduled set would let a kick of the
                 # one name the other's key.
-                if s != t and (flag_number(s, t) is not None or t in (f"{s}:scheduled", f"{s}:dead")):
+                if s != t and (flag_number(s, t) is not None or t in derived_keys(s)):
                     raise KindlingError(f"drain: stream {t!r} is one of stream {s!r}'s keys (KINDLING_VALKEY_STREAMS)")
         if min(visibility_ms, block_ms, batch, max_drains) < 1 or horizon_ms < 0:
             raise KindlingError("drain: visibility, block, batch and max drains must be positive")

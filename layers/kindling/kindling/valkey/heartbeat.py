@@ -5,7 +5,7 @@ An entry pending for longer than the visibility time is taken by another consume
 long batch. So while a batch runs, a heartbeat thread claims its entries again every third
 of the visibility time with ``XCLAIM <stream> <group> <consumer> 0 <ids> JUSTID``: the same
 consumer, the idle time back to zero, the delivery counter untouched (JUSTID does not count
-a delivery). :data:`EXTEND` claims only the entries still pending for this consumer, so an
+a delivery). :data:`kindling.valkey.scripts.EXTEND` claims only the entries still pending for this consumer, so an
 entry another consumer has already taken over (this worker was stalled past the visibility
 time) is not taken back from it.
 
@@ -18,23 +18,7 @@ from __future__ import annotations
 
 from _thread import allocate_lock, start_new_thread
 
-# KEYS: the stream. ARGV: group, consumer, entry ids. Returns how many were claimed again.
-EXTEND = """
-local mine = {}
-for i = 3, #ARGV do
-  if #redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1, ARGV[2]) > 0 then
-    mine[#mine + 1] = ARGV[i]
-  end
-end
-local claimed = 0
-for first = 1, #mine, 500 do
-  local args = {'XCLAIM', KEYS[1], ARGV[1], ARGV[2], '0'}
-  for j = first, math.min(first + 499, #mine) do args[#args + 1] = mine[j] end
-  args[#args + 1] = 'JUSTID'
-  claimed = claimed + #redis.call(unpack(args))
-end
-return claimed
-"""
+from kindling.valkey.scripts import EXTEND
 
 
 class Heartbeat:

@@ -7,8 +7,8 @@ set it (no drain is running or on its way) invokes the worker function asynchron
 "flag": "<stream>:kick"}``. A burst of enqueues therefore costs one invocation: the rest
 find the flag set. The drain owns the flag while it runs (it sets the flag's expiry to its
 own deadline plus :data:`FLAG_GRACE_MS`); when the stream looks empty it runs
-:data:`HANDSHAKE`, which deletes the flag, then looks again, and takes the flag back if
-there is work (or work due within the drain's horizon) after all.
+:data:`kindling.valkey.scripts.HANDSHAKE`, which deletes the flag, then looks again, and takes
+the flag back if there is work (or work due within the drain's horizon) after all.
 
 Why no job is stranded
 ----------------------
@@ -67,8 +67,7 @@ from _thread import allocate_lock
 from time import monotonic
 
 from kindling import codec
-from kindling.valkey.connection import DEFAULT_GROUP
-from kindling.valkey.scheduled import MOVE_BODY
+from kindling.valkey.keys import DEFAULT_GROUP, flag_key, flag_number  # noqa: F401 - flag_number: its old home
 
 KICK_TTL_MS = 960_000
 """The flag's expiry when a producer sets it: longer than any function timeout (15 min),
@@ -80,22 +79,6 @@ BACKLOG_PER_DRAIN = 1_000
 """Jobs on the stream per drain when a producer scales out (see ``max_drains``)."""
 
 
-def flag_key(stream: str, n: int = 0) -> str:
-    """The flag of drain ``n``: ``<stream>:kick`` for the first, ``<stream>:kick:<n>`` for the others."""
-    return f"{stream}:kick" if n == 0 else f"{stream}:kick:{n}"
-
-
-def flag_number(stream: str, flag: str) -> int | None:
-    """The ``n`` of ``flag`` if it is one of ``stream``'s flags (:func:`flag_key`'s inverse), else ``None``."""
-    if flag == f"{stream}:kick":
-        return 0
-    prefix = f"{stream}:kick:"
-    digits = flag[len(prefix):]
-    if flag.startswith(prefix) and 0 < len(digits) < 10 and digits.isascii() and digits.isdigit() and digits[0] != "0":
-        return int(digits)
-    return None
-
-
 def drain_event(stream: str, flag: str, group: str = DEFAULT_GROUP, consumer: str | None = None) -> dict:
     event = {"kindling": "drain", "stream": stream, "flag": flag}
     if group != DEFAULT_GROUP:
@@ -105,61 +88,6 @@ def drain_event(stream: str, flag: str, group: str = DEFAULT_GROUP, consumer: st
     return event
 
 
-# KEYS: the scheduled set, the stream, the flag. ARGV: now (epoch ms), move limit, the entry
-# field, group, consumer, visibility_ms, stale_ms, horizon_ms, the flag's ttl (ms).
-# Returns {kept, work, soonest}: whether the flag is held again, whether there is work now,
-# and the time (epoch ms) the earliest waiting work is due (-1: none).
-HANDSHAKE = MOVE_BODY + """
-local function after(a, b)
-  local am, as = string.match(a, '(%d+)-(%d+)')
-  local bm, bs = string.match(b, '(%d+)-(%d+)')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am > bm or (am == bm and as > bs)
-end
-redis.call('DEL', KEYS[3])
-local group, me = ARGV[4], ARGV[5]
-local visibility, stale, horizon = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local work = 0
-local soonest = next_due
--- entries the group was never given: the stream's last entry is past its last delivered id
-local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
-if #last > 0 then
-  local delivered = nil
-  local groups = redis.pcall('XINFO', 'GROUPS', KEYS[2])
-  if type(groups) == 'table' and not groups.err then
-    for _, g in ipairs(groups) do
-      local name, id
-      for i = 1, #g, 2 do
-        if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then id = g[i + 1] end
-      end
-      if name == group then delivered = id end
-    end
-  end
-  if delivered == nil or after(last[1][1], delivered) then work = 1 end
-end
--- pending entries: reclaimable now, or handed back (ours, or not touched by a heartbeat lately)
-if work == 0 then
-  local pending = redis.pcall('XPENDING', KEYS[2], group, '-', '+', 1000)
-  if type(pending) == 'table' and not pending.err then
-    for _, p in ipairs(pending) do
-      local idle = tonumber(p[3])
-      if idle >= visibility then
-        work = 1
-        break
-      end
-      if p[2] == me or idle >= stale then
-        local at = now + visibility - idle
-        if soonest == -1 or at < soonest then soonest = at end
-      end
-    end
-  end
-end
-local kept = 0
-if work == 1 or (soonest ~= -1 and soonest - now <= horizon) then
-  if redis.call('SET', KEYS[3], '1', 'NX', 'PX', tonumber(ARGV[9])) then kept = 1 end
-end
-return {kept, work, soonest}
-"""
 
 
 class LambdaInvoker:
@@ -324,7 +252,7 @@ class Kicker:
 def run_handshake(script, *, scheduled: str, stream: str, flag: str, group: str, consumer: str, now: int,
                   visibility_ms: int, horizon_ms: int, ttl_ms: int, move_limit: int,
                   field) -> tuple[bool, bool, int | None]:
-    """:data:`HANDSHAKE` through ``script`` (a registered script): ``(kept, work, soonest)``."""
+    """:data:`kindling.valkey.scripts.HANDSHAKE` through ``script`` (a registered script): ``(kept, work, soonest)``."""
     stale_ms = max(1, visibility_ms * 2 // 3)  # heartbeats touch entries in flight every third of it
     kept, work, soonest = script(keys=[scheduled, stream, flag],
                                  args=[now, move_limit, field, group, consumer, visibility_ms, stale_ms, horizon_ms,

@@ -43,10 +43,12 @@ from kindling.envelope import now_ms
 from kindling.errors import KindlingError
 from kindling.runner import DEFERRED, FAILED, Runner
 from kindling.valkey import errors
-from kindling.valkey.connection import FIELD, configured_url, connect, default_consumer
+from kindling.valkey.connection import configured_url, connect, default_consumer
 from kindling.valkey.drain_event import DrainConfig, DrainRefused, Selection, select
-from kindling.valkey.kick import FLAG_GRACE_MS, HANDSHAKE, KICK_TTL_MS, LambdaInvoker, drain_event, run_handshake
+from kindling.valkey.keys import FIELD
+from kindling.valkey.kick import FLAG_GRACE_MS, KICK_TTL_MS, LambdaInvoker, drain_event, run_handshake
 from kindling.valkey.scheduled import MOVE_LIMIT
+from kindling.valkey.scripts import HANDSHAKE
 from kindling.valkey.worker import StreamWorker, store_down
 
 TYPE_CHECKING = False

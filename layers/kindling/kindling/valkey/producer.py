@@ -28,16 +28,8 @@ from kindling import codec
 from kindling.envelope import encode_job, new_job, now_ms
 from kindling.errors import EnqueueError, EnqueueUncertain
 from kindling.handles import JobHandle, NoReader
-from kindling.valkey.connection import (
-    DEFAULT_GROUP,
-    DEFAULT_SOCKET_TIMEOUT,
-    DEFAULT_STREAM,
-    FIELD,
-    SIG_FIELD,
-    TRACE_FIELD,
-    _s,
-    connect,
-)
+from kindling.valkey.connection import DEFAULT_SOCKET_TIMEOUT, connect, text
+from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD
 from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaInvoker
 from kindling.valkey.scheduled import schedule
 
@@ -226,7 +218,8 @@ class StreamProducer:
                 if isinstance(reply, Exception):
                     refused[job.id] = f"{type(reply).__name__}: {reply}"
                 else:
-                    sent.append(Sent(job.id, job.task, None if job.not_before is not None else _s(reply), self.reader))
+                    entry = None if job.not_before is not None else text(reply)
+                    sent.append(Sent(job.id, job.task, entry, self.reader))
             if self.kicker is not None:
                 took, backlog = replies[len(chunk):]
                 # A flag taken is kicked even if every XADD was refused: only its drain frees it.

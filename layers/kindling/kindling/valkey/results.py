@@ -5,121 +5,13 @@ from __future__ import annotations
 import time
 
 from kindling import codec
-from kindling.valkey.connection import _s, connect
-
-# Set a record unless the stored one may not be replaced; returns the stored status if so,
-# or 'newer generation' if the stored record is of a newer generation than the one read.
-# ARGV: record JSON, ttl, final (1/0), attempts, is-failed (1/0), generation read (0: not
-# checked), statuses it may replace...
-_FORWARD_ONLY = """
-local old = redis.call('GET', KEYS[1])
-if old then
-  local rec = cjson.decode(old)
-  local generation = tonumber(ARGV[6])
-  local stored = tonumber(rec.generation) or 1
-  if generation > 0 and stored ~= generation then
-    if stored > generation then return 'newer generation' end
-    return rec.status
-  end
-  local ok = false
-  for i = 7, #ARGV do
-    if rec.status == ARGV[i] then ok = true end
-  end
-  if ARGV[5] == '1' and rec.status == 'failed' and (tonumber(rec.attempts) or 0) <= tonumber(ARGV[4]) then
-    ok = true
-  end
-  if not ok then return rec.status end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-if ARGV[3] == '1' then
-  redis.call('RPUSH', KEYS[2], 1)
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
-end
-return false
-"""
-
-# A chord member's count (kindling.followups), as DynamoDB's one UpdateItem does it: the
-# index joins ``done`` (and ``dead`` unless it succeeded: the chord is then ``dead`` for
-# good, its first error kept), counting twice changes nothing; returns the record as it was.
-# KEYS: the chord record. ARGV: its id, index, size, at ms, ok (1/0), error JSON, ttl s.
-_COUNT_MEMBER = """
-local raw = redis.call('GET', KEYS[1])
-local rec
-if raw then rec = cjson.decode(raw) else rec = {id = ARGV[1]} end
-local function add(list, v)
-  list = list or {}
-  for _, x in ipairs(list) do if x == v then return list end end
-  list[#list + 1] = v
-  return list
-end
-rec.kind = 'chord'
-rec.done = add(rec.done, ARGV[2])
-rec.size = tonumber(ARGV[3])
-rec.updated_at = tonumber(ARGV[4])
-if ARGV[5] == '1' then
-  rec.status = rec.status or 'waiting'
-else
-  rec.dead = add(rec.dead, ARGV[2])
-  rec.status = 'dead'
-  rec.error = rec.error or cjson.decode(ARGV[6])
-end
-rec.expires_at = math.floor(tonumber(ARGV[4]) / 1000) + tonumber(ARGV[7])
-redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[7])
-return raw or false
-"""
-
-# The chord claimed for its callback, before the callback is sent: ``waiting`` becomes
-# ``completed`` naming it, so of every delivery that finds the chord complete one claims it.
-# With a claim time (ARGV[3], '' for none) it takes over the claim made then instead, if its
-# callback was never marked sent. KEYS: the chord record. ARGV: at ms, callback id ('' for
-# none), claim time. Returns 1 if claimed here.
-_CLAIM_CHORD = """
-local raw = redis.call('GET', KEYS[1])
-if not raw then return 0 end
-local rec = cjson.decode(raw)
-if ARGV[3] == '' then
-  if rec.status ~= 'waiting' then return 0 end
-elseif rec.status ~= 'completed' or tonumber(rec.completed_at) ~= tonumber(ARGV[3]) or rec.sent_at then
-  return 0
-end
-rec.status = 'completed'
-rec.completed_at = tonumber(ARGV[1])
-if ARGV[2] ~= '' then rec.callback = ARGV[2] end
-redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
-return 1
-"""
-
-# A claimed chord's callback was sent. KEYS: the chord record. ARGV: at ms.
-_MARK_CHORD_SENT = """
-local raw = redis.call('GET', KEYS[1])
-if not raw then return 0 end
-local rec = cjson.decode(raw)
-if rec.status ~= 'completed' then return 0 end
-rec.sent_at = tonumber(ARGV[1])
-redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
-return 1
-"""
-
-# A member sent again leaves the chord's dead members; with none left the chord is
-# ``waiting`` again (kindling.ops.revive.reopen_chord). KEYS: the chord record. ARGV: index.
-_REOPEN_CHORD = """
-local raw = redis.call('GET', KEYS[1])
-if not raw then return 0 end
-local rec = cjson.decode(raw)
-local open = 0
-if rec.dead then
-  local left = {}
-  for _, x in ipairs(rec.dead) do if x ~= ARGV[1] then left[#left + 1] = x end end
-  if #left == 0 then rec.dead = nil else rec.dead = left end
-end
-if rec.dead == nil and rec.status == 'dead' then
-  rec.status = 'waiting'
-  rec.error = nil
-  open = 1
-end
-redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
-return open
-"""
+from kindling.valkey.connection import connect, text
+from kindling.valkey.keys import DEFAULT_PREFIX, done_key, result_key
+from kindling.valkey.scripts import CLAIM_CHORD as _CLAIM_CHORD
+from kindling.valkey.scripts import COUNT_MEMBER as _COUNT_MEMBER
+from kindling.valkey.scripts import FORWARD_ONLY as _FORWARD_ONLY
+from kindling.valkey.scripts import MARK_CHORD_SENT as _MARK_CHORD_SENT
+from kindling.valkey.scripts import REOPEN_CHORD as _REOPEN_CHORD
 
 
 class ValkeyResultStore:
@@ -141,17 +33,17 @@ class ValkeyResultStore:
     reads outcomes through the store (``handle.reader = ValkeyResultStore(url)``).
     """
 
-    def __init__(self, url: str, ttl_s: int = 7 * 86_400, *, prefix: str = "kindling", client=None):
+    def __init__(self, url: str, ttl_s: int = 7 * 86_400, *, prefix: str = DEFAULT_PREFIX, client=None):
         self.url = url
         self.ttl_s = ttl_s
         self.prefix = prefix
         self.client = client or connect(url, socket_timeout=10)
 
     def _key(self, job_id: str) -> str:
-        return f"{self.prefix}:result:{job_id}"
+        return result_key(self.prefix, job_id)
 
     def _done(self, job_id: str) -> str:
-        return f"{self.prefix}:done:{job_id}"
+        return done_key(self.prefix, job_id)
 
     def _records(self, job_ids) -> dict[str, dict]:
         """The records of ``job_ids`` that have one, in one ``MGET``."""
@@ -196,7 +88,7 @@ class ValkeyResultStore:
             self._forward_script()(keys=[key, done], args=args, client=pipe)
             checked.append((len(pipe), r["id"]))
         replies = self._guard(pipe.execute)
-        return {job_id: _s(replies[at - 1]) for at, job_id in checked if replies[at - 1] is not None}
+        return {job_id: text(replies[at - 1]) for at, job_id in checked if replies[at - 1] is not None}
 
     _script = None
 

@@ -3,7 +3,7 @@
 A job with a ``not_before`` in the future does not go on the stream, where a worker would
 read it, hand it back, reclaim it after the visibility time, and so on until it is due.
 It waits in ``<stream>:scheduled``, a sorted set of envelopes scored by their due time
-(epoch milliseconds), and :data:`MOVE_DUE` moves the due ones onto the stream in one
+(epoch milliseconds), and :data:`kindling.valkey.scripts.MOVE_DUE` moves the due ones onto the stream in one
 atomic step: each is added to the stream and removed from the set by the same script, so
 a job is never in neither and never moved twice. Workers and drains run the script every
 round (pipelined with their reclaim, so it costs no round trip of its own), passing their
@@ -16,42 +16,14 @@ round trip as its acknowledgement (:meth:`kindling.valkey.worker.StreamWorker._s
 
 from __future__ import annotations
 
-from kindling.valkey.connection import FIELD
+from kindling.valkey.keys import FIELD, scheduled_key
+from kindling.valkey.scripts import MOVE_BODY, MOVE_DUE
+
+__all__ = ["MOVE_BODY", "MOVE_DUE", "MOVE_LIMIT", "member", "move_args", "schedule", "scheduled_key"]
 
 MOVE_LIMIT = 500
 """Most jobs one run of the script moves (the rest go in the next round)."""
 
-# The body of the move, shared by MOVE_DUE and the drain's handshake (kindling.valkey.kick).
-# KEYS: the set, the stream. Leaves `moved` (count) and `next_due` (score of the earliest job
-# still waiting, or -1) in locals. Scripts are replicated by their effects (the default since
-# Redis 5), so XADD with an id of "*" is allowed; replicate_commands is for older servers.
-MOVE_BODY = """
-if redis.replicate_commands then pcall(redis.replicate_commands) end
-local now = tonumber(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-for _, job in ipairs(due) do
-  local cut = string.find(job, string.char(10), 1, true)
-  if string.byte(job, 1) ~= 123 and cut then
-    -- "<signature> newline <envelope>": a signed job, whose signature goes back beside its body
-    redis.call('XADD', KEYS[2], '*', ARGV[3], string.sub(job, cut + 1), 'sig', string.sub(job, 1, cut - 1))
-  else
-    redis.call('XADD', KEYS[2], '*', ARGV[3], job)
-  end
-  redis.call('ZREM', KEYS[1], job)
-end
-local moved = #due
-local next_due = -1
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if #first > 0 then next_due = tonumber(first[2]) end
-"""
-
-MOVE_DUE = MOVE_BODY + "return {moved, next_due}\n"
-"""KEYS: the scheduled set, the stream. ARGV: now (epoch ms), limit, the entry's field.
-Returns ``[moved, next_due]`` (``next_due`` -1 when nothing waits)."""
-
-
-def scheduled_key(stream: str) -> str:
-    return f"{stream}:scheduled"
 
 
 def schedule(pipe, stream: str, body: bytes, due_ms: int, signature: bytes | str | None = None) -> None:

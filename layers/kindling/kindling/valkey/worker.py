@@ -2,7 +2,7 @@
 
 Per round:
 
-1. one pipelined round trip: :data:`kindling.valkey.scheduled.MOVE_DUE` moves delayed jobs
+1. one pipelined round trip: :data:`kindling.valkey.scripts.MOVE_DUE` moves delayed jobs
    that are due from ``<stream>:scheduled`` onto the stream, and ``XAUTOCLAIM`` takes entries
    idle for more than ``visibility_ms`` (whatever consumer holds them, a dead one included);
    their delivery counts come from ``XPENDING`` (XAUTOCLAIM has already counted this
@@ -55,19 +55,12 @@ from kindling.runner import (
     Outcome,
     Runner,
 )
-from kindling.valkey import errors
-from kindling.valkey.connection import (
-    DEFAULT_GROUP,
-    DEFAULT_STREAM,
-    FIELD,
-    SIG_FIELD,
-    TRACE_FIELD,
-    _s,
-    connect,
-    default_consumer,
-)
+from kindling.valkey import errors, keys
+from kindling.valkey.connection import connect, default_consumer, text
 from kindling.valkey.heartbeat import Heartbeat
-from kindling.valkey.scheduled import MOVE_DUE, member, move_args, scheduled_key
+from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD
+from kindling.valkey.scheduled import member, move_args
+from kindling.valkey.scripts import FORGET, MOVE_DUE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,27 +78,6 @@ ORJSON_AFTER_JOBS = 10_000
 worker switches when it first finds the stream empty, and a busy one (or a drain) only once
 the switch has paid for itself."""
 
-# KEYS: the stream. ARGV: group, this consumer, stale ms. Removes this consumer and those idle
-# past stale ms, if they hold nothing: checked and removed in one step, so a consumer that
-# reads meanwhile cannot lose its entries (DELCONSUMER drops a consumer's pending entries).
-FORGET = """
-local info = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
-if type(info) ~= 'table' or info.err then return 0 end
-local removed = 0
-for _, c in ipairs(info) do
-  local name, pending, idle
-  for i = 1, #c, 2 do
-    if c[i] == 'name' then name = c[i + 1]
-    elseif c[i] == 'pending' then pending = tonumber(c[i + 1])
-    elseif c[i] == 'idle' then idle = tonumber(c[i + 1]) end
-  end
-  if pending == 0 and (name == ARGV[2] or idle >= tonumber(ARGV[3])) then
-    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], name)
-    removed = removed + 1
-  end
-end
-return removed
-"""
 
 
 class StreamWorker:
@@ -146,8 +118,8 @@ class StreamWorker:
             raise KindlingError("StreamWorker: give a runner or what to build one from, not both")
         self.url = url
         self.stream = stream
-        self.dead_stream = f"{stream}:dead"
-        self.scheduled = scheduled_key(stream)
+        self.dead_stream = keys.dead_key(stream)
+        self.scheduled = keys.scheduled_key(stream)
         if dead_maxlen is None:
             import os
 
@@ -246,14 +218,14 @@ class StreamWorker:
         fields = fields or {}
         body = fields.get(FIELD)
         if body is None:
-            body = fields.get("job")
+            body = fields.get(keys.JOB_NAME)
         if body is None:  # not a kindling entry: the runner rejects the empty body
             body = b""
         # A signature is kept with the entry wherever it goes (dead stream, scheduled set),
         # and checked against the stream it was read from when signing is on.
-        trace = fields.get(TRACE_FIELD) or fields.get("trace")
-        d = Delivery(_s(entry_id), body, attempts, trace=_s(trace) if trace else None,
-                     signature=fields.get(SIG_FIELD) or fields.get("sig"), counts_runs=True)
+        trace = fields.get(TRACE_FIELD) or fields.get(keys.TRACE_NAME)
+        d = Delivery(text(entry_id), body, attempts, trace=text(trace) if trace else None,
+                     signature=fields.get(SIG_FIELD) or fields.get(keys.SIG_NAME), counts_runs=True)
         if self.runner.verifier is not None:
             from kindling.jobsig import stream_destination
 
@@ -417,8 +389,8 @@ class StreamWorker:
         for o in outcomes:
             if o.status == DEAD:
                 fields = {
-                    FIELD: delivered[o.ref].body, b"error": o.reason or "", b"entry": o.ref,
-                    b"job_id": o.job_id or "", b"attempts": str(o.attempts), b"dead_at": str(now),
+                    FIELD: delivered[o.ref].body, keys.DEAD_ERROR: o.reason or "", keys.DEAD_ENTRY: o.ref,
+                    keys.DEAD_JOB_ID: o.job_id or "", keys.DEAD_ATTEMPTS: str(o.attempts), keys.DEAD_AT: str(now),
                 }
                 if delivered[o.ref].signature:  # kept, so a job put back on its stream still verifies
                     fields[SIG_FIELD] = delivered[o.ref].signature

@@ -1,0 +1,88 @@
+"""Every Valkey key and stream-entry field kindling reads or writes, named in one place.
+
+A deployment's keys all derive from two names: the job stream (``kindling:jobs`` unless
+configured) and the result store's prefix (``kindling``)::
+
+    <stream>                  the job stream, read by the consumer group <group>
+    <stream>:scheduled        delayed jobs, a sorted set scored by due time (epoch ms)
+    <stream>:dead             dead jobs, capped (XADD MAXLEN ~)
+    <stream>:kick[:<n>]       the flag of drain n (none for the first): a drain is on its way
+    <prefix>:result:<id>      a job's record (JSON), chords' under <prefix>:result:chord#<id>
+    <prefix>:done:<id>        a token pushed when the record is final, for blocking waiters
+    <prefix>:revive:<id>      the job's revive ledger (kindling jobs retry --valkey)
+
+A job entry holds :data:`FIELD` (the envelope), and when present :data:`SIG_FIELD` (its
+signature, :mod:`kindling.jobsig`) and :data:`TRACE_FIELD`. A dead entry adds the
+``DEAD_*`` fields. The Lua scripts (:mod:`kindling.valkey.scripts`) take every key as a
+``KEYS`` argument; the one field name they write themselves (``sig``, when a delayed signed
+job is moved onto the stream) is :data:`SIG_FIELD`.
+
+No imports: the drain, the producer and the operator tools all load this module.
+"""
+
+from __future__ import annotations
+
+DEFAULT_STREAM = "kindling:jobs"
+DEFAULT_GROUP = "kindling"
+DEFAULT_PREFIX = "kindling"
+"""The result store's key prefix (:class:`kindling.valkey.results.ValkeyResultStore`)."""
+
+# A job entry's fields as text: what a client that decodes replies (and the operator tools,
+# which decode a dead entry's field names) finds them under.
+JOB_NAME, SIG_NAME, TRACE_NAME = "job", "sig", "trace"
+FIELD = JOB_NAME.encode()
+"""The field of a stream entry holding the job's envelope JSON (beside it, a signed job's
+``sig``: :mod:`kindling.jobsig`)."""
+SIG_FIELD = SIG_NAME.encode()
+"""The field holding a signed entry's signature (:mod:`kindling.jobsig`)."""
+TRACE_FIELD = TRACE_NAME.encode()
+"""The producer's X-Ray trace header, on entries sent where one was set (``_X_AMZN_TRACE_ID``)."""
+
+# A dead entry's fields beside the job's own (kindling.valkey.consumer writes them,
+# kindling.ops.dead_stream reads them).
+DEAD_ERROR = "error"
+DEAD_ENTRY = "entry"  # its entry id on the job stream
+DEAD_JOB_ID = "job_id"
+DEAD_ATTEMPTS = "attempts"
+DEAD_AT = "dead_at"
+
+
+def scheduled_key(stream: str) -> str:
+    return f"{stream}:scheduled"
+
+
+def dead_key(stream: str) -> str:
+    return f"{stream}:dead"
+
+
+def flag_key(stream: str, n: int = 0) -> str:
+    """The flag of drain ``n``: ``<stream>:kick`` for the first, ``<stream>:kick:<n>`` for the others."""
+    return f"{stream}:kick" if n == 0 else f"{stream}:kick:{n}"
+
+
+def flag_number(stream: str, flag: str) -> int | None:
+    """The ``n`` of ``flag`` if it is one of ``stream``'s flags (:func:`flag_key`'s inverse), else ``None``."""
+    if flag == flag_key(stream):
+        return 0
+    prefix = f"{stream}:kick:"
+    digits = flag[len(prefix):]
+    if flag.startswith(prefix) and 0 < len(digits) < 10 and digits.isascii() and digits.isdigit() and digits[0] != "0":
+        return int(digits)
+    return None
+
+
+def derived_keys(stream: str) -> tuple[str, str]:
+    """The keys beside ``stream`` other than its flags: the scheduled set and the dead stream."""
+    return scheduled_key(stream), dead_key(stream)
+
+
+def result_key(prefix: str, job_id: str) -> str:
+    return f"{prefix}:result:{job_id}"
+
+
+def done_key(prefix: str, job_id: str) -> str:
+    return f"{prefix}:done:{job_id}"
+
+
+def revive_key(prefix: str, job_id: str) -> str:
+    return f"{prefix}:revive:{job_id}"
