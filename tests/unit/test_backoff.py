@@ -45,3 +45,17 @@ def test_importing_it_loads_nothing_else():
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(layer)})
     assert out.stdout.split() == ["kindling.backoff"]
+
+
+def test_a_pause_never_exceeds_the_ceiling_it_announces_and_resets_when_the_dependency_answers():
+    from kindling.backoff import Pauses, backoff_ceiling
+
+    pauses = Pauses(base=0.05, cap=5.0)
+    announced = []
+    for _ in range(12):
+        announced.append(pauses.delay)
+        assert 0 <= pauses.next() <= announced[-1]
+    assert announced == [backoff_ceiling(n, base=0.05, cap=5.0) for n in range(1, 13)]
+    assert announced[:3] == [0.05, 0.1, 0.2] and announced[-1] == 5.0
+    pauses.reset()
+    assert pauses.delay == 0.05

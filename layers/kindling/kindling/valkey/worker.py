@@ -1,38 +1,18 @@
-"""The consumer: a consumer-group worker feeding :class:`kindling.runner.Runner`.
+"""The stream worker: a :class:`~kindling.valkey.consumer.StreamConsumer` feeding :class:`kindling.runner.Runner`.
 
-Per round:
+Per round: read a batch (:meth:`StreamConsumer.fetch <kindling.valkey.consumer.StreamConsumer.fetch>`),
+run it through the runner with a heartbeat claiming its entries again every third of
+``visibility_ms`` (:mod:`kindling.valkey.heartbeat`), so a batch that outlasts the visibility
+time is not taken over and run twice, then settle its entries in one round trip
+(:meth:`StreamConsumer.settle <kindling.valkey.consumer.StreamConsumer.settle>`). Every rule
+about a job (signatures, attempts and the crash-loop rule, retry timing, records) is the
+runner's: the worker never reads a body itself.
 
-1. one pipelined round trip: :data:`kindling.valkey.scripts.MOVE_DUE` moves delayed jobs
-   that are due from ``<stream>:scheduled`` onto the stream, and ``XAUTOCLAIM`` takes entries
-   idle for more than ``visibility_ms`` (whatever consumer holds them, a dead one included);
-   their delivery counts come from ``XPENDING`` (XAUTOCLAIM has already counted this
-   delivery);
-2. otherwise ``XREADGROUP ... BLOCK block_ms >`` (a blocking read, never a sleep-poll; it
-   blocks no longer than until the next delayed job is due);
-3. :meth:`kindling.runner.Runner.run` on the batch, with a heartbeat claiming its entries
-   again every third of ``visibility_ms`` (:mod:`kindling.valkey.heartbeat`), so a batch that
-   outlasts the visibility time is not taken over and run twice;
-4. one pipelined round trip: ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
-   skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first
-   (capped at ``dead_maxlen`` entries, ``MAXLEN ~``, the trimmed count logged); a job read
-   before its ``not_before`` goes to the scheduled set and is acknowledged, and so does a
-   ``failed`` one, due after the runner's ``retry_in`` (``Retry(after=...)``, its task's
-   backoff, the deployment's retry delay), signature and all: it comes back as a new entry,
-   its attempts counted in its record. A ``failed`` entry without a ``retry_in`` (retry
-   delay 0) stays pending and is reclaimed after ``visibility_ms``; other ``deferred`` ones
-   (not started) are claimed back with their delivery count as it was before this delivery,
-   so hand-backs never use up deliveries, and reclaimed after the runner's ``retry_in``
-   (:meth:`StreamWorker._settle`).
-
-An entry's delivery count counts runs only (hand-backs give theirs back), so its deliveries
-are marked ``counts_runs``: the runner records an entry delivered more often than its job's
-attempts allow (its workers crashed every time) ``dead`` without running it, unless the store
-already has a final outcome for it. That rule, like every other, is the runner's, applied
-after the entry's signature is checked: the worker never reads a body itself.
-
-A consumer that stops with nothing pending is removed from the group
-(:meth:`StreamWorker.forget_consumers`, with those idle for ``STALE_CONSUMER_MS`` and holding
-nothing), so drains that come and go leave no consumers behind.
+What is the worker's own: containment (a runner that raises anyway runs its entries one by
+one, and an entry that still breaks it is recorded ``rejected``), and the long-running loop:
+the next batch read (and its duplicate check sent) while the running one's jobs run in
+threads and its write is in flight, SIGTERM/SIGINT finishing the batch in hand, and pauses
+with a backoff while Valkey or the result store is down.
 """
 
 from __future__ import annotations
@@ -40,37 +20,20 @@ from __future__ import annotations
 import time
 
 from kindling import codec
-from kindling.backoff import compute_backoff
-from kindling.envelope import encode_job, now_ms
+from kindling.backoff import Pauses
+from kindling.envelope import now_ms
 from kindling.errors import KindlingError, StoreUnavailable
 from kindling.records import build_record, describe_error, rejected_key
-from kindling.runner import (
-    DEAD,
-    DEFERRED,
-    FAILED,
-    REJECTED,
-    SETTLED,
-    STORE_UNAVAILABLE,
-    Delivery,
-    Outcome,
-    Runner,
-)
-from kindling.valkey import errors, keys
-from kindling.valkey.connection import connect, default_consumer, text
+from kindling.runner import DEFERRED, REJECTED, STORE_UNAVAILABLE, Delivery, Outcome, Runner
+from kindling.valkey import errors
+from kindling.valkey.connection import connect, default_consumer
+from kindling.valkey.consumer import STALE_CONSUMER_MS, StreamConsumer
 from kindling.valkey.heartbeat import Heartbeat
-from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD
-from kindling.valkey.scheduled import member, move_args
-from kindling.valkey.scripts import FORGET, MOVE_DUE
+from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-DEAD_MAXLEN = 10_000
-"""Entries kept in ``<stream>:dead`` by default (``XADD MAXLEN ~``); the records stay in the store."""
-
-STALE_CONSUMER_MS = 600_000
-"""A consumer idle this long and holding nothing is removed by whoever forgets consumers."""
 
 ORJSON_AFTER_JOBS = 10_000
 """Jobs settled before a worker that is never idle switches to orjson. The import (about
@@ -79,9 +42,16 @@ worker switches when it first finds the stream empty, and a busy one (or a drain
 the switch has paid for itself."""
 
 
+def _port(name: str) -> property:
+    """An attribute of the worker's port, read and set through the worker."""
+    return property(lambda self: getattr(self.port, name), lambda self, value: setattr(self.port, name, value))
+
 
 class StreamWorker:
     """A consumer-group worker feeding :class:`kindling.runner.Runner`.
+
+    Its stream (``stream``, ``group``, ``consumer``, ``batch``, ``visibility_ms``, ``client``,
+    ``scheduled``, ``dead_stream``, ``dead_maxlen``, ``next_due_ms``) is its :attr:`port`'s.
 
     Args:
         url: the Valkey URL.
@@ -117,120 +87,61 @@ class StreamWorker:
         elif table or registry is not None or store is not None or max_attempts is not None or runner_options:
             raise KindlingError("StreamWorker: give a runner or what to build one from, not both")
         self.url = url
-        self.stream = stream
-        self.dead_stream = keys.dead_key(stream)
-        self.scheduled = keys.scheduled_key(stream)
-        if dead_maxlen is None:
-            import os
-
-            dead_maxlen = int(os.environ.get("KINDLING_VALKEY_DEAD_MAXLEN", DEAD_MAXLEN))
-        self.dead_maxlen = dead_maxlen
-        self.next_due_ms: int | None = None  # the earliest delayed job still waiting, as of the last round
-        self.group = group
-        self.consumer = consumer
-        self.batch = batch
+        client = client or connect(url, socket_timeout=max(10.0, block_ms / 1000 + 10))
+        self.port = StreamConsumer(client, stream, group, consumer, batch=batch, visibility_ms=visibility_ms,
+                                   dead_maxlen=dead_maxlen, verifier=runner.verifier, log=self._log)
         self.block_ms = block_ms
-        self.visibility_ms = visibility_ms
-        self.client = client or connect(url, socket_timeout=max(10.0, block_ms / 1000 + 10))
         self.runner = runner
         # A store on one connection (DynamoResultStore's default) cannot have the next batch's
         # read in flight while this batch's write waits to be read back: they would share it.
         self._overlaps = getattr(runner.store, "concurrency", None) != 1
         self.counts: dict[str, int] = {}
         self._stopping = False
-        self._group_ready = False
         # The next batch, read (a list of entries) or admitted (a _Batch) while the running
         # one's jobs ran in threads; and what went wrong reading it, for the next round.
         self._ahead: _Batch | list[Delivery] | None = None
         self._ahead_held = None  # the heartbeat's hold on entries read ahead but not admitted
         self._ahead_error: BaseException | None = None
-        self._move = self.client.register_script(MOVE_DUE)
         self.heartbeat = None
         if heartbeat and visibility_ms > 0:
             self.heartbeat = Heartbeat(
                 lambda: connect(url, socket_timeout=min(5.0, max(1.0, visibility_ms / 1000))), stream, group,
                 visibility_ms / 3000, log=runner.log or None)
 
-    # -- group -------------------------------------------------------------------------
+    def _log(self, entry: dict) -> None:
+        """The port's log lines go where the runner's do (read at each line: it may be replaced)."""
+        if self.runner.log:
+            self.runner.log(entry)
+
+    # -- the port's ------------------------------------------------------------------------
+
+    stream = _port("stream")
+    group = _port("group")
+    consumer = _port("consumer")
+    batch = _port("batch")
+    visibility_ms = _port("visibility_ms")
+    client = _port("client")
+    scheduled = _port("scheduled")
+    dead_stream = _port("dead_stream")
+    dead_maxlen = _port("dead_maxlen")
+    next_due_ms = _port("next_due_ms")
 
     def ensure_group(self) -> None:
-        """Create the group (and the stream) if missing; a restarted server without
-        persistence has lost both."""
-        try:
-            self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True)
-        except errors.response_errors() as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-        self._group_ready = True
-
-    # -- one round -----------------------------------------------------------------------
+        self.port.ensure_group()
 
     def fetch(self, block_ms: int | None) -> list[Delivery]:
-        """Reclaimed entries first (idle past the visibility timeout), else new ones."""
-        if not self._group_ready:
-            self.ensure_group()
-        try:
-            deliveries = self._reclaim()
-            if not deliveries:
-                deliveries = self._read(block_ms)
-        except errors.response_errors() as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            self.ensure_group()  # the server lost the group (restart without persistence)
-            return []
-        return deliveries
+        return self.port.fetch(block_ms)
 
-    def _reclaim(self) -> list[Delivery]:
-        pipe = self.client.pipeline(transaction=False)
-        self._move(keys=[self.scheduled, self.stream], args=move_args(now_ms()), client=pipe)
-        pipe.xautoclaim(self.stream, self.group, self.consumer, self.visibility_ms, start_id="0-0", count=self.batch)
-        moved, reply = pipe.execute()
-        self.next_due_ms = int(moved[1]) if int(moved[1]) >= 0 else None
-        entries = reply[1] if len(reply) > 1 else []
-        entries = [(i, f) for i, f in entries if f is not None]  # deleted meanwhile
-        if not entries:
-            return []
-        pipe = self.client.pipeline(transaction=False)
-        for entry_id, _ in entries:
-            pipe.xpending_range(self.stream, self.group, min=entry_id, max=entry_id, count=1)
-        counts = pipe.execute()
-        deliveries = []
-        for (entry_id, fields), info in zip(entries, counts, strict=True):
-            attempts = int(info[0]["times_delivered"]) if info else 2
-            deliveries.append(self._delivery(entry_id, fields, attempts))
-        return deliveries
+    def send(self, jobs: list) -> None:
+        self.port.send(jobs)
 
-    def _read(self, block_ms: int | None) -> list[Delivery]:
-        if block_ms and self.next_due_ms is not None:  # wake up for the next delayed job
-            block_ms = max(1, min(block_ms, self.next_due_ms - now_ms()))
-        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=self.batch,
-                                       block=block_ms)
-        if not reply:
-            return []
-        if isinstance(reply, dict):  # RESP3
-            entries = next(iter(reply.values()))
-            entries = entries[0] if entries and isinstance(entries[0], list) else entries
-        else:
-            entries = reply[0][1]
-        return [self._delivery(i, f, 1) for i, f in entries]
+    def idle(self) -> bool:
+        return self.port.idle()
 
-    def _delivery(self, entry_id, fields, attempts: int) -> Delivery:
-        fields = fields or {}
-        body = fields.get(FIELD)
-        if body is None:
-            body = fields.get(keys.JOB_NAME)
-        if body is None:  # not a kindling entry: the runner rejects the empty body
-            body = b""
-        # A signature is kept with the entry wherever it goes (dead stream, scheduled set),
-        # and checked against the stream it was read from when signing is on.
-        trace = fields.get(TRACE_FIELD) or fields.get(keys.TRACE_NAME)
-        d = Delivery(text(entry_id), body, attempts, trace=text(trace) if trace else None,
-                     signature=fields.get(SIG_FIELD) or fields.get(keys.SIG_NAME), counts_runs=True)
-        if self.runner.verifier is not None:
-            from kindling.jobsig import stream_destination
+    def forget_consumers(self, stale_ms: int = STALE_CONSUMER_MS) -> int:
+        return self.port.forget_consumers(stale_ms)
 
-            d.source = stream_destination(self.stream)
-        return d
+    # -- one round -----------------------------------------------------------------------
 
     def process(self, deliveries: list[Delivery], remaining_ms: Callable[[], int] | None = None,
                 request_id: str | None = None):
@@ -282,7 +193,7 @@ class StreamWorker:
             self._contain(b, lambda: setattr(b, "outcomes", self.runner.finish(b.run, send=self.send)))
         b.release()
         b.done = True  # settled at most once: a settlement cut off by Valkey leaves entries pending
-        self._settle(b.outcomes, b.deliveries)
+        self.port.settle(b.outcomes, b.deliveries)
         for o in b.outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
         return b.outcomes
@@ -314,23 +225,6 @@ class StreamWorker:
                 outcomes.append(self._poisoned(d, exc))
         return outcomes
 
-    def send(self, jobs: list) -> None:
-        """Put jobs on this worker's stream in one pipelined round trip (a chain's next step,
-        a chord's callback: :mod:`kindling.followups`), signed for the stream when signing is on."""
-        verifier = self.runner.verifier
-        if verifier is not None:
-            from kindling import jobsig
-
-            destination = jobsig.stream_destination(self.stream)
-        pipe = self.client.pipeline(transaction=False)
-        for job in jobs:
-            body = encode_job(job)
-            fields = {FIELD: body}
-            if verifier is not None:
-                fields[SIG_FIELD] = verifier.keyring.sign(destination, body)
-            pipe.xadd(self.stream, fields)
-        pipe.execute()
-
     def _poisoned(self, d: Delivery, exc: Exception) -> Outcome:
         """An entry that breaks the runner, recorded ``rejected`` under a key of its own with
         its body (never decoded again); handed back instead if the store is down."""
@@ -348,106 +242,6 @@ class StreamWorker:
         if self.runner.log:
             self.runner.log({"kindling": REJECTED, "job": o.job_id, "ref": d.ref, "error": o.reason})
         return o
-
-    def _settle(self, outcomes, deliveries: list[Delivery]) -> None:
-        """One pipelined round trip: ``dead`` entries copied to the dead stream, settled and
-        dead ones acknowledged and deleted, jobs read before they were due and failed ones
-        to be retried after a delay moved to the scheduled set, other ``deferred`` ones
-        given their delivery back.
-
-        A deferred entry was not started (the store was down, the invocation's time ran
-        short): that delivery must not count. The runner counts attempts in the result
-        record, so the stream's delivery counter only bounds runs that crash the worker
-        before anything is recorded (:func:`kindling.policy.out_of_deliveries`); left as it is, an outage
-        with entries reclaimed every ``visibility_ms`` would push it past the limit and
-        record jobs dead that never ran. So the entry is claimed again with ``XCLAIM ...
-        RETRYCOUNT <count before this delivery> JUSTID``: in the same round trip as the
-        acknowledgements, it stays pending in its place with its counter as if this delivery
-        had not happened, and ``IDLE`` set so that it is reclaimed after the runner's
-        ``retry_in`` (at once for a job cut off by the invocation's end, after a growing
-        backoff when the store is down, never later than ``visibility_ms``).
-        Re-adding a copy would move it to the end of the stream and wipe the count of real
-        deliveries too; a side hash of hand-backs would cost a command on every
-        acknowledgement. If another consumer reclaimed the entry while this batch ran late,
-        the claim takes it back; that consumer's acknowledgement still settles it.
-
-        A job deferred because its ``not_before`` is ahead goes to the scheduled set
-        (``ZADD`` before its ``XACK``/``XDEL``: a crash in between leaves a copy in both,
-        run once and skipped once, never none). A failed job with a ``retry_in`` goes there
-        too, due that many seconds after now: its failure is already recorded, so the copy
-        that comes back is its next attempt (a crash in between may run that attempt twice,
-        at least once as always), and its entry's own delivery count starts afresh. The dead stream is capped at
-        ``dead_maxlen``; what the cap trimmed (its length before, plus what was added,
-        minus its length after) is logged.
-        """
-        delivered = {d.ref: d for d in deliveries}
-        pipe = self.client.pipeline(transaction=False)
-        done, unspent, dead = [], 0, 0
-        now = now_ms()
-        if any(o.status == DEAD for o in outcomes):
-            pipe.xlen(self.dead_stream)  # reply 0: the dead stream's length before
-        for o in outcomes:
-            if o.status == DEAD:
-                fields = {
-                    FIELD: delivered[o.ref].body, keys.DEAD_ERROR: o.reason or "", keys.DEAD_ENTRY: o.ref,
-                    keys.DEAD_JOB_ID: o.job_id or "", keys.DEAD_ATTEMPTS: str(o.attempts), keys.DEAD_AT: str(now),
-                }
-                if delivered[o.ref].signature:  # kept, so a job put back on its stream still verifies
-                    fields[SIG_FIELD] = delivered[o.ref].signature
-                if delivered[o.ref].trace:  # kept for a redrive (kindling dlq redrive --valkey)
-                    fields[TRACE_FIELD] = delivered[o.ref].trace
-                pipe.xadd(self.dead_stream, fields, maxlen=self.dead_maxlen, approximate=True)
-                dead += 1
-                done.append(o.ref)
-            elif o.status in SETTLED:
-                done.append(o.ref)
-            elif o.status == FAILED and o.retry_in is not None:
-                pipe.zadd(self.scheduled, {member(delivered[o.ref].body, delivered[o.ref].signature):
-                                           now + int(o.retry_in * 1000)})
-                done.append(o.ref)
-            elif o.status == DEFERRED:
-                not_before = o.job.not_before if o.job is not None else None
-                if not_before is not None and not_before > now:
-                    pipe.zadd(self.scheduled, {member(delivered[o.ref].body, delivered[o.ref].signature): not_before})
-                    done.append(o.ref)
-                    continue
-                before = max(0, delivered[o.ref].attempts - 1)
-                # back in sight after the runner's retry_in (0: cut off by the invocation's end)
-                idle = None if o.retry_in is None else max(0, self.visibility_ms - int(o.retry_in * 1000))
-                pipe.xclaim(self.stream, self.group, self.consumer, 0, [o.ref], idle=idle, retrycount=before,
-                            justid=True)
-                unspent += 1
-        after = len(pipe)
-        if dead:
-            pipe.xlen(self.dead_stream)
-        if done:
-            pipe.xack(self.stream, self.group, *done)
-            pipe.xdel(self.stream, *done)
-        if done or unspent:
-            replies = pipe.execute()
-            if dead:
-                trimmed = int(replies[0]) + dead - int(replies[after])
-                if trimmed > 0 and self.runner.log:
-                    self.runner.log({"kindling": "dead_trimmed", "stream": self.dead_stream, "trimmed": trimmed,
-                                     "maxlen": self.dead_maxlen})
-
-    def idle(self) -> bool:
-        """Nothing left: no entry in the stream (acked ones are deleted), none pending, and
-        no delayed job waiting."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.xlen(self.stream)
-        pipe.xpending(self.stream, self.group)
-        pipe.zcard(self.scheduled)
-        length, pending, waiting = pipe.execute()
-        count = pending.get("pending", 0) if isinstance(pending, dict) else pending[0]
-        return length == 0 and not count and not waiting
-
-    def forget_consumers(self, stale_ms: int = STALE_CONSUMER_MS) -> int:
-        """Remove this consumer from the group if it holds nothing pending, and any other
-        consumer idle for ``stale_ms`` that holds nothing; returns how many were removed.
-        A removed consumer that reads again is simply created again."""
-        script = self.client.register_script(FORGET)
-        return int(script(keys=[self.stream], args=[self.group, self.consumer, stale_ms]))
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -469,7 +263,7 @@ class StreamWorker:
             previous = [signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)]
         # One backoff per dependency: an empty read proves Valkey is back, only a batch
         # that was recorded proves the store is.
-        valkey_backoff, store_backoff = _Backoff(), _Backoff()
+        valkey_backoff, store_backoff = Pauses(), Pauses()
         # The batch whose write is in flight: the next batch is read from the stream and its
         # duplicate check sent before that write is read back (and its entries settled).
         sent: _Batch | None = None
@@ -479,7 +273,7 @@ class StreamWorker:
                     sent = self._round(sent, burst, valkey_backoff, store_backoff)
                 except errors.connection_errors() as exc:
                     sent = self._complete_quietly(sent)
-                    self._group_ready = False
+                    self.port.connection_lost()
                     self._pause(valkey_backoff, "valkey_unavailable", str(exc))
                 except StoreUnavailable as exc:  # a store that failed outside the runner's guard
                     sent = self._complete_quietly(sent)
@@ -500,8 +294,8 @@ class StreamWorker:
                 pass
         return self.counts
 
-    def _round(self, sent: _Batch | None, burst: bool, valkey_backoff: _Backoff,
-               store_backoff: _Backoff) -> _Batch | None:
+    def _round(self, sent: _Batch | None, burst: bool, valkey_backoff: Pauses,
+               store_backoff: Pauses) -> _Batch | None:
         """One turn of the loop: read the next batch (without blocking while a write is in
         flight) and send its duplicate check, read back the write in flight and settle its
         entries, then run the next batch and send its write. Returns the batch now in flight.
@@ -560,7 +354,7 @@ class StreamWorker:
         finally:
             _released(held)
 
-    def _finish_sent(self, b: _Batch, store_backoff: _Backoff):
+    def _finish_sent(self, b: _Batch, store_backoff: Pauses):
         """Complete the batch in flight; ``_DOWN`` (after a pause) if the store was down."""
         down = store_down(self._complete(b))
         if down:
@@ -625,7 +419,7 @@ class StreamWorker:
                 sent.release()
         return None
 
-    def _pause(self, backoff: _Backoff, event: str, error: str) -> None:
+    def _pause(self, backoff: Pauses, event: str, error: str) -> None:
         if self.runner.log:
             self.runner.log({"kindling": event, "error": error[:300], "retry_in_s": round(backoff.delay, 2)})
         deadline = time.monotonic() + backoff.next()
@@ -690,30 +484,6 @@ def store_down(outcomes) -> str | None:
         if o.status == DEFERRED and o.reason and o.reason.startswith(STORE_DOWN):
             return o.reason
     return None
-
-
-class _Backoff:
-    """Pauses after consecutive failures: :func:`kindling.backoff.compute_backoff` from
-    ``first`` seconds, doubling up to ``cap``, counted until :meth:`reset`."""
-
-    __slots__ = ("first", "cap", "failures")
-
-    def __init__(self, first: float = 0.05, cap: float = 5.0):
-        self.first = first
-        self.cap = cap
-        self.failures = 0
-
-    @property
-    def delay(self) -> float:
-        """The ceiling of the next pause."""
-        return min(self.cap, self.first * 2 ** min(self.failures, 30))
-
-    def next(self) -> float:
-        self.failures += 1
-        return compute_backoff(self.failures, base=self.first, cap=self.cap)
-
-    def reset(self) -> None:
-        self.failures = 0
 
 
 def _build_runner(table, registry, store, max_attempts: int, consumer: str, log, runner_options: dict) -> Runner:
