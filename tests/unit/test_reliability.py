@@ -12,7 +12,7 @@ from kindling import codec
 from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.runner import STORE_OUTAGE, Delivery, Runner
 
 
 @pytest.fixture
@@ -401,6 +401,7 @@ def test_a_black_holed_dynamodb_is_given_up_on_before_the_invocation_ends(reg, b
         [delivery("add", 1, 2), delivery("add", 3, 4)], remaining_ms=lambda: int((deadline - time.monotonic()) * 1000))
     assert time.monotonic() - started < budget_s  # handed back before Lambda would kill it
     assert statuses(outcomes) == ["deferred", "deferred"]
+    assert all(o.handed_back_because == STORE_OUTAGE for o in outcomes)  # the cause triggers act on
     assert all("result store unavailable" in o.reason for o in outcomes)
 
 

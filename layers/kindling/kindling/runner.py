@@ -83,6 +83,7 @@ __all__ = ["Batch", "Delivery", "JobContext", "Outcome", "Runner", "current_job"
 DAY_S = 86_400
 STORE_UNAVAILABLE = "result store unavailable"
 """How every hand-back because the result store could not be reached begins its reason."""
+STORE_OUTAGE = "store_unavailable"  # Outcome.handed_back_because when the store could not be reached
 
 _current: ContextVar[JobContext] = ContextVar("kindling_job")
 
@@ -143,7 +144,7 @@ class Outcome:
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
                  "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error",
-                 "previous", "result", "generation", "exhausted")
+                 "previous", "result", "generation", "exhausted", "handed_back_because")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -169,6 +170,7 @@ class Outcome:
         self.result: str | None = None  # a succeeded run's result as JSON, inline or kept in S3 (chains read it)
         self.generation = 1  # the generation of the job's record as read (a revive makes a new one)
         self.exhausted = False  # delivered past its allowance: recorded dead unless already final
+        self.handed_back_because: str | None = None  # handed back unrun: STORE_OUTAGE, "signing_keys_unavailable"
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -960,11 +962,10 @@ class Runner:
             elif o.job_id is not None and o.job_id not in first:
                 first[o.job_id] = o
 
-    def _hand_back_all(self, outcomes: list[Outcome], reason: str, kind: str = "store_unavailable") -> list[Outcome]:
+    def _hand_back_all(self, outcomes: list[Outcome], reason: str, kind: str = STORE_OUTAGE) -> list[Outcome]:
         for o in outcomes:
             if o.status != SKIPPED:
-                o.status = DEFERRED
-                o.reason = reason
+                o.status, o.reason, o.handed_back_because = DEFERRED, reason, kind
                 o.record = None
                 o.retry_in = policy.store_backoff_s(o.deliveries)
         if self.log:

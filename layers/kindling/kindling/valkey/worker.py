@@ -24,7 +24,7 @@ from kindling.backoff import Pauses
 from kindling.envelope import now_ms
 from kindling.errors import KindlingError, StoreUnavailable
 from kindling.records import build_record, describe_error, rejected_key
-from kindling.runner import DEFERRED, REJECTED, STORE_UNAVAILABLE, Delivery, Outcome, Runner
+from kindling.runner import DEFERRED, REJECTED, STORE_OUTAGE, STORE_UNAVAILABLE, Delivery, Outcome, Runner
 from kindling.valkey import errors
 from kindling.valkey.connection import connect, default_consumer
 from kindling.valkey.consumer import STALE_CONSUMER_MS, StreamConsumer
@@ -148,7 +148,7 @@ class StreamWorker:
         """Run one batch and settle it in one pipelined round trip; return the outcomes.
 
         Never raises because the result store is down: the batch then comes back
-        ``deferred`` (see :func:`store_down`) and its entries stay pending.
+        ``deferred`` (:func:`store_down` tells) and its entries stay pending.
         """
         return self._complete(self._execute(self._admit(deliveries, remaining_ms, request_id)))
 
@@ -238,7 +238,7 @@ class StreamWorker:
         try:
             self.runner.store.write([o.record])
         except StoreUnavailable as down:
-            return _deferred(d, f"{STORE_DOWN}: {down}")
+            return _deferred(d, f"{STORE_UNAVAILABLE}: {down}", cause=STORE_OUTAGE)
         if self.runner.log:
             self.runner.log({"kindling": REJECTED, "job": o.job_id, "ref": d.ref, "error": o.reason})
         return o
@@ -373,9 +373,10 @@ class StreamWorker:
         (default: the visibility timeout)."""
         b = batch if isinstance(batch, _Batch) else _Batch(batch)
         if b.outcomes is None:  # not already run (a runner bug runs a batch one by one at once)
-            reason = reason or f"{STORE_DOWN}: the previous batch's write failed; not run into the outage"
+            cause = None if reason else STORE_OUTAGE
+            reason = reason or f"{STORE_UNAVAILABLE}: the previous batch's write failed; not run into the outage"
             unrun = b.runnable if b.run is not None else b.deliveries
-            b.outcomes = [_deferred(d, reason, retry_in) for d in unrun]
+            b.outcomes = [_deferred(d, reason, retry_in, cause) for d in unrun]
         self._complete(b)
 
     def _read_ahead(self, in_flight: set[str]) -> None:
@@ -468,21 +469,20 @@ class _Drained(Exception):
 _DOWN = object()
 
 
-def _deferred(d: Delivery, reason: str, retry_in: float | None = None) -> Outcome:
+def _deferred(d: Delivery, reason: str, retry_in: float | None = None, cause: str | None = None) -> Outcome:
     o = Outcome(d.ref, None, None, DEFERRED, d.attempts)
     o.reason = reason
     o.retry_in = retry_in
+    o.handed_back_because = cause
     return o
 
 
-STORE_DOWN = STORE_UNAVAILABLE
-
-
 def store_down(outcomes) -> str | None:
-    """The reason, if the batch was handed back because the result store could not be reached."""
+    """The reason, if the batch was handed back because the result store could not be
+    reached (by the runner, or by the worker for an entry it records itself)."""
     for o in outcomes:
-        if o.status == DEFERRED and o.reason and o.reason.startswith(STORE_DOWN):
-            return o.reason
+        if o.status == DEFERRED and o.handed_back_because == STORE_OUTAGE:
+            return o.reason or STORE_UNAVAILABLE
     return None
 
 
