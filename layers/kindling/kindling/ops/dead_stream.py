@@ -1,6 +1,6 @@
 """The Valkey dead stream: look at it, and move it back to the job stream.
 
-The stream worker (:mod:`kindling.valkey.worker`) copies every ``dead`` job to
+The stream worker (:mod:`kindling.valkey.consumer`) copies every ``dead`` job to
 ``<stream>:dead`` (capped, ``MAXLEN ~``) with fields ``job`` (the body as delivered),
 ``error``, ``entry`` (its entry id on the job stream), ``job_id``, ``attempts``, ``dead_at``
 and, when the producer sent them, ``sig`` (:mod:`kindling.jobsig`) and ``trace``. This is

@@ -9,9 +9,11 @@ by its modules at first use and nowhere on the SQS path.
 :mod:`.keys`                    every key and entry field name (stream, scheduled, dead, flags,
                                 results, revive ledgers)
 :mod:`.producer`                ``StreamProducer``, ``Sent``, ``StreamFull``
-:mod:`.worker`                  ``StreamWorker``: the consumer-group loop feeding the runner
+:mod:`.worker`                  ``StreamWorker``: the loop feeding the runner from its consumer
+:mod:`.consumer`                ``StreamConsumer``: the group's reads, settlement, follow-ups
 :mod:`.heartbeat`               ``Heartbeat``: a running batch's entries kept claimed
 :mod:`.scheduled`               delayed jobs in ``<stream>:scheduled`` until they are due
+:mod:`.scripts`                 every Lua script, with the KEYS and ARGV each takes
 :mod:`.kick`                    waking the Lambda worker: flags, ``LambdaInvoker``, the
                                 drain's handshake (and why no job is stranded)
 :mod:`.results`                 ``ValkeyResultStore``: outcomes in Valkey, blocking waiters

@@ -11,7 +11,7 @@ own clock: the runner checks ``not_before`` against the same clock when it reads
 
 A job read from the stream before it is due (sent by an older producer, or a worker whose
 clock is behind the producer's) is moved to the set by the worker that read it, in the same
-round trip as its acknowledgement (:meth:`kindling.valkey.worker.StreamWorker._settle`).
+round trip as its acknowledgement (:func:`kindling.valkey.consumer.plan_settlement`).
 """
 
 from __future__ import annotations
