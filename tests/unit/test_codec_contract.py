@@ -177,11 +177,22 @@ json_values = st.recursive(
 )
 
 
+def _has_float(value) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    return isinstance(value, list) and any(_has_float(v) for v in value)
+
+
 @given(json_values)
-def test_the_engines_agree_byte_for_byte_on_any_accepted_value(value):
-    text = STANDARD[1](value)
-    assert ORJSON[1](value) == text
-    assert STANDARD[0](text) == ORJSON[0](text) == ORJSON[0](text.encode())
+def test_the_engines_agree_on_any_accepted_value_byte_for_byte_but_a_floats_spelling(value):
+    """The same text, except that orjson may spell a float's exponent another way (``e-8``
+    for ``e-08``): the same number either way, read back alike by both engines."""
+    text, fast = STANDARD[1](value), ORJSON[1](value)
+    if not _has_float(value):
+        assert fast == text
+    assert STANDARD[0](text) == ORJSON[0](text) == ORJSON[0](text.encode()) == STANDARD[0](fast)
 
 
 def test_a_failed_encode_leaves_nothing_behind_for_the_next():

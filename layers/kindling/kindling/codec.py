@@ -25,7 +25,8 @@ drain, eager mode, producers):
 
 The interpreter's C codec is the reference: it enforces every rule itself. orjson is a
 fast path only: its output is used when it cannot differ from the reference's (the same
-bytes, checked by tests/unit/test_codec_contract.py), and the reference decides whenever
+bytes but for how a float's exponent may be spelled, the same value always, checked by
+tests/unit/test_codec_contract.py), and the reference decides whenever
 orjson refuses a value, writes a ``null`` (which may have been a NaN), or reads a number
 of 19 digits or more (which orjson would read as a float).
 
