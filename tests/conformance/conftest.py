@@ -68,7 +68,8 @@ def pytest_runtest_logreport(report):
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         verdict = known.verdict(path, scenario)
         if report.passed and not hasattr(report, "wasxfail"):
-            cell = "="
+            excepted = known.excepted(path, scenario)
+            cell = "= " + "; ".join(f"but {k}: exception: {r}" for k, r in excepted.items()) if excepted else "="
         elif verdict is not None and verdict[0] == "xfail" and not hasattr(report, "wasxfail"):
             cell = f"FIXED (delete from known.py): {verdict[1]}"  # a strict xfail that passed
         elif verdict is not None:

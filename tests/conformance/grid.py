@@ -26,3 +26,13 @@ def differences(observed: dict, expected: dict) -> dict:
     so a failing cell names its difference in one line."""
     keys = dict.fromkeys([*expected, *observed])
     return {k: (observed.get(k), expected.get(k)) for k in keys if observed.get(k) != expected.get(k)}
+
+
+def check(path: str, scenario: str, observed: dict, expected: dict) -> None:
+    """The cell's assertion: ``observed`` is ``expected``, but for the observations known.py
+    excepts for this cell, each of which must still differ (else its exception is stale)."""
+    excepted = known.excepted(path, scenario)
+    differ = differences(observed, expected)
+    stale = sorted(k for k in excepted if k not in differ)
+    assert not stale, f"no longer differs, delete its exception from known.py: {stale}"
+    assert {k: v for k, v in differ.items() if k not in excepted} == {}

@@ -530,9 +530,13 @@ class StreamWorkerPath(_Stream):
 
 
 class StreamDrain(_Stream):
-    """The Lambda drain: the worker function (LambdaWorker, the template's environment)
-    invoked with ``{"kindling": "drain"}``; each round is one invocation, with a horizon
-    short enough that it returns instead of waiting for a retry."""
+    """The Lambda drain, driven as deployed: the worker function (LambdaWorker) with the
+    template's environment, the Valkey URL and the stream in ``KINDLING_VALKEY_*``, invoked
+    with the DrainSchedule's event ``{"kindling": "drain", "stream": ...}`` (the event only
+    selects; kindling.valkey.drain_event). Each round is one invocation. Two settings are the
+    adapter's, neither changing an outcome: no horizon (``KINDLING_DRAIN_HORIZON_MS=0``), so a
+    drain returns instead of waiting in-process for a retry it scheduled (the next kick would
+    run it), and a 1 ms blocking read."""
 
     name = "stream_drain"
     consumer = "drain-1"
@@ -543,16 +547,21 @@ class StreamDrain(_Stream):
 
         for key, value in {"KINDLING_TABLE": table, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
                            "KINDLING_MAX_RECEIVES": str(100), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
-                           "KINDLING_PAYLOAD_BUCKET": bucket}.items():
+                           "KINDLING_PAYLOAD_BUCKET": bucket, "KINDLING_VALKEY_URL": url,
+                           "KINDLING_VALKEY_STREAMS": self.stream, "KINDLING_VALKEY_GROUP": self.group,
+                           "KINDLING_DRAIN_VISIBILITY_MS": str(STREAM_VISIBILITY_MS),
+                           "KINDLING_DRAIN_HORIZON_MS": "0", "KINDLING_DRAIN_BLOCK_MS": "1",
+                           "AWS_LAMBDA_LOG_STREAM_NAME": self.consumer}.items():
             monkeypatch.setenv(key, value)
+        monkeypatch.delenv("KINDLING_VALKEY_URL_SECRET", raising=False)
         options = {"verifier": verifier()} if signing else {}
         self.worker = LambdaWorker(tasks.registry, log=None, metrics=False, **options)
 
     def round(self) -> bool:
-        event = {"kindling": "drain", "stream": self.stream, "url": self.url, "consumer": self.consumer,
-                 "visibility_ms": STREAM_VISIBILITY_MS, "horizon_ms": 1, "block_ms": 1}
+        event = {"kindling": "drain", "stream": self.stream}  # the DrainSchedule's event
         with codec_of(False):  # a Lambda function keeps the standard codec
             summary = self.worker(event, Context())
+        assert summary.get("kindling") == "drained", summary
         if not summary["batches"]:
             return False
         self.settle()
@@ -563,7 +572,9 @@ class StreamDrain(_Stream):
 
 
 class Eager(Path):
-    """kindling.testing.eager: every job runs inline when sent, outcomes in a memory store."""
+    """kindling.testing.eager: the eager producer, installed as dispatch's producer, runs
+    every job inline when it is sent (every attempt, whatever it enqueues), outcomes in a
+    memory store. It runs in the test's process, under the test's codec."""
 
     name = "eager"
 
@@ -575,10 +586,13 @@ class Eager(Path):
         self.session = self._context.__enter__()
 
     def producer(self):
-        return None  # dispatch sends to the eager session itself
+        return self.session
 
     def send(self, calls: list) -> list[str]:
-        return [self.session.run(call, tasks.registry).id for call in calls]
+        # A call by name runs with the workers' registry (the session's own would be the
+        # default registry, which the conformance tasks are not in).
+        return [(self.session.run(c, tasks.registry) if isinstance(c.task, str) else self.session.send(c)).id
+                for c in calls]
 
     def round(self) -> bool:
         return False

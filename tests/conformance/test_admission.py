@@ -7,7 +7,7 @@ import time
 
 import pytest
 from conformance import paths, tasks
-from conformance.grid import cells, differences
+from conformance.grid import cells, check
 from kindling.envelope import encode_job, new_job
 
 
@@ -126,4 +126,4 @@ def test_every_path_admits_jobs_alike(request, path_name, scenario):
         observed = run(path)
     except paths.NotApplicable as exc:
         pytest.fail(f"not applicable: {exc}")
-    assert differences(observed, expected) == {}
+    check(path_name, scenario, observed, expected)

@@ -14,7 +14,7 @@ import json
 
 import pytest
 from conformance import paths, tasks
-from conformance.grid import cells, differences
+from conformance.grid import cells, check
 from kindling import chain, group
 
 
@@ -154,4 +154,4 @@ def test_every_path_carries_data_alike(path, path_name, scenario):
         observed = run(path)
     except paths.NotApplicable as exc:
         pytest.fail(f"not applicable: {exc}")
-    assert differences(observed, expected) == {}
+    check(path_name, scenario, observed, expected)

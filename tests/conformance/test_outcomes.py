@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conformance import tasks
-from conformance.grid import cells, differences
+from conformance.grid import cells, check
 
 
 def success(path):
@@ -95,4 +95,4 @@ SCENARIOS = {
 @pytest.mark.parametrize(("path_name", "scenario"), cells(SCENARIOS))
 def test_every_path_records_the_same_outcome(path, path_name, scenario):
     run, expected = SCENARIOS[scenario]
-    assert differences(run(path), expected) == {}
+    check(path_name, scenario, run(path), expected)
