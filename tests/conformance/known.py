@@ -30,9 +30,8 @@ for _scenario in ("default_retry_delay", "retry_then_success", "retry_on_listed"
 for _scenario in ("default_retry_delay", "backoff", "dead_after_max_attempts", "retry_on_unlisted", "no_retry_on",
                   "timeout"):
     EXCEPTIONS["eager", _scenario, "dead_letter"] = EAGER_NO_DLQ
-for _scenario in ("rejected_not_json", "rejected_unknown_task", "rejected_wrong_arguments",
-                  "rejected_bad_signature", "rejected_unsigned", "rejected_unsigned_delivered_too_often",
-                  "dead_delivered_too_often", "not_before_ahead"):
+for _scenario in ("rejected_not_json", "rejected_bad_signature", "rejected_unsigned",
+                  "rejected_unsigned_delivered_too_often", "dead_delivered_too_often", "not_before_ahead"):
     EXCEPTIONS["eager", _scenario] = EAGER_NO_MESSAGE
 EXCEPTIONS["eager", "delay_past_sqs_maximum"] = "eager mode runs every job at once, inline: a delay is not waited for"
 EXCEPTIONS["eager", "large_result"] = (

@@ -106,9 +106,10 @@ def big(n: int) -> str:
     return "x" * n
 
 
-def _deep(depth: int):
+def _deep(levels: int):
+    """Arrays nested ``levels`` deep (``[]`` is one level)."""
     value: list = []
-    for _ in range(depth):
+    for _ in range(levels - 1):
         value = [value]
     return value
 
@@ -116,10 +117,14 @@ def _deep(depth: int):
 EDGE_VALUES = {
     "nan": lambda: float("nan"),
     "inf": lambda: float("inf"),
+    "int_2_64": lambda: 2**64,  # past a 64-bit integer, 20 digits
     "int_2_70": lambda: 2**70,
+    "int_minus_2_70": lambda: -(2**70),
     "int_keys": lambda: {1: "a"},
     "datetime": lambda: dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
     "nested_200": lambda: _deep(200),
+    "nested_254": lambda: _deep(254),  # kindling.codec.MAX_DEPTH: the deepest a result may be
+    "nested_255": lambda: _deep(255),
     "nested_2000": lambda: _deep(2000),
 }
 

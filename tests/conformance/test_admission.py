@@ -26,12 +26,37 @@ def not_json(path):
     return _raw(path, b"{not json")
 
 
+def _by_name(path, name: str, args: list, kwargs: dict) -> dict:
+    """Sent by the task's name, as a producer without the task's code does: the producer
+    cannot check the arguments, so the worker's admission is what is tested."""
+    from kindling.client import Call
+
+    path.send([Call(name, args, kwargs)])
+    path.run_until_settled()
+    return {"records": _records(path)}
+
+
 def unknown_task(path):
-    return _raw(path, encode_job(new_job("c.no_such_task")))
+    return _by_name(path, "c.no_such_task", [], {})
 
 
 def wrong_arguments(path):
-    return _raw(path, encode_job(new_job("c.add", [1], {"c": 2})))
+    return _by_name(path, "c.add", [1], {"c": 2})
+
+
+def wrong_arguments_at_the_call(path):
+    """A Task's arguments are checked where it is sent (.delay(), .apply_async(), .s()):
+    TypeError at the call, nothing sent."""
+    refused = []
+    for send in (lambda: tasks.add.delay(1, c=2), lambda: tasks.add.apply_async((1,), {"c": 2}),
+                 lambda: tasks.add.s(1, c=2)):
+        try:
+            send()
+        except TypeError:
+            refused.append("TypeError")
+        else:
+            refused.append(None)
+    return {"refused": refused, "rounds": path.run_until_settled(), "records": _records(path)}
 
 
 def bad_signature(path):
@@ -104,6 +129,8 @@ SCENARIOS = {
     "rejected_not_json": (not_json, REJECTED, False),
     "rejected_unknown_task": (unknown_task, REJECTED, False),
     "rejected_wrong_arguments": (wrong_arguments, REJECTED, False),
+    "refused_wrong_arguments_at_the_call": (wrong_arguments_at_the_call,
+                                            {"refused": ["TypeError"] * 3, "rounds": 0, "records": []}, False),
     "rejected_bad_signature": (bad_signature, {"records": [("rejected", "InvalidJob")]}, True),
     "rejected_unsigned": (unsigned, {"records": [("rejected", "InvalidJob")]}, True),
     "rejected_unsigned_delivered_too_often": (unsigned_delivered_too_often,

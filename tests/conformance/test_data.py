@@ -1,10 +1,11 @@
 """Chains and chords that fail part-way, large arguments and results, and the edges of what
 JSON holds, as arguments and as results. One table, every path.
 
-Expected, from README and kindling.codec: a value JSON cannot hold exactly (NaN, infinities,
-an integer past 64 bits, a non-string key, nesting past 255 levels) is refused the same way
-everywhere: by the producer as an argument (it raises before sending), as a result by the
-job's failure. JSON text holds 2**70, but orjson (producers, long-lived workers) does not.
+Expected, from README and kindling.codec (one contract for both engines, every path):
+integers of any size round-trip exactly; a value outside the contract (NaN, infinities, a
+non-string key, nesting past 254 levels) is refused the same way everywhere: as an argument
+by the producer, at the call, sending nothing; as a result by the job, recorded ``dead`` at
+once (its first attempt, though it may have more) with ``UnencodableResult``.
 """
 
 from __future__ import annotations
@@ -83,21 +84,21 @@ def _argument(kind):
     def run(path):
         try:
             job = path.enqueue(tasks.echo, tasks.EDGE_VALUES[kind]())
-        except (TypeError, ValueError, OverflowError):  # refused by the producer
-            return {"refused": True}
+        except (TypeError, ValueError, OverflowError) as exc:  # refused by the producer, at the call
+            return {"refused": type(exc).__name__, "rounds": path.run_until_settled()}
         path.run_until_settled()
         seen = path.observe(job)
-        return {"refused": False, "status": seen["status"], "result": _plain(seen["result"])}
+        return {"refused": None, "status": seen["status"], "result": _plain(seen["result"])}
 
     return run
 
 
 def _result(kind):
     def run(path):
-        job = path.enqueue(tasks.make, kind, max_attempts=1)
+        job = path.enqueue(tasks.make, kind)  # max_attempts 3: a refused result is dead at once
         path.run_until_settled()
         seen = path.observe(job)
-        return {"status": seen["status"], "result": _plain(seen["result"])}
+        return {k: seen[k] for k in ("status", "attempts", "error")} | {"result": _plain(seen["result"])}
 
     return run
 
@@ -108,16 +109,17 @@ def _plain(value):
     return text if len(text) < 80 else hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-REFUSED = {"refused": True}
-DEAD = {"status": "dead", "result": _plain(None)}
+REFUSED = {"refused": "TypeError", "rounds": 0}  # nothing was sent
+DEAD = {"status": "dead", "attempts": 1, "error": "UnencodableResult", "result": _plain(None)}
 
 
 def _round_trip(value):
-    return {"refused": False, "status": "succeeded", "result": _plain(json.loads(json.dumps(value, default=str)))}
+    return {"refused": None, "status": "succeeded", "result": _plain(json.loads(json.dumps(value, default=str)))}
 
 
 def _returned(value):
-    return {"status": "succeeded", "result": _plain(json.loads(json.dumps(value, default=lambda v: v.isoformat())))}
+    return {"status": "succeeded", "attempts": 1, "error": None,
+            "result": _plain(json.loads(json.dumps(value, default=lambda v: v.isoformat())))}
 
 
 SCENARIOS = {
@@ -132,17 +134,23 @@ SCENARIOS = {
                                     "result": hashlib.sha256(b"x" * 400_000).hexdigest()[:12]}),
     "argument_nan": (_argument("nan"), REFUSED),
     "argument_inf": (_argument("inf"), REFUSED),
+    "argument_int_2_64": (_argument("int_2_64"), _round_trip(2**64)),
     "argument_int_2_70": (_argument("int_2_70"), _round_trip(2**70)),
+    "argument_int_minus_2_70": (_argument("int_minus_2_70"), _round_trip(-(2**70))),
     "argument_int_keys": (_argument("int_keys"), REFUSED),
     "argument_datetime": (_argument("datetime"), _round_trip(tasks.EDGE_VALUES["datetime"]().isoformat())),
     "argument_nested_200": (_argument("nested_200"), _round_trip(tasks.EDGE_VALUES["nested_200"]())),
     "argument_nested_2000": (_argument("nested_2000"), REFUSED),
     "result_nan": (_result("nan"), DEAD),
     "result_inf": (_result("inf"), DEAD),
+    "result_int_2_64": (_result("int_2_64"), _returned(2**64)),
     "result_int_2_70": (_result("int_2_70"), _returned(2**70)),
+    "result_int_minus_2_70": (_result("int_minus_2_70"), _returned(-(2**70))),
     "result_int_keys": (_result("int_keys"), DEAD),
     "result_datetime": (_result("datetime"), _returned(tasks.EDGE_VALUES["datetime"]())),
     "result_nested_200": (_result("nested_200"), _returned(tasks.EDGE_VALUES["nested_200"]())),
+    "result_nested_254": (_result("nested_254"), _returned(tasks.EDGE_VALUES["nested_254"]())),
+    "result_nested_255": (_result("nested_255"), DEAD),
     "result_nested_2000": (_result("nested_2000"), DEAD),
 }
 
