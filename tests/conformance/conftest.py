@@ -17,6 +17,8 @@ _BUILDERS = {
     "sqs_loop": lambda r, signing: paths.SqsLoop(r("table"), r("bucket"), signing, r("monkeypatch")),
     "stream_worker": lambda r, signing: paths.StreamWorkerPath(r("valkey_url"), r("table"), r("bucket"), signing,
                                                                r("monkeypatch")),
+    "stream_valkey_store": lambda r, signing: paths.StreamValkeyStore(r("valkey_url"), r("table"), r("bucket"),
+                                                                      signing, r("monkeypatch")),
     "stream_drain": lambda r, signing: paths.StreamDrain(r("valkey_url"), r("table"), r("bucket"), signing,
                                                          r("monkeypatch")),
     "eager": lambda r, signing: paths.Eager(),

@@ -11,7 +11,7 @@ differs fails its cell, as a strict xfail does: the exception is then deleted he
 
 from __future__ import annotations
 
-PATHS = ("sqs_handler", "sqs_loop", "stream_worker", "stream_drain", "eager")
+PATHS = ("sqs_handler", "sqs_loop", "stream_worker", "stream_valkey_store", "stream_drain", "eager")
 
 KNOWN: dict[tuple[str, str], str] = {}
 

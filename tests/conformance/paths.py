@@ -406,8 +406,9 @@ class _Stream(Path):
     crashes_to_exhaust = MAX_ATTEMPTS
     consumer = ""
 
-    def __init__(self, url: str, table: str, bucket: str, signing: bool):
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, results=None):
         super().__init__()
+        from kindling.results import DynamoResultStore
         from kindling.valkey import StreamProducer, connect
         from kindling.valkey.scheduled import scheduled_key
 
@@ -416,8 +417,12 @@ class _Stream(Path):
         self.group = "kindling"
         self.scheduled = scheduled_key(self.stream)
         self.valkey = connect(url)
+        self.results = results if results is not None else DynamoResultStore(table)
         with codec_of(True):
-            self._producer = StreamProducer(url, stream=self.stream, signing=keyring() if signing else "")
+            # A stream producer reads outcomes where the workers record them (README: its
+            # reader is the deployment's, or reader=): its handles read this path's store.
+            self._producer = StreamProducer(url, stream=self.stream, signing=keyring() if signing else "",
+                                            reader=self.results)
         self._dynamo = _Sqs.__new__(_Sqs)  # the table readers only
         self._dynamo.table, self._dynamo.client = table, None
 
@@ -457,7 +462,8 @@ class _Stream(Path):
 
     def settle(self) -> None:
         """Record the delay asked for each entry left (a pending entry's reclaim time, a
-        scheduled one's due time), then make it due now unless it waits for its not_before."""
+        scheduled one's due time: its score, now + the retry delay the runner asked for),
+        then make it due now unless it waits for its not_before."""
         from kindling.valkey.connection import FIELD
 
         now = time.time() * 1000
@@ -475,18 +481,10 @@ class _Stream(Path):
                 self.valkey.zadd(self.scheduled, {member: int(now)})
 
     def store(self):
-        from kindling.results import DynamoResultStore
-
-        return DynamoResultStore(self.table)
-
-    def results_reader(self):
-        """What a stream producer's handles read through (it has no results table of its own)."""
-        from kindling.client import Client
-
-        return Client("unused", self.table)
+        return self.results
 
     def record(self, key: str) -> dict | None:
-        return self.results_reader().record(key)
+        return self.results.record(key)
 
     def records(self) -> list[dict]:
         return _Sqs.records(self._dynamo)
@@ -503,14 +501,14 @@ class StreamWorkerPath(_Stream):
     name = "stream_worker"
     consumer = "worker-1"
 
-    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch):
-        super().__init__(url, table, bucket, signing)
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch, results=None):
+        super().__init__(url, table, bucket, signing, results)
         from kindling.valkey import StreamWorker
 
         monkeypatch.setenv("KINDLING_PAYLOAD_BUCKET", bucket)
-        self.worker = StreamWorker(url, table, tasks.registry, stream=self.stream, consumer=self.consumer, batch=100,
-                                   block_ms=1000, visibility_ms=STREAM_VISIBILITY_MS, max_attempts=MAX_ATTEMPTS,
-                                   concurrency=16, threads=16, log=False, metrics=False,
+        self.worker = StreamWorker(url, table, tasks.registry, store=results, stream=self.stream,
+                                   consumer=self.consumer, batch=100, block_ms=1000, visibility_ms=STREAM_VISIBILITY_MS,
+                                   max_attempts=MAX_ATTEMPTS, concurrency=16, threads=16, log=False, metrics=False,
                                    verifier=verifier() if signing else None)
 
     def round(self) -> bool:
@@ -527,6 +525,25 @@ class StreamWorkerPath(_Stream):
         if pool is not None:
             with contextlib.suppress(Exception):
                 pool.shutdown(wait=False)
+
+
+class StreamValkeyStore(StreamWorkerPath):
+    """``KINDLING_RESULTS=valkey kindling worker --valkey``: the stream worker recording to a
+    kindling.valkey.ValkeyResultStore on the same server, as the Valkey users choose. Its
+    key prefix is this path's own (the CLI's is ``kindling``), so one server serves every test."""
+
+    name = "stream_valkey_store"
+
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch):
+        from kindling.valkey import ValkeyResultStore
+
+        monkeypatch.setenv("KINDLING_RESULTS", "valkey")
+        self.prefix = f"conf-{uuid.uuid4().hex[:8]}"
+        super().__init__(url, "", bucket, signing, monkeypatch, ValkeyResultStore(url, prefix=self.prefix))
+
+    def records(self) -> list[dict]:
+        keys = self.valkey.execute_command("KEYS", f"{self.prefix}:result:*")  # this path's keys only
+        return [self.results.record(k.decode().partition(":result:")[2]) for k in keys]
 
 
 class StreamDrain(_Stream):

@@ -52,10 +52,7 @@ def chord_with_failing_member(path):
 
 
 def _raised(path, handle) -> str | None:
-    """What the handle's result() raises once the canvas has failed (JobFailed at once).
-    A stream producer reads no results table: its handles are given a reader, as README says."""
-    if path.name.startswith("stream"):
-        handle.reader = path.results_reader()
+    """What the handle's result() raises once the canvas has failed (JobFailed at once)."""
     try:
         handle.result(timeout=0.5)
     except Exception as exc:  # noqa: BLE001 - the type is the observation
