@@ -13,22 +13,26 @@ import pytest
 from conformance import known, paths
 
 _BUILDERS = {
-    "sqs_handler": lambda r, signing: paths.SqsHandler(r("table"), r("bucket"), signing, r("monkeypatch")),
-    "sqs_loop": lambda r, signing: paths.SqsLoop(r("table"), r("bucket"), signing, r("monkeypatch")),
-    "stream_worker": lambda r, signing: paths.StreamWorkerPath(r("valkey_url"), r("table"), r("bucket"), signing,
-                                                               r("monkeypatch")),
-    "stream_valkey_store": lambda r, signing: paths.StreamValkeyStore(r("valkey_url"), r("table"), r("bucket"),
-                                                                      signing, r("monkeypatch")),
-    "stream_drain": lambda r, signing: paths.StreamDrain(r("valkey_url"), r("table"), r("bucket"), signing,
-                                                         r("monkeypatch")),
-    "eager": lambda r, signing: paths.Eager(),
+    "sqs_handler": lambda r, signing, env: paths.SqsHandler(r("table"), r("bucket"), signing, r("monkeypatch"), env),
+    "sqs_loop": lambda r, signing, env: paths.SqsLoop(r("table"), r("bucket"), signing, r("monkeypatch"), env),
+    "stream_worker": lambda r, signing, env: paths.StreamWorkerPath(r("valkey_url"), r("table"), r("bucket"), signing,
+                                                                    r("monkeypatch"), env),
+    "stream_valkey_store": lambda r, signing, env: paths.StreamValkeyStore(r("valkey_url"), r("table"), r("bucket"),
+                                                                           signing, r("monkeypatch"), env),
+    "stream_drain": lambda r, signing, env: paths.StreamDrain(r("valkey_url"), r("table"), r("bucket"), signing,
+                                                              r("monkeypatch"), env),
+    "eager": lambda r, signing, env: paths.Eager(r("monkeypatch"), env),
 }
 
 
 def _build(request, name: str, signing: bool):
+    """The path, its worker built with the environment its deployment sets, over which the
+    scenario's module may set more (``DEPLOYMENT``: ``{scenario: {variable: value}}``)."""
     from kindling import dispatch
 
-    built = _BUILDERS[name](request.getfixturevalue, signing)
+    scenario = request.node.callspec.params.get("scenario")
+    settings = getattr(request.module, "DEPLOYMENT", {}).get(scenario, {})
+    built = _BUILDERS[name](request.getfixturevalue, signing, settings)
     saved = dispatch._producer
     dispatch.set_producer(built.producer())
     request.addfinalizer(lambda: (built.close(), dispatch.set_producer(saved)))

@@ -32,6 +32,12 @@ QUEUE_VISIBILITY_S = 30  # SQS's default visibility timeout
 STREAM_VISIBILITY_MS = 30_000  # kindling worker --valkey's default (KINDLING_VALKEY_VISIBILITY_MS)
 
 
+def deploy(monkeypatch, env: dict[str, str]) -> None:
+    """Set a worker's environment before it is built (what its deployment would set)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
 class NotApplicable(Exception):
     """What a scenario asked of a path that has no such thing (eager mode has no message body)."""
 
@@ -285,15 +291,14 @@ class SqsHandler(_Sqs):
 
     name = "sqs_handler"
 
-    def __init__(self, table: str, bucket: str, signing: bool, monkeypatch):
+    def __init__(self, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None):
         super().__init__(table, bucket, signing)
         from kindling.handler import LambdaWorker
 
-        for key, value in {"KINDLING_TABLE": table, "KINDLING_QUEUE_URL": self.queue_url,
-                           "KINDLING_DLQ_URL": self.dlq_url, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
-                           "KINDLING_MAX_RECEIVES": str(MAX_RECEIVES), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
-                           "KINDLING_PAYLOAD_BUCKET": bucket}.items():
-            monkeypatch.setenv(key, value)
+        deploy(monkeypatch, {"KINDLING_TABLE": table, "KINDLING_QUEUE_URL": self.queue_url,
+                             "KINDLING_DLQ_URL": self.dlq_url, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+                             "KINDLING_MAX_RECEIVES": str(MAX_RECEIVES), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
+                             "KINDLING_PAYLOAD_BUCKET": bucket} | (settings or {}))
         options = {"verifier": verifier()} if signing else {}
         self.worker = LambdaWorker(tasks.registry, log=None, metrics=False, **options)
         self.changed: dict[str, int] = {}
@@ -336,12 +341,12 @@ class SqsLoop(_Sqs):
 
     name = "sqs_loop"
 
-    def __init__(self, table: str, bucket: str, signing: bool, monkeypatch):
+    def __init__(self, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None):
         super().__init__(table, bucket, signing)
         import boto3
         from kindling.loop import SqsWorker
 
-        monkeypatch.setenv("KINDLING_PAYLOAD_BUCKET", bucket)
+        deploy(monkeypatch, {"KINDLING_PAYLOAD_BUCKET": bucket} | (settings or {}))
         with codec_of(True):
             self.worker = SqsWorker(self.queue_url, table, tasks.registry, wait=0, session=boto3.Session(),
                                     signing=keyring() if signing else "", concurrency=16, threads=16, log=None,
@@ -501,11 +506,12 @@ class StreamWorkerPath(_Stream):
     name = "stream_worker"
     consumer = "worker-1"
 
-    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch, results=None):
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None,
+                 results=None):
         super().__init__(url, table, bucket, signing, results)
         from kindling.valkey import StreamWorker
 
-        monkeypatch.setenv("KINDLING_PAYLOAD_BUCKET", bucket)
+        deploy(monkeypatch, {"KINDLING_PAYLOAD_BUCKET": bucket} | (settings or {}))
         self.worker = StreamWorker(url, table, tasks.registry, store=results, stream=self.stream,
                                    consumer=self.consumer, batch=100, block_ms=1000, visibility_ms=STREAM_VISIBILITY_MS,
                                    max_attempts=MAX_ATTEMPTS, concurrency=16, threads=16, log=False, metrics=False,
@@ -534,12 +540,12 @@ class StreamValkeyStore(StreamWorkerPath):
 
     name = "stream_valkey_store"
 
-    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch):
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None):
         from kindling.valkey import ValkeyResultStore
 
         monkeypatch.setenv("KINDLING_RESULTS", "valkey")
         self.prefix = f"conf-{uuid.uuid4().hex[:8]}"
-        super().__init__(url, "", bucket, signing, monkeypatch, ValkeyResultStore(url, prefix=self.prefix))
+        super().__init__(url, "", bucket, signing, monkeypatch, settings, ValkeyResultStore(url, prefix=self.prefix))
 
     def records(self) -> list[dict]:
         keys = self.valkey.execute_command("KEYS", f"{self.prefix}:result:*")  # this path's keys only
@@ -558,18 +564,17 @@ class StreamDrain(_Stream):
     name = "stream_drain"
     consumer = "drain-1"
 
-    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch):
+    def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None):
         super().__init__(url, table, bucket, signing)
         from kindling.handler import LambdaWorker
 
-        for key, value in {"KINDLING_TABLE": table, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
-                           "KINDLING_MAX_RECEIVES": str(100), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
-                           "KINDLING_PAYLOAD_BUCKET": bucket, "KINDLING_VALKEY_URL": url,
-                           "KINDLING_VALKEY_STREAMS": self.stream, "KINDLING_VALKEY_GROUP": self.group,
-                           "KINDLING_DRAIN_VISIBILITY_MS": str(STREAM_VISIBILITY_MS),
-                           "KINDLING_DRAIN_HORIZON_MS": "0", "KINDLING_DRAIN_BLOCK_MS": "1",
-                           "AWS_LAMBDA_LOG_STREAM_NAME": self.consumer}.items():
-            monkeypatch.setenv(key, value)
+        deploy(monkeypatch, {"KINDLING_TABLE": table, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
+                             "KINDLING_MAX_RECEIVES": str(100), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
+                             "KINDLING_PAYLOAD_BUCKET": bucket, "KINDLING_VALKEY_URL": url,
+                             "KINDLING_VALKEY_STREAMS": self.stream, "KINDLING_VALKEY_GROUP": self.group,
+                             "KINDLING_DRAIN_VISIBILITY_MS": str(STREAM_VISIBILITY_MS),
+                             "KINDLING_DRAIN_HORIZON_MS": "0", "KINDLING_DRAIN_BLOCK_MS": "1",
+                             "AWS_LAMBDA_LOG_STREAM_NAME": self.consumer} | (settings or {}))
         monkeypatch.delenv("KINDLING_VALKEY_URL_SECRET", raising=False)
         options = {"verifier": verifier()} if signing else {}
         self.worker = LambdaWorker(tasks.registry, log=None, metrics=False, **options)
@@ -595,10 +600,12 @@ class Eager(Path):
 
     name = "eager"
 
-    def __init__(self) -> None:
+    def __init__(self, monkeypatch=None, settings: dict | None = None) -> None:
         super().__init__()
         from kindling.testing import eager
 
+        if monkeypatch is not None:
+            deploy(monkeypatch, settings or {})  # its runner reads the environment as a worker's does
         self._context = eager()
         self.session = self._context.__enter__()
 

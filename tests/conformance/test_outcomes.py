@@ -65,6 +65,12 @@ def dead_after_max_attempts(path):
     return path.observe(job)
 
 
+def configured_retry_delay(path):
+    job = path.enqueue(tasks.fail, "deployment's delay")
+    path.run_until_settled()
+    return path.observe(job)
+
+
 def timeout(path):
     job = path.enqueue(tasks.slow, 1.0, max_attempts=1)
     path.run_until_settled()
@@ -87,8 +93,20 @@ SCENARIOS = {
                                   "delays": [], "dead_letter": True}),
     "dead_after_max_attempts": (dead_after_max_attempts, {"status": "dead", "attempts": 2, "error": "RuntimeError",
                                                           "result": None, "delays": [5], "dead_letter": True}),
+    "configured_retry_delay": (configured_retry_delay, {"status": "dead", "attempts": 3, "error": "RuntimeError",
+                                                        "result": None, "delays": [3, 6], "dead_letter": True}),
+    "retry_delay_zero": (configured_retry_delay, {"status": "dead", "attempts": 3, "error": "RuntimeError",
+                                                  "result": None, "delays": [30, 30], "dead_letter": True}),
     "timeout": (timeout, {"status": "dead", "attempts": 1, "error": "JobTimeout", "result": None, "delays": [],
                           "dead_letter": True}),
+}
+
+
+DEPLOYMENT = {
+    # KINDLING_RETRY_DELAY (the template's RetryDelay): every trigger's default retry delay.
+    "configured_retry_delay": {"KINDLING_RETRY_DELAY": "3"},
+    # 0: retries are left to the trigger's redelivery, the queue's or stream's 30 s visibility.
+    "retry_delay_zero": {"KINDLING_RETRY_DELAY": "0"},
 }
 
 
