@@ -1,5 +1,7 @@
 """Retry policies per task: which failures retry, when, and a task asking for a retry itself."""
 
+import math
+
 import pytest
 from kindling.envelope import encode_job, new_job
 from kindling.errors import Retry, TaskDefinitionError
@@ -101,6 +103,25 @@ def test_the_sqs_handler_turns_retry_in_into_the_messages_visibility():
     outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
     changes = sqs.visibility_changes(event, outcomes)
     assert changes["arn:aws:sqs:us-east-1:1:jobs"] == [{"Id": "m1", "ReceiptHandle": "rh", "VisibilityTimeout": 90}]
+
+
+def test_an_sqs_visibility_change_stays_within_the_12_hours_sqs_allows_a_delivery():
+    """SQS refuses to hide a delivery past 12 hours from its receive, and a refused change
+    leaves the message to the queue's visibility timeout (back in seconds, not hours): a
+    delay past what the delivery has left is cut to what it has left, a shorter one kept."""
+    from kindling import sqs
+
+    reg = Registry()
+    reg.task(name="later")(lambda after: (_ for _ in ()).throw(Retry(after=after)))
+    jobs = [new_job("later", [after]) for after in (43_200, 90)]
+    event = {"Records": [{"messageId": f"m{n}", "receiptHandle": f"rh{n}", "body": encode_job(job).decode(),
+                          "attributes": {"ApproximateReceiveCount": "1"}, "eventSource": "aws:sqs",
+                          "eventSourceARN": "arn:aws:sqs:us-east-1:1:jobs"} for n, job in enumerate(jobs)]}
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
+    for in_flight in (0.0, 300.4):
+        changes = sqs.visibility_changes(event, outcomes, in_flight_s=in_flight)["arn:aws:sqs:us-east-1:1:jobs"]
+        left = 43_200 - math.ceil(in_flight) - 1  # a second for the trip from SQS's clock to ours
+        assert [c["VisibilityTimeout"] for c in changes] == [left, 90]
 
 
 def test_the_crash_loop_rule_counts_runs_only_where_the_trigger_gives_hand_backs_back(store):

@@ -150,6 +150,7 @@ class LambdaWorker:
         logs.invocation(context, cold_start=self._cold)
         self._cold = False
         if sqs.is_sqs_event(event):
+            started = time.monotonic()
             runner = self.runner
             outcomes = runner.run(sqs.deliveries(event, signed=runner.verifier is not None), remaining, request_id,
                                   send=self._send)
@@ -158,7 +159,7 @@ class LambdaWorker:
             moved = self._move_dead(event, outcomes, until) if self.dlq_url or self.dlq_urls else set()
             response = sqs.batch_response(outcomes, moved)
             if response["batchItemFailures"]:
-                self._change_visibility(event, outcomes, moved, until)
+                self._change_visibility(event, outcomes, moved, until, time.monotonic() - started + sqs.LAMBDA_HOLD_S)
             return response
         if isinstance(event, dict) and event.get("kindling") == "tick":
             return self._tick()
@@ -315,13 +316,14 @@ class LambdaWorker:
                 moved.update(entry["Id"] for entry in response.get("Successful", []))
         return moved
 
-    def _change_visibility(self, event: dict, outcomes, moved: set[str], deadline: float | None) -> None:
+    def _change_visibility(self, event: dict, outcomes, moved: set[str], deadline: float | None,
+                           in_flight_s: float) -> None:
         """Bring handed-back messages back when they are due. Best effort: if SQS refuses,
         they still return after the queue's visibility timeout, so nothing is lost either way."""
         from kindling import aws
 
         client = aws.sqs()
-        for arn, entries in sqs.visibility_changes(event, outcomes, moved).items():
+        for arn, entries in sqs.visibility_changes(event, outcomes, moved, in_flight_s).items():
             url = sqs.queue_url(client.endpoint, arn)
             for start in range(0, len(entries), 10):
                 try:

@@ -112,6 +112,7 @@ class SqsWorker:
         return self.counts
 
     def run_batch(self, messages: list[dict]) -> None:
+        received = time.monotonic()  # just received: SQS counts their 12 hours of hiding from then
         # The same record shape a Lambda SQS event carries, so one mapping serves both.
         event = {"Records": [
             {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
@@ -129,7 +130,7 @@ class SqsWorker:
                 QueueUrl=self.queue_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": receipts[ref]} for i, ref in enumerate(done)],
             )
-        for entries in sqs.visibility_changes(event, outcomes, moved).values():
+        for entries in sqs.visibility_changes(event, outcomes, moved, time.monotonic() - received).values():
             self.sqs.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=entries)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1

@@ -24,6 +24,15 @@ from kindling.runner import Delivery
 from kindling.status import DEAD, HANDED_BACK
 
 MAX_VISIBILITY_S = MAX_DELAY_S
+"""The longest SQS hides a delivery, counted from its receive: it refuses a change past what
+is left (:func:`visibility_changes` keeps within it)."""
+
+LAMBDA_HOLD_S = 311
+"""How long before the handler is called Lambda may have received its messages: the poller's
+batching window (``MaximumBatchingWindowInSeconds``, at most 300 s), a cold start's init
+(at most 10 s) and a second for the poll. Held longer (invocations throttled), a change past
+what is left is refused and the message is back after the queue's visibility timeout, as
+it was before."""
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,14 +125,21 @@ def fifo_follow_up(job: Job) -> dict:
     return {"MessageGroupId": job.id, "MessageDeduplicationId": job.id[:128]}
 
 
-def visibility_changes(event: dict, outcomes: Iterable[Outcome], moved: Collection[str] = ()) -> dict[str, list[dict]]:
+def visibility_changes(event: dict, outcomes: Iterable[Outcome], moved: Collection[str] = (),
+                       in_flight_s: float = 0.0) -> dict[str, list[dict]]:
     """ChangeMessageVisibilityBatch entries for the handed-back messages, per queue ARN.
 
     Messages whose outcome has no ``retry_in`` (a failure without a retry delay) are left
-    to the queue's visibility timeout.
+    to the queue's visibility timeout. ``in_flight_s``: how long the messages may have been
+    in flight already, as the trigger knows it. SQS hides a delivery at most
+    :data:`MAX_VISIBILITY_S` from its receive and refuses a change past that, which would
+    leave the message to the queue's visibility timeout, back in seconds instead of hours:
+    a longer delay is cut to what the delivery has left (less a second between SQS's clock
+    and ours).
     """
     records = {r["messageId"]: r for r in event["Records"]}
     changes: dict[str, list[dict]] = {}
+    left = MAX_VISIBILITY_S - int(-(-in_flight_s // 1)) - 1  # the ceiling, without math on the cold path
     for o in outcomes:
         if o.status not in HANDED_BACK or o.ref in moved:
             continue
@@ -133,7 +149,7 @@ def visibility_changes(event: dict, outcomes: Iterable[Outcome], moved: Collecti
         record = records[o.ref]
         changes.setdefault(record.get("eventSourceARN", ""), []).append(
             {"Id": o.ref, "ReceiptHandle": record["receiptHandle"],
-             "VisibilityTimeout": max(0, min(int(seconds), MAX_VISIBILITY_S))}
+             "VisibilityTimeout": max(0, min(int(seconds), left))}
         )
     return changes
 
