@@ -35,4 +35,5 @@ def check(path: str, scenario: str, observed: dict, expected: dict) -> None:
     differ = differences(observed, expected)
     stale = sorted(k for k in excepted if k not in differ)
     assert not stale, f"no longer differs, delete its exception from known.py: {stale}"
-    assert {k: v for k, v in differ.items() if k not in excepted} == {}
+    rest = {k: v for k, v in differ.items() if k not in excepted}
+    assert not rest, f"(observed, expected) differ: {rest}"

@@ -25,7 +25,7 @@ EAGER_NO_DLQ = "eager mode has no dead letters: a dead job is only its record"
 EAGER_NO_MESSAGE = ("eager mode has no message: a job is built from the call and run inline, so there is no "
                     "body to reject or sign, no delivery to crash, no not_before to hold it back")
 for _scenario in ("default_retry_delay", "retry_then_success", "retry_on_listed", "dead_after_max_attempts",
-                  "backoff", "retry_after", "configured_retry_delay", "retry_delay_zero"):
+                  "backoff", "retry_after", "retry_after_past_the_cap", "configured_retry_delay", "retry_delay_zero"):
     EXCEPTIONS["eager", _scenario, "delays"] = EAGER_NO_DELAY
 for _scenario in ("default_retry_delay", "backoff", "dead_after_max_attempts", "retry_on_unlisted", "no_retry_on",
                   "timeout", "configured_retry_delay", "retry_delay_zero"):

@@ -236,9 +236,9 @@ class _Sqs(Path):
                                                    VisibilityTimeout=0)
 
     def settle_round(self, messages: list[dict], kept: set[str], changed: dict[str, int]) -> None:
-        """Messages ``kept`` on the queue: record the delay asked (a visibility change, else
-        the queue's visibility timeout), then make them visible now unless they wait for
-        their ``not_before``."""
+        """Messages ``kept`` on the queue: record the delay they are kept back for (a
+        visibility change SQS accepted, else the queue's visibility timeout), then make them
+        visible now unless they wait for their ``not_before``."""
         for m in messages:
             if m["MessageId"] not in kept:
                 continue
@@ -284,6 +284,15 @@ class _Sqs(Path):
         raise NotImplementedError
 
 
+def accepted(changed: dict[str, int], params: dict, response: dict) -> None:
+    """Note the visibility changes SQS accepted: the delay a message is really kept back for
+    (a refused one leaves the message to the queue's visibility timeout)."""
+    failed = {f["Id"] for f in response.get("Failed", [])}
+    for entry in params["Entries"]:
+        if entry["Id"] not in failed:
+            changed[entry["Id"]] = entry["VisibilityTimeout"]
+
+
 class SqsHandler(_Sqs):
     """The Lambda function: kindling.handler.LambdaWorker on SQS events made of received
     messages, settled as Lambda's event source mapping settles them (delete what is not in
@@ -307,10 +316,10 @@ class SqsHandler(_Sqs):
         original = JsonClient.call
 
         def call(client, action, params, *args, **kwargs):
+            response = original(client, action, params, *args, **kwargs)  # a refused batch records nothing
             if action == "ChangeMessageVisibilityBatch":
-                for entry in params["Entries"]:
-                    self.changed[entry["Id"]] = entry["VisibilityTimeout"]
-            return original(client, action, params, *args, **kwargs)
+                accepted(self.changed, params, response)
+            return response
 
         monkeypatch.setattr(JsonClient, "call", call)
 
@@ -359,9 +368,9 @@ class SqsLoop(_Sqs):
         self.receipts = receipts
 
         def change_batch(**params):
-            for entry in params["Entries"]:
-                self.changed[entry["Id"]] = entry["VisibilityTimeout"]
-            return change(**params)
+            response = change(**params)  # a refused batch records nothing
+            accepted(self.changed, params, response)
+            return response
 
         def delete_batch(**params):
             by_receipt = {r: i for i, r in receipts.items()}

@@ -41,6 +41,17 @@ def retry_after(path):
     return path.observe(job)
 
 
+def retry_after_past_the_cap(path):
+    """A retry asked for past kindling.policy.MAX_DELAY_S (12 h) waits 12 h on every path.
+    Observed to the hour: SQS hides a delivery at most 12 h from its receive, so an SQS
+    trigger asks for 12 h less the time the message may have been in flight (the loop: its
+    batch's run; Lambda: up to its batching window and init, 311 s, too)."""
+    job = path.enqueue(tasks.retry_after, 100_000)
+    path.run_until_settled()
+    seen = path.observe(job)
+    return dict(seen, delays=[round(d / 3600) for d in seen["delays"]])
+
+
 def retry_on_listed(path):
     job = path.enqueue(tasks.retry_on, "connection")
     path.run_until_settled()
@@ -86,6 +97,8 @@ SCENARIOS = {
     "backoff": (backoff, {"status": "dead", "attempts": 3, "error": "RuntimeError", "result": None,
                           "delays": [7, 14], "dead_letter": True}),
     "retry_after": (retry_after, dict(OK, status="succeeded", attempts=2, result=2, delays=[42])),
+    "retry_after_past_the_cap": (retry_after_past_the_cap, dict(OK, status="succeeded", attempts=2, result=2,
+                                                                delays=[12])),  # hours
     "retry_on_listed": (retry_on_listed, dict(OK, status="succeeded", attempts=2, result=2, delays=[5])),
     "retry_on_unlisted": (retry_on_unlisted, {"status": "dead", "attempts": 1, "error": "ValueError", "result": None,
                                               "delays": [], "dead_letter": True}),
