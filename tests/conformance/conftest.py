@@ -2,7 +2,9 @@
 
 Each scenario module declares ``SCENARIOS`` and a test parametrized with :func:`grid.cells`:
 scenario x path, every cell asserting the same expected observation, unless known.py says
-the cell differs (strict xfail) or is an intended exception (skipped, with its reason).
+the cell differs (strict xfail) or is an intended exception (skipped, with its reason, or,
+for one observation, compared without it). A module's ``DEPLOYMENT`` sets environment for
+some scenarios, over each path's deployed defaults, before its worker is built.
 
 ``KINDLING_CONFORMANCE_MATRIX=PATH`` writes the scenario x path matrix, as markdown, from the run.
 """

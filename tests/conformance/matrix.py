@@ -1,7 +1,8 @@
 """Print the conformance matrix: run the suite, then scenario x path, each cell ``=`` (the
-path behaves as the table says), ``xfail: <reason>`` (a known difference, known.py's KNOWN),
-``exception: <reason>`` (an intended one, EXCEPTIONS) or ``FIXED``/``FAILS`` for a cell the
-tables no longer describe.
+path behaves as the table says), ``= but <observation>: exception: <reason>`` (it does, but
+for that observation, an intended difference), ``xfail: <reason>`` (a known difference,
+known.py's KNOWN), ``exception: <reason>`` (an intended one for the whole cell, EXCEPTIONS)
+or ``FIXED``/``FAILS`` for a cell the tables no longer describe.
 
 Run: .venv/bin/python tests/conformance/matrix.py [matrix.md] [extra pytest args]
 """
