@@ -7,6 +7,7 @@ Run: .venv/bin/python -m pytest tests/service/test_valkey_canvas.py -q -m valkey
 from __future__ import annotations
 
 import pytest
+
 from tests.service.test_valkey import _counts, _empty, _scan, _worker
 
 pytestmark = pytest.mark.valkey

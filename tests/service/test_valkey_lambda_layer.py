@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from tests.service.test_valkey import _scan
 
 pytestmark = pytest.mark.valkey
