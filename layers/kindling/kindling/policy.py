@@ -17,6 +17,8 @@ visibility).
 
 from __future__ import annotations
 
+import os
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kindling.envelope import Job
@@ -153,3 +155,30 @@ def retry_delay_s(attempt: int, base: float) -> int:
 def store_backoff_s(deliveries: int) -> int:
     """Seconds before a batch handed back for a store outage is delivered again."""
     return int(min(2 ** min(max(deliveries, 1), 30), STORE_BACKOFF_CAP_S))
+
+
+# One jittered exponential backoff for everything in kindling that waits before retrying
+# (AWS calls, the result store, the stream worker's pauses). Full jitter (the AWS Architecture
+# Blog's "Exponential Backoff and Jitter"); randomness from os.urandom, so the cold path never
+# imports random (~1 ms). Here, with the other retry rules, which the worker loads anyway:
+# in a module of its own it would be one more import on the cold path.
+def compute_backoff(attempt: int, *, base: float, cap: float) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1 for the first failure).
+
+    Uniform between 0 and min(cap, base * 2 ** (attempt - 1)): the ceiling doubles per
+    attempt from ``base`` until it reaches ``cap``. Raises ValueError for an attempt below
+    1 or a negative base or cap.
+    """
+    ceiling = backoff_ceiling(attempt, base=base, cap=cap)
+    return ceiling * ((int.from_bytes(os.urandom(7)) >> 3) / (1 << 53))  # 53 random bits: [0, 1)
+
+
+def backoff_ceiling(attempt: int, *, base: float, cap: float) -> float:
+    """The most :func:`compute_backoff` waits after failed attempt number ``attempt``:
+    min(cap, base * 2 ** (attempt - 1)). Same ValueErrors."""
+    if attempt < 1:
+        raise ValueError(f"attempt counts from 1, got {attempt}")
+    if base < 0 or cap < 0:
+        raise ValueError(f"base and cap must not be negative (base={base}, cap={cap})")
+    # 2.0 ** 1000 is still a finite float: no OverflowError however many attempts.
+    return min(cap, base * 2.0 ** min(attempt - 1, 1000))

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import time
 
-from kindling.backoff import compute_backoff
 from kindling.errors import StoreUnavailable
+from kindling.policy import compute_backoff
 from kindling.status import (
     FAILED,
     FINAL,

@@ -11,7 +11,7 @@ from kindling.aws.credentials import get_credentials
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header
-from kindling.backoff import compute_backoff
+from kindling.policy import compute_backoff
 
 
 def _resolve_region(region: str | None) -> str:
