@@ -12,10 +12,10 @@ are ``chain``, ``group`` and ``task.s()`` (:mod:`kindling.canvas`). Importing th
 package loads no AWS SDK and opens no connection.
 """
 
+from kindling.batch import current_job
 from kindling.errors import JobFailed, KindlingError, Retry
 from kindling.policy import Backoff
 from kindling.registry import Registry, Task, task
-from kindling.runner import current_job
 
 __all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry", "Signature", "Task", "chain",
            "chord", "current_job", "group", "task"]

@@ -137,8 +137,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from kindling.batch import Outcome
     from kindling.envelope import Job
-    from kindling.runner import Outcome, Runner
+    from kindling.runner import Runner
 
 __all__ = ["CHORD_PREFIX", "COMPLETED", "MAX_CHORD_ID_LENGTH", "WAITING", "callback", "callback_id", "check_chord_id",
            "chord_key", "member_id", "next_id", "next_step", "run"]

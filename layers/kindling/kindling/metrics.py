@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from kindling.runner import Outcome
+    from kindling.batch import Outcome
 
 __all__ = ["documents", "namespace"]
 

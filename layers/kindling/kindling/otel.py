@@ -43,7 +43,7 @@ from kindling.status import DEAD, DEFERRED, FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.runner import Outcome
+    from kindling.batch import Outcome
 
 __all__ = ["producer_context", "start", "attach", "detach", "end"]
 

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kindling.runner import Delivery
+    from kindling.batch import Delivery
 
 MAX_AGE_S = 300.0
 MIN_REFRESH_S = 30.0

@@ -19,8 +19,8 @@ invocation's end (or a dead one not moved) at once.
 
 from __future__ import annotations
 
+from kindling.batch import Delivery
 from kindling.policy import MAX_DELAY_S
-from kindling.runner import Delivery
 from kindling.status import DEAD, HANDED_BACK
 
 MAX_VISIBILITY_S = MAX_DELAY_S
@@ -38,8 +38,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
+    from kindling.batch import Outcome
     from kindling.envelope import Job
-    from kindling.runner import Outcome
 
 
 def is_sqs_event(event: object) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from kindling import logs
-from kindling.runner import current_job
+from kindling.batch import current_job
 
 __all__ = ["get_logger"]
 

@@ -1,7 +1,7 @@
 """How the jobs of a batch are run, one strategy per module, as dramatiq keeps one policy per file.
 
 :meth:`kindling.runner.Runner.execute` runs a batch's plain synchronous jobs itself, one by
-one on the calling thread under SIGALRM's time limit (:class:`kindling.runner._alarm`):
+one on the calling thread under SIGALRM's time limit (:class:`kindling.batch.Alarm`):
 that is the Lambda worker's every batch, so it loads nothing here. The other strategies are
 imported only by a batch that needs one:
 

@@ -9,12 +9,13 @@ import asyncio
 import time
 from contextlib import nullcontext
 
+from kindling.batch import Alarm, set_current_job, timeout_error
 from kindling.errors import JobTimeout
-from kindling.runner import _alarm, _current, _timeout_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.runner import Outcome, Runner
+    from kindling.batch import Outcome
+    from kindling.runner import Runner
 
 
 def run_async(runner: Runner, outcomes: list[Outcome], deadline: float | None) -> None:
@@ -31,7 +32,7 @@ def run_async(runner: Runner, outcomes: list[Outcome], deadline: float | None) -
                 return runner._defer(o)
             seconds, by_invocation = limit
             job, task = o.job, runner._task(o)
-            _current.set(runner._context(o, seconds))
+            set_current_job(runner._context(o, seconds))
             if runner.otel:  # each job's coroutine runs in a context of its own: no detach needed
                 runner._open_span(o)
             try:
@@ -40,7 +41,7 @@ def run_async(runner: Runner, outcomes: list[Outcome], deadline: float | None) -
                     runner._load_arguments(o, task)
                 value = await asyncio.wait_for(task.fn(*job.args, **job.kwargs), seconds)  # type: ignore[union-attr]
             except TimeoutError as exc:
-                timeout = exc if isinstance(exc, JobTimeout) else _timeout_error(seconds, by_invocation)
+                timeout = exc if isinstance(exc, JobTimeout) else timeout_error(seconds, by_invocation)
                 runner._finish(o, error=timeout)
             except BaseException as exc:  # noqa: BLE001 - CancelledError, SystemExit, ... from the task
                 runner._finish(o, error=exc)
@@ -54,7 +55,7 @@ def run_async(runner: Runner, outcomes: list[Outcome], deadline: float | None) -
     # wait_for; on the main thread SIGALRM still stops it when the invocation ends.
     left = None if deadline is None else deadline - time.monotonic() - runner.safety_ms / 1000
     try:
-        with _alarm(max(left, 0.001), True) if left is not None else nullcontext():
+        with Alarm(max(left, 0.001), True) if left is not None else nullcontext():
             runner._loop.run_until_complete(batch())
     except BaseException:
         runner._loop = None  # its interrupted tasks must not resume in the next batch

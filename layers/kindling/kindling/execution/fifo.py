@@ -12,7 +12,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kindling.runner import Delivery, Outcome, Runner
+    from kindling.batch import Delivery, Outcome
+    from kindling.runner import Runner
 
 
 def run_in_group_order(runner: Runner, outcomes: list[Outcome], deliveries: Sequence[Delivery],

@@ -16,13 +16,14 @@ from __future__ import annotations
 import threading
 import time
 
-from kindling.runner import _timeout_error
+from kindling.batch import timeout_error
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kindling.runner import Outcome, Runner
+    from kindling.batch import Outcome
+    from kindling.runner import Runner
 
 LOOK_EVERY = 0.05
 """Seconds between the waiter's looks at the jobs' limits while some have not started yet
@@ -122,7 +123,7 @@ def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None
         for o in waiting:
             # A job's limit counts from its own start, never from when it was queued.
             if o.limit_at is not None and now >= o.limit_at and o.status is None:
-                runner._finish(o, error=_timeout_error(*o.limit))  # type: ignore[misc]
+                runner._finish(o, error=timeout_error(*o.limit))  # type: ignore[misc]
             if o.status is None:
                 still.append(o)
                 unstarted = unstarted or o.limit_at is None

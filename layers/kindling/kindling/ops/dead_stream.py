@@ -124,8 +124,8 @@ class DeadStream:
         verifier = self.verifier
         if verifier is None:
             return None
+        from kindling.batch import Delivery
         from kindling.jobsig import stream_destination
-        from kindling.runner import Delivery
 
         d = Delivery(entry_id, fields.get(JOB_NAME) or b"", signature=fields.get(SIG_NAME),
                      source=stream_destination(self.stream))

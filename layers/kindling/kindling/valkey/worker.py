@@ -21,10 +21,12 @@ import time
 
 from kindling import codec
 from kindling.backoff import Pauses
+from kindling.batch import STORE_OUTAGE, STORE_UNAVAILABLE, Delivery, Outcome
 from kindling.envelope import now_ms
 from kindling.errors import KindlingError, StoreUnavailable
 from kindling.records import build_record, describe_error, rejected_key
-from kindling.runner import DEFERRED, REJECTED, STORE_OUTAGE, STORE_UNAVAILABLE, Delivery, Outcome, Runner
+from kindling.runner import Runner
+from kindling.status import DEFERRED, REJECTED
 from kindling.valkey import errors
 from kindling.valkey.connection import connect, default_consumer
 from kindling.valkey.consumer import STALE_CONSUMER_MS, StreamConsumer
