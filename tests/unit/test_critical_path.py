@@ -132,11 +132,21 @@ def test_a_failed_write_hands_the_batch_back(reg):
 
 def test_each_batch_runs_under_its_own_deadline_when_the_next_was_begun_first(reg):
     """What a job's result upload to S3 is bounded by is its own batch's deadline."""
-    seen = []
-    runner = Runner(reg, MemoryResultStore(), log=None, metrics=False)
-    reg.task(name="peek")(lambda: seen.append(runner._deadline))
-    timed = runner.begin([delivery("peek")], lambda: 60_000)
-    untimed = runner.begin([delivery("peek")])  # no deadline (a long-lived worker)
+
+    class S3:
+        def __init__(self):
+            self.deadlines = []
+
+        def put_object(self, bucket, key, data, *, content_type, deadline=None):
+            self.deadlines.append(deadline)
+
+    s3 = S3()
+    runner = Runner(reg, MemoryResultStore(), log=None, metrics=False, payload_bucket="payloads", s3=s3,
+                    safety_ms=1000)
+    reg.task(name="big")(lambda: "x" * 400_000)  # too large for its record: kept in S3
+    timed = runner.begin([delivery("big")], lambda: 60_000)
+    untimed = runner.begin([delivery("big")])  # no deadline (a long-lived worker)
     runner.finish(runner.execute(timed))
     runner.finish(runner.execute(untimed))
-    assert seen[0] == timed.deadline and seen[0] is not None and seen[1] is None
+    # Half the time kept back for recording is left for the write after the upload.
+    assert s3.deadlines == [timed.deadline - 0.5, None]

@@ -15,8 +15,9 @@ A trigger turns its messages into :class:`Delivery` objects; the runner gives ba
   signature checked) is the trigger's to move to its dead letters (SQS DLQ, Valkey dead stream).
 
 A running task learns its job through :func:`current_job`.
-Between the runner's phases a batch is a :class:`Batch`; a synchronous job's time limit is
-an :class:`Alarm`.
+Between the runner's phases a batch is a :class:`Batch`. How the invocation's remaining
+time is divided (time kept back for recording, the cutoff for starting a job) is a
+:class:`Budget`; a synchronous job's time limit is an :class:`Alarm`.
 
 Core: no I/O, nothing imported beyond the standard library's C modules, the errors and the
 policy, so every trigger and observer can use it without loading the runner. The runner
@@ -25,20 +26,25 @@ policy, so every trigger and observer can use it without loading the runner. The
 
 from __future__ import annotations
 
+import time
 from _contextvars import ContextVar  # the C module: contextvars.py is one more import on the cold path
 
 from kindling.errors import JobTimeout
-from kindling.policy import MAX_TIMEOUT_S
+from kindling.policy import MAX_TIMEOUT_S, store_backoff_s
+from kindling.status import DEFERRED, DUPLICATE, SKIPPED, SUCCEEDED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from contextvars import Token
+    from typing import Protocol
 
     from kindling.envelope import Job
+    from kindling.registry import Task
 
-__all__ = ["Alarm", "Batch", "Delivery", "JobContext", "Outcome", "STORE_UNAVAILABLE", "current_job",
-           "reset_current_job", "set_current_job", "timeout_error"]
+__all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_UNAVAILABLE", "current_job",
+           "drop_duplicates", "hand_back", "job_of", "read_state", "reset_current_job", "set_current_job",
+           "settle_duplicates", "timeout_error"]
 
 STORE_UNAVAILABLE = "result store unavailable"
 """How every hand-back because the result store could not be reached begins its reason."""
@@ -125,6 +131,67 @@ class Outcome:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
 
 
+def job_of(o: Outcome) -> Job:
+    """The decoded job of an admitted outcome: every outcome past admission has one."""
+    job = o.job
+    if job is None:
+        raise RuntimeError(f"{o!r} was never admitted: it has no job")
+    return job
+
+
+def drop_duplicates(outcomes: list[Outcome]) -> list[Outcome]:
+    """The outcomes to run: the same job id twice in one batch runs once, and its copies
+    (marked ``duplicate``) follow the first (:func:`settle_duplicates`)."""
+    seen: set[str | None] = set()
+    runnable = []
+    for o in outcomes:
+        if o.status is not None:
+            continue
+        if o.job_id in seen:
+            o.status = DUPLICATE
+            continue
+        seen.add(o.job_id)
+        runnable.append(o)
+    return runnable
+
+
+def settle_duplicates(outcomes: list[Outcome]) -> None:
+    """A copy is ``skipped`` when the first of its job succeeded (or was skipped), else
+    handed back with it."""
+    first: dict[str | None, Outcome] = {}
+    for o in outcomes:
+        if o.status == DUPLICATE:
+            original = first[o.job_id]
+            if original.status in (SUCCEEDED, SKIPPED):
+                o.status = SKIPPED
+                o.reason = "duplicate of a job in the same batch"
+            else:
+                o.status = DEFERRED
+                o.reason = "duplicate of a job in the same batch that did not succeed"
+                o.retry_in = original.retry_in
+        elif o.job_id is not None and o.job_id not in first:
+            first[o.job_id] = o
+
+
+def hand_back(outcomes: list[Outcome], reason: str) -> None:
+    """Hand a whole batch back unrecorded (the store or the signing keys could not be read):
+    every outcome but a skipped one, after the store's backoff for its delivery."""
+    for o in outcomes:
+        if o.status != SKIPPED:
+            o.status = DEFERRED
+            o.reason = reason
+            o.record = None
+            o.retry_in = store_backoff_s(o.deliveries)
+
+
+def read_state(o: Outcome, states: dict) -> tuple[str | None, int]:
+    """The status and attempts the store holds for ``o``'s job (``states`` as a store's
+    ``read_states`` gives them); notes the generation read on ``o``."""
+    state = states.get(o.job_id, (None, 0))
+    o.generation = state[2] if len(state) > 2 else 1  # a store gives it for revived jobs only
+    return state[0], state[1]
+
+
 class JobContext:
     """What a running task can learn about its job through :func:`current_job`."""
 
@@ -184,6 +251,49 @@ class Batch:
         return {o.job_id for o in self.outcomes if o.job_id is not None} | self.writing()
 
 
+class Budget:
+    """How a batch divides the invocation's remaining time, as a value (urllib3's ``Timeout``
+    in spirit): every deadline the runner and its strategies use is derived here.
+
+    A deadline is a ``time.monotonic()`` value, ``None`` where nothing bounds the batch (a
+    long-lived worker). ``safety_ms`` is kept back from the end for recording: jobs must end
+    by :meth:`run_by`, a large result's upload by :meth:`upload_by` (half of it is left for
+    the write), the write and the follow-ups by :meth:`write_by` (a margin is left for the
+    reply to Lambda). No job starts with less than ``cutoff_ms`` left before :meth:`run_by`.
+    """
+
+    __slots__ = ("safety_ms", "cutoff_ms")
+
+    def __init__(self, safety_ms: int = 1000, cutoff_ms: int = 500):
+        self.safety_ms = safety_ms
+        self.cutoff_ms = cutoff_ms
+
+    @staticmethod
+    def deadline(remaining_ms: Callable[[], int] | None) -> float | None:
+        """The invocation's end, from its remaining-time callback."""
+        return None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
+
+    def run_by(self, deadline: float | None) -> float | None:
+        """When jobs must have ended (and past which a read allows nothing to run)."""
+        return None if deadline is None else deadline - self.safety_ms / 1000
+
+    def upload_by(self, deadline: float | None) -> float | None:
+        return None if deadline is None else deadline - self.safety_ms / 2000
+
+    def write_by(self, deadline: float | None) -> float | None:
+        return None if deadline is None else deadline - self.safety_ms / 4000
+
+    def job_limit(self, deadline: float | None, own: float) -> tuple[float, bool] | None:
+        """Seconds a job with a timeout of ``own`` may run if it starts now, and whether the
+        invocation (not the job) bounds it; ``None``: too little time is left to start it."""
+        if deadline is None:
+            return own, False
+        left = deadline - time.monotonic() - self.safety_ms / 1000
+        if left < self.cutoff_ms / 1000:
+            return None
+        return (left, True) if left < own else (own, False)
+
+
 class Alarm:
     """Interrupt a synchronous task after ``seconds`` with SIGALRM (main thread only).
 
@@ -234,3 +344,31 @@ def timeout_error(seconds: float, by_invocation: bool) -> JobTimeout:
         return JobTimeout(f"stopped after {seconds:.3f}s: the invocation's remaining time ran out")
     return JobTimeout(f"job exceeded its timeout of {seconds:g}s")
 
+
+if TYPE_CHECKING:
+    class Steps(Protocol):
+        """What an execution strategy (:mod:`kindling.execution`) may do with a batch's jobs:
+        the runner's public steps. A strategy decides only when and where each job runs."""
+
+        concurrency: int  # async jobs of one batch at a time
+        threads: int  # sync jobs of one batch at a time, in a pool
+        budget: Budget
+        otel: bool
+        thread_pool: object | None  # the strategies' own, kept while the worker is warm
+        event_loop: object | None
+
+        def task_of(self, o: Outcome) -> Task: ...
+
+        def start_job(self, o: Outcome, deadline: float | None) -> tuple[float, bool] | None: ...
+
+        def defer_job(self, o: Outcome) -> None: ...
+
+        def finish_job(self, o: Outcome, *, value: object = None, error: BaseException | None = None) -> None: ...
+
+        def run_job(self, o: Outcome, deadline: float | None) -> None: ...
+
+        def job_context(self, o: Outcome, seconds: float) -> JobContext: ...
+
+        def open_span(self, o: Outcome) -> object | None: ...
+
+        def load_arguments(self, o: Outcome) -> None: ...

@@ -262,7 +262,7 @@ def callback(parent: dict, results: list) -> Job:
 
 def _continue(runner: Runner, o: Outcome, send, deadline: float | None) -> None:
     """Send the chain's next step, or end the chain if the result it takes is lost."""
-    if o.status != SUCCEEDED and runner._task(o).redact:
+    if o.status != SUCCEEDED and runner.task_of(o).redact:
         # Its result was never recorded (only a digest): the record's None is not the result.
         _log(runner, "WARNING", o, f"chain ends after {o.job_id}: a redact=True task's result is not recorded, "
                                    f"so a repeated delivery cannot send its next step {next_id(o.job_id)}")
@@ -298,8 +298,7 @@ def _text(runner: Runner, found: tuple[str, str | None, dict | None], deadline: 
     _, text, ref = found
     if ref is None:
         return text
-    s3, payloads = runner._payloads()
-    return payloads.fetch(s3, ref, deadline=deadline).decode("utf-8")
+    return runner.payload_io().read_text(ref, deadline=deadline)
 
 
 def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None) -> None:

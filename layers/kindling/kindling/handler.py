@@ -253,7 +253,7 @@ class LambdaWorker:
             # The signature attribute counts toward the queue's limit too.
             overhead = 0 if runner.verifier is None else payloads.SIGNATURE_BYTES
             for chunk in payloads.sqs_batches(queued, limit, overhead, runner.payload_bucket,
-                                              lambda: runner._payloads()[0], deadline=self._deadline):
+                                              runner.payload_io().client, deadline=self._deadline):
                 _, refused = _send_batch(url, chunk, self._deadline, self._signer(url))
                 if refused:
                     raise KindlingError(f"SQS refused {len(refused)} job(s): {next(iter(refused.values()))}"[:500])

@@ -27,8 +27,15 @@ import sys
 import time
 
 from kindling import codec
+from kindling.status import DEAD, FAILED, REJECTED
 
-__all__ = ["LEVELS", "LogSink", "invocation", "sink", "trace_root"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kindling.batch import Outcome
+
+__all__ = ["LEVELS", "LogSink", "invocation", "log_batch", "sink", "trace_root"]
 
 LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
 _LAMBDA_LEVELS = {"TRACE": "DEBUG", "DEBUG": "DEBUG", "INFO": "INFO", "WARN": "WARNING", "ERROR": "ERROR",
@@ -120,3 +127,24 @@ def sink() -> LogSink:
 
 
 _sink: LogSink | None = None
+
+
+_JOB_LEVEL = {FAILED: "WARNING", DEAD: "ERROR", REJECTED: "WARNING"}
+
+
+def log_batch(outcomes: list[Outcome], log: Callable[[dict], object]) -> None:
+    """A batch's lines: one for the batch, and one per job that failed, died or was rejected."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        status = o.status or "unsettled"  # every outcome has one by now
+        counts[status] = counts.get(status, 0) + 1
+    log({"level": "INFO", "location": "kindling.runner:run", "message": "batch done", "kindling": "batch",
+         "messages": len(outcomes), **counts})
+    for o in outcomes:
+        level = _JOB_LEVEL.get(o.status or "")
+        if level is not None:
+            record = o.record or {}
+            log({"level": level, "location": "kindling.runner:run", "message": f"job {o.status}",
+                 "kindling": o.status, "job_id": o.job_id, "task": record.get("task", o.task), "attempt": o.attempts,
+                 "status": o.status, "duration_ms": record.get("duration_ms"), "ref": o.ref, "error": o.reason,
+                 "xray_trace_id": o.trace_id})

@@ -144,7 +144,7 @@ class SqsWorker:
         overhead = 0 if runner.verifier is None else payloads.SIGNATURE_BYTES
         fifo = self.queue_url.endswith(".fifo")
         for chunk in payloads.sqs_batches(jobs, self.max_message_bytes, overhead, runner.payload_bucket,
-                                          lambda: runner._payloads()[0]):
+                                          runner.payload_io().client):
             entries = [self._signed({"Id": str(n), "MessageBody": encode_job(job).decode(),
                                      **(sqs.fifo_follow_up(job) if fifo else {})})
                        for n, job in enumerate(chunk)]

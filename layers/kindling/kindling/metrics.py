@@ -23,6 +23,7 @@ batch are dropped from that document's arrays, never the counts.
 from __future__ import annotations
 
 import os
+import sys
 
 from kindling import codec
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
     from kindling.batch import Outcome
 
-__all__ = ["documents", "namespace"]
+__all__ = ["documents", "emit", "namespace"]
 
 MAX_VALUES = 100
 _COUNTS = {"succeeded": "JobsSucceeded", "failed": "JobsFailed", "dead": "JobsDead", "rejected": "JobsRejected",
@@ -76,6 +77,13 @@ def documents(outcomes: Iterable[Outcome], registered, *, cold_start: bool = Fal
         totals["ColdStart"] = [1]
     docs.append(_document(ns, {"service": svc}, totals, at_ms))
     return docs
+
+
+def emit(outcomes: Iterable[Outcome], registered, *, cold_start: bool = False) -> None:
+    """Write one batch's documents to stdout, where CloudWatch reads them from the log."""
+    from kindling.envelope import now_ms
+
+    sys.stdout.write(lines(documents(outcomes, registered, cold_start=cold_start, at_ms=now_ms())))
 
 
 def lines(docs: list[dict]) -> str:

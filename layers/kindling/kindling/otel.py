@@ -34,6 +34,7 @@ as sampled, leaving the decision to the worker's sampler.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 from opentelemetry import context, trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -43,9 +44,11 @@ from kindling.status import DEAD, DEFERRED, FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.batch import Outcome
+    from collections.abc import Callable, Iterator
 
-__all__ = ["producer_context", "start", "attach", "detach", "end"]
+    from kindling.batch import Batch, Outcome
+
+__all__ = ["Tracer", "producer_context", "start", "attach", "detach", "end"]
 
 _ERROR = (FAILED, DEAD, DEFERRED)
 
@@ -126,3 +129,53 @@ def end(span: trace.Span, started_ns: int, o: Outcome, *, redact: bool = False) 
     # The run's own end, not the batch's: the write and other jobs' runs are not in it.
     end_ns = started_ns + int(duration * 1_000_000) if duration is not None else None
     span.end(end_time=end_ns)
+
+
+class Tracer:
+    """A runner's job spans: each opened as its job starts and current while it runs, all
+    of a batch's ended together once its outcomes are recorded (their status is the
+    recorded one). ``redacts(task name)``: whether a task's errors are kept out of spans."""
+
+    def __init__(self, redacts: Callable[[str | None], bool]):
+        self.redacts = redacts
+        self.spans: list = []  # the executing batch's (outcome, span, start ns)
+
+    def begin(self) -> list:
+        """A new batch's spans: the jobs it runs from now on add theirs to this list."""
+        self.spans = []
+        return self.spans
+
+    def open(self, o: Outcome) -> object:
+        """Open the span of a job starting now and make it current; the token to :func:`detach`."""
+        span, started = start(o, o.trace)
+        self.spans.append((o, span, started))
+        return attach(span)
+
+    def close(self, token: object) -> None:
+        """The job's run ended: its span is no longer current (it ends with its batch)."""
+        detach(token)
+
+    def end_all(self, spans: list) -> None:
+        for o, span, started in spans:
+            end(span, started, o, redact=self.redacts(o.task))
+
+    @contextmanager
+    def running(self, batch: Batch) -> Iterator[None]:
+        """While ``batch``'s jobs run, their spans go to ``batch.spans``; if the run itself
+        fails, they end then."""
+        batch.spans = self.begin()
+        try:
+            yield
+        except BaseException:
+            spans, batch.spans = batch.spans, []
+            self.end_all(spans)
+            raise
+
+    @contextmanager
+    def ending(self, batch: Batch) -> Iterator[None]:
+        """End ``batch``'s spans once its outcomes are recorded, whatever recording does."""
+        try:
+            yield
+        finally:
+            spans, batch.spans = batch.spans, []
+            self.end_all(spans)

@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - a build without it
     from hashlib import sha256
 
 from kindling import codec
-from kindling.errors import PayloadTooLarge, PayloadUnavailable
+from kindling.errors import InvalidJob, PayloadTooLarge, PayloadUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from kindling.aws.s3 import S3Client
     from kindling.envelope import Job
+    from kindling.registry import Task
 
 SQS_DEFAULT_MAX_BYTES = 262_144  # SQS's MaximumMessageSize when a queue does not say (the old hard limit)
 SIGNATURE_BYTES = 160  # a signed message's attribute: name, type and "v1:<key id, <= 64>:<MAC, 44>" (136 at most)
@@ -223,3 +224,58 @@ def read_result(client: S3Client, record: dict, *, deadline: float | None = None
     if ref is None:
         return record.get("result")
     return fetch(client, ref, deadline=deadline).decode("utf-8")
+
+
+class PayloadIO:
+    """The worker's S3 payload I/O, shared by its runner, follow-ups and triggers: a job's
+    arguments in, a result too large for its record out, a kept result read back.
+
+    ``bucket`` is the deployment's payload bucket (empty: none). The S3 client is the one
+    given, else the process's (:func:`kindling.aws.s3.client`), made at the first object
+    read or written."""
+
+    __slots__ = ("bucket", "_client")
+
+    def __init__(self, bucket: str, client: S3Client | None = None):
+        self.bucket = bucket
+        self._client = client
+
+    def client(self) -> S3Client:
+        if self._client is None:
+            from kindling.aws.s3 import client
+
+            self._client = client()
+        return self._client
+
+    def load_arguments(self, job: Job, task: Task, *, deadline: float | None = None) -> None:
+        """Read ``job``'s arguments from S3 (size and sha256 checked) and bind them to ``task``.
+
+        Raises :class:`PayloadUnavailable`: the job's failure, retried only when S3 itself failed."""
+        args, kwargs = fetch_arguments(self.client(), job.payload, bucket=self.bucket,  # type: ignore[arg-type]
+                                       job_id=job.id, deadline=deadline)
+        try:
+            task.check_arguments(args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - what the object holds does not fit the task
+            reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
+            raise PayloadUnavailable(f"the payload's arguments do not fit the task: {reason}",
+                                     retryable=False) from None
+        job.args, job.kwargs = args, kwargs
+
+    def store_result(self, job_id: str, text: str, *,
+                     deadline: float | None = None) -> tuple[dict | None, BaseException | None]:
+        """Keep a result too large for its record in the bucket: (its pointer, None), or
+        (None, the failure) when S3 refused it."""
+        from kindling.aws.errors import AwsError
+
+        data = text.encode()
+        try:
+            return put(self.client(), self.bucket, "results", job_id, data, deadline=deadline), None
+        except AwsError as exc:
+            return None, PayloadUnavailable(f"the result ({len(data):,} bytes) is too large for its record "
+                                            f"and could not be stored in s3://{self.bucket}: {exc}",
+                                            retryable=exc.retryable)
+
+    def read_text(self, ref: dict, *, deadline: float | None = None) -> str:
+        """The JSON text a result pointer names (size and sha256 checked). Raises
+        :class:`PayloadUnavailable`."""
+        return fetch(self.client(), ref, deadline=deadline).decode("utf-8")

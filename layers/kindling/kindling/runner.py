@@ -2,17 +2,8 @@
 
 The runner is the same for every trigger (SQS through Lambda, the local SQS loop, the
 Valkey stream consumer). A trigger turns its messages into :class:`Delivery` objects,
-calls :meth:`Runner.run`, and maps the outcomes back to its own acknowledgement:
-
-* ``succeeded``, ``rejected``, ``skipped`` (a duplicate of a job already finished) are
-  settled: acknowledge / delete the message.
-* ``failed`` (will be retried, after ``Outcome.retry_in`` seconds when set) and
-  ``deferred`` (not started: the invocation's time ran short, ``not_before`` is ahead, the
-  result store is down, the envelope needs a newer worker) go back to the queue for
-  redelivery. A deferred job has not used an attempt.
-* ``dead`` (failed on its last attempt, or delivered past its allowance without an outcome:
-  :func:`kindling.policy.out_of_deliveries`, judged only after the message is decoded and its
-  signature checked) is the trigger's to move to its dead letters (SQS DLQ, Valkey dead stream).
+calls :meth:`Runner.run`, and maps the outcomes back to its own acknowledgement (what each
+status asks of it: :mod:`kindling.batch`).
 
 Attempts are counted in the result record, not from the queue's delivery count: a run
 that ends ``failed`` records its attempt number, and the next run is that plus one. So a
@@ -29,15 +20,15 @@ succeeds: one read of the batch's job ids (to skip duplicates and count attempts
 write of every outcome. Failures, rejections and dead jobs are written with conditions
 (records only move forward; see :mod:`kindling.status`), by the store, on that rare path.
 
-The runner keeps the batch's phases (admission, the duplicate check, recording) and runs
-plain synchronous jobs itself; a thread pool, async tasks and FIFO group order are
-strategies of :mod:`kindling.execution`, each imported by the first batch that needs it.
+The runner keeps the batch's phases (admission, the duplicate check, attempts, recording)
+and runs plain synchronous jobs itself; a thread pool, async tasks and FIFO group order are
+strategies of :mod:`kindling.execution`, each imported by the first batch that needs it,
+which run jobs through the runner's public steps (:class:`kindling.batch.Steps`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from _thread import allocate_lock
 
@@ -46,16 +37,22 @@ from kindling.batch import (
     STORE_UNAVAILABLE,
     Alarm,
     Batch,
+    Budget,
     Delivery,
     JobContext,
     Outcome,
     current_job,
+    drop_duplicates,
+    hand_back,
+    job_of,
+    read_state,
     reset_current_job,
     set_current_job,
+    settle_duplicates,
 )
 from kindling.envelope import Job, decode_job, now_ms
-from kindling.errors import InvalidJob, NewerEnvelope, PayloadUnavailable, ResultTooLarge, StoreUnavailable
-from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, rejected_key, renumbered
+from kindling.errors import InvalidJob, NewerEnvelope, ResultTooLarge, StoreUnavailable
+from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, renumbered
 from kindling.status import (
     DEAD,
     DEFERRED,
@@ -76,6 +73,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Sequence
 
+    from kindling.otel import Tracer
+    from kindling.payloads import PayloadIO
     from kindling.registry import Registry, Task
     from kindling.results import ResultStore
 
@@ -145,29 +144,12 @@ class Runner:
             left off. Off, opentelemetry is never imported.
     """
 
-    def __init__(
-        self,
-        registry: Registry,
-        store: ResultStore,
-        *,
-        max_attempts: int = 3,
-        attempts_cap: int | None = None,
-        max_deliveries: int | None = None,
-        retry_delay: float | None = None,
-        default_timeout: float = 300.0,
-        concurrency: int = 16,
-        threads: int = 0,
-        safety_ms: int = 1000,
-        cutoff_ms: int = 500,
-        worker: dict | None = None,
-        ttl_days: float = 14.0,
-        log=_log,
-        metrics: bool | None = None,
-        payload_bucket: str | None = None,
-        s3=None,
-        verifier=None,
-        otel: bool | None = None,
-    ):
+    def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int = 3,
+                 attempts_cap: int | None = None, max_deliveries: int | None = None, retry_delay: float | None = None,
+                 default_timeout: float = 300.0, concurrency: int = 16, threads: int = 0, safety_ms: int = 1000,
+                 cutoff_ms: int = 500, worker: dict | None = None, ttl_days: float = 14.0, log=_log,
+                 metrics: bool | None = None, payload_bucket: str | None = None, s3=None, verifier=None,
+                 otel: bool | None = None):
         self.registry = registry
         self.store = store
         self.max_attempts = max_attempts
@@ -177,13 +159,12 @@ class Runner:
         self.default_timeout = default_timeout
         self.concurrency = max(1, concurrency)
         self.threads = threads
-        self._pool = None  # the thread pool (kindling.execution.threaded), made at its first batch
-        self.safety_ms = safety_ms
-        self.cutoff_ms = cutoff_ms
+        self.thread_pool: object | None = None  # kindling.execution.threaded's, made at its first batch
+        self.event_loop: object | None = None  # kindling.execution.asyncrun's, likewise
+        self.budget = Budget(safety_ms, cutoff_ms)
         self.worker = worker or {}
         self.ttl_s = int(ttl_days * DAY_S)
         self.log = log
-        self._loop = None  # the event loop for async tasks (kindling.execution.asyncrun), likewise
         self._finishing = allocate_lock()
         self._batch_worker = self.worker  # the executing batch's
         self._admitting_worker = self.worker  # the batch being admitted's (Runner.begin)
@@ -193,23 +174,22 @@ class Runner:
         self.metrics = metrics
         self.verifier = verifier
         self.otel = os.environ.get("KINDLING_OTEL") == "1" if otel is None else otel
-        self._spans: list = []  # the executing batch's spans (Batch.spans), while otel is on
+        self._tracer: Tracer | None = None  # made at the first batch with spans on
         self.batches = 0
         if payload_bucket is None:
             payload_bucket = os.environ.get("KINDLING_PAYLOAD_BUCKET", "")
         self.payload_bucket = payload_bucket
         self._s3 = s3
-        self._deadline: float | None = None  # the running batch's
+        self._payload_io: PayloadIO | None = None
+        self._deadline: float | None = None  # the executing batch's
+
+    safety_ms = property(lambda self: self.budget.safety_ms, doc="Kept back for recording (Budget).")
+    cutoff_ms = property(lambda self: self.budget.cutoff_ms, doc="No job starts with less left (Budget).")
 
     # -- the batch, top to bottom ----------------------------------------------------
 
-    def run(
-        self,
-        deliveries: Sequence[Delivery],
-        remaining_ms: Callable[[], int] | None = None,
-        request_id: str | None = None,
-        send: Callable[[list[Job]], object] | None = None,
-    ) -> list[Outcome]:
+    def run(self, deliveries: Sequence[Delivery], remaining_ms: Callable[[], int] | None = None,
+            request_id: str | None = None, send: Callable[[list[Job]], object] | None = None) -> list[Outcome]:
         """Run one batch; return an outcome for every delivery, in the same order.
 
         ``send`` enqueues jobs on the trigger the batch came from: the next step of a chain
@@ -222,14 +202,8 @@ class Runner:
         """
         return self.finish(self.execute(self.begin(deliveries, remaining_ms, request_id)), send=send)
 
-    def begin(
-        self,
-        deliveries: Sequence[Delivery],
-        remaining_ms: Callable[[], int] | None = None,
-        request_id: str | None = None,
-        *,
-        in_flight: Collection[str] = (),
-    ) -> Batch:
+    def begin(self, deliveries: Sequence[Delivery], remaining_ms: Callable[[], int] | None = None,
+              request_id: str | None = None, *, in_flight: Collection[str] = ()) -> Batch:
         """Admit a batch: decode it and send its duplicate check (the store's one read).
 
         ``in_flight``: the job ids of an earlier batch whose write has been sent but not
@@ -241,9 +215,9 @@ class Runner:
         # Not the running batch's worker and deadline: a long-lived worker admits its next
         # batch while this one's jobs still run in threads (Runner.execute's ``meanwhile``).
         self._admitting_worker = worker
-        deadline = None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
+        deadline = self.budget.deadline(remaining_ms)
         # Past this there is no time left to run anything the read would allow.
-        read_by = None if deadline is None else deadline - self.safety_ms / 1000
+        read_by = self.budget.run_by(deadline)
         if self.verifier is not None:
             trouble = self.verifier.prepare(read_by)
             if trouble is not None:  # no job is judged without the keys: the batch comes back
@@ -252,7 +226,7 @@ class Runner:
                 batch.handed_back = self._hand_back_all(outcomes, trouble, "signing_keys_unavailable")
                 return batch
         outcomes = [self._decode(d) for d in deliveries]
-        runnable = self._drop_duplicates(outcomes)
+        runnable = drop_duplicates(outcomes)
         # The duplicate check goes out as soon as the ids are known; the rest of admission
         # (task lookup, argument binding, due time) happens while it is in flight.
         collect = self._begin_read(runnable, read_by, in_flight)
@@ -271,16 +245,11 @@ class Runner:
         :meth:`Batch.job_ids` in flight). It must not raise."""
         if batch.handed_back is not None:  # handed back at admission (no signing keys)
             return batch
-        if not self.otel:
+        tracer = self._tracing() if self.otel else None
+        if tracer is None:
             return self._execute(batch, meanwhile)
-        # The jobs' spans stay open until finish() knows their outcomes as recorded.
-        self._spans = batch.spans = []
-        try:
+        with tracer.running(batch):  # its spans stay open until finish() knows the outcomes as recorded
             return self._execute(batch, meanwhile)
-        except BaseException:
-            spans, batch.spans = batch.spans, []
-            self._end_spans(spans)
-            raise
 
     def _execute(self, batch: Batch, meanwhile: Callable[[], object] | None = None) -> Batch:
         # The batch's own, not the one begun since (a long-lived worker begins the next early).
@@ -294,8 +263,8 @@ class Runner:
             return batch
 
         runnable = [o for o in runnable if o.status is None]
-        sync_jobs = [o for o in runnable if not self._task(o).is_async]
-        async_jobs = [o for o in runnable if self._task(o).is_async]
+        sync_jobs = [o for o in runnable if not self.task_of(o).is_async]
+        async_jobs = [o for o in runnable if self.task_of(o).is_async]
         fifo = any(d.group is not None for d in deliveries)
         try:
             # Each strategy but the plain one (kindling.execution) is imported by the first
@@ -310,7 +279,7 @@ class Runner:
                 run_threaded(self, sync_jobs, deadline, meanwhile)
             else:
                 for o in sync_jobs:
-                    self._run_sync(o, deadline)
+                    self.run_job(o, deadline)
             if async_jobs and not fifo:
                 from kindling.execution.asyncrun import run_async
 
@@ -325,15 +294,16 @@ class Runner:
             batch.handed_back = self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
             return batch
 
-        self._settle_duplicates(outcomes)
+        settle_duplicates(outcomes)
         for o in outcomes:  # the store writes each record only over the generation it was read as
             if o.record is not None and o.generation > 1:
                 o.record["generation"] = o.generation
         records = [o.record for o in outcomes if o.record is not None]
         if records:
             # The write has the time kept back for it, less a margin for the reply to Lambda.
-            write_by = None if deadline is None else deadline - self.safety_ms / 4000
-            batch.collect_write = self._begin_write(records, write_by)
+            # Sent now, read back by finish(): {id: status} of the records the store refused.
+            batch.collect_write = self._send_now("begin_write", self.store.write, records,
+                                                 self.budget.write_by(deadline))
         return batch
 
     def finish(self, batch: Batch, send: Callable[[list[Job]], object] | None = None) -> list[Outcome]:
@@ -341,13 +311,11 @@ class Runner:
         the batch back; a record the store refused (it holds a later outcome) is ``skipped``.
         Then, once every record is written, a chain's next step and a chord's count
         (:mod:`kindling.followups`, enqueueing through ``send``)."""
-        if not batch.spans:
+        tracer = self._tracer
+        if not batch.spans or tracer is None:
             return self._finish_batch(batch, send)
-        try:
+        with tracer.ending(batch):
             return self._finish_batch(batch, send)
-        finally:
-            spans, batch.spans = batch.spans, []
-            self._end_spans(spans)
 
     def _finish_batch(self, batch: Batch, send: Callable[[list[Job]], object] | None) -> list[Outcome]:
         if batch.handed_back is not None:
@@ -369,20 +337,17 @@ class Runner:
         if any(o.job is not None and (o.job.chain or o.job.parent) for o in outcomes):
             from kindling import followups  # only batches with chains or chords load it
 
-            deadline = batch.deadline
-            followups.run(self, outcomes, send, None if deadline is None else deadline - self.safety_ms / 4000)
+            followups.run(self, outcomes, send, self.budget.write_by(batch.deadline))
         if self.log:
-            _log_batch(outcomes, self.log)
+            from kindling.logs import log_batch  # loaded by the first line already
+
+            log_batch(outcomes, self.log)
         if self.metrics:
-            self._emit_metrics(outcomes)
+            from kindling import metrics  # at the end of the first batch, not at import
+
+            metrics.emit(outcomes, self.registry, cold_start=self.batches == 0)
         self.batches += 1
         return outcomes
-
-    def _emit_metrics(self, outcomes: list[Outcome]) -> None:
-        from kindling import metrics  # at the end of the first batch, not at import
-
-        docs = metrics.documents(outcomes, self.registry, cold_start=self.batches == 0, at_ms=now_ms())
-        sys.stdout.write(metrics.lines(docs))
 
     # -- steps -------------------------------------------------------------------------
 
@@ -391,7 +356,8 @@ class Runner:
         if self.verifier is not None:
             unsigned = self.verifier.check(d)
             if unsigned is not None:
-                return self._unsigned(d, unsigned)
+                return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d, f"signature: {unsigned}",
+                                      unsigned=True)
         try:
             job = decode_job(d.body)
         except NewerEnvelope as exc:
@@ -420,71 +386,29 @@ class Runner:
 
     def _check(self, o: Outcome, d: Delivery) -> None:
         """The rest of admission: a task this worker runs, arguments that bind, a job that is due."""
-        job = o.job
+        job = job_of(o)
         try:
-            task = self.registry.get(job.task)  # type: ignore[union-attr]
-            if job.payload is None:  # type: ignore[union-attr]  (arguments in S3: checked once read)
-                task.check_arguments(job.args, job.kwargs)  # type: ignore[union-attr]
+            task = self.registry.get(job.task)
+            if job.payload is None:  # arguments in S3: checked once read
+                task.check_arguments(job.args, job.kwargs)
         except Exception as exc:  # noqa: BLE001 - a valid envelope this worker cannot run
             reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
-            self._rejected(o, d, reason, claimed_id=job.id, task=job.task, job=job)  # type: ignore[union-attr]
+            self._rejected(o, d, reason, claimed_id=job.id, task=job.task, job=job)
             return
         # The crash-loop rule: judged here, on a decoded and verified job, for every trigger.
         o.exhausted = policy.out_of_deliveries(o.deliveries, self._attempts_allowed(o), self.max_deliveries,
                                                d.counts_runs)
-        if job.not_before is not None and job.not_before > now_ms():  # type: ignore[union-attr]
+        if job.not_before is not None and job.not_before > now_ms():
             o.status = DEFERRED
             o.reason = "not_before is in the future"
-            o.retry_in = min(-(-(job.not_before - now_ms()) // 1000), policy.MAX_DELAY_S)  # type: ignore[union-attr]
+            o.retry_in = min(-(-(job.not_before - now_ms()) // 1000), policy.MAX_DELAY_S)
 
-    def _rejected(self, o: Outcome, d: Delivery, reason: str, *, claimed_id: str | None = None,
-                  task: str | None = None, job: Job | None = None) -> Outcome:
-        """A message that is not a job this worker can run: recorded, never run.
+    def _rejected(self, o: Outcome, d: Delivery, reason: str, **claims) -> Outcome:
+        """A message that is not a job this worker can run: recorded, never run."""
+        from kindling import refusals  # the first such message loads it
 
-        A well-formed envelope (unknown task, arguments that do not bind) is recorded
-        under its job id, so its sender sees the rejection; anything else under a key of
-        its own message (:func:`kindling.records.rejected_key`).
-        """
-        key = job.id if job is not None else rejected_key(d.ref)
-        known = self.registry._tasks.get(task) if task else None  # type: ignore[arg-type]
-        redact = known is not None and known.redact  # its arguments may be in the reason and the body
-        o.job_id, o.task, o.status, o.attempts = key, task, REJECTED, d.attempts
-        o.reason = "InvalidJob: [redacted]" if redact else reason
-        at = now_ms()
-        o.record = build_record(key=key, task=task, status=REJECTED, attempts=d.attempts, started_at=at,
-                                finished_at=at, job=job, error={"type": "InvalidJob", "message": reason},
-                                raw=d.body, job_id=claimed_id, worker=self._admitting_worker, ttl_s=self.ttl_s,
-                                redact=redact)
-        return o
-
-    def _unsigned(self, d: Delivery, reason: str) -> Outcome:
-        """A message without a valid signature: recorded under a key of its own message
-        (never the job id it claims, which it could take from a real job), never run.
-        The claimed id and task are read only to tell the sender what arrived."""
-        claimed_id = task = None
-        try:
-            job = decode_job(d.body)
-            claimed_id, task = job.id, job.task
-        except InvalidJob as exc:
-            claimed_id, task = exc.job_id, exc.task
-        except Exception:  # noqa: BLE001, S110 - the body is only for the record
-            pass
-        return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d, f"signature: {reason}",
-                              claimed_id=claimed_id, task=task)
-
-    def _drop_duplicates(self, outcomes: list[Outcome]) -> list[Outcome]:
-        """The same job id twice in one batch runs once; the copies follow the first."""
-        seen: set[str] = set()
-        runnable = []
-        for o in outcomes:
-            if o.status is not None:
-                continue
-            if o.job_id in seen:
-                o.status = DUPLICATE
-                continue
-            seen.add(o.job_id)  # type: ignore[arg-type]
-            runnable.append(o)
-        return runnable
+        return refusals.reject(o, d, reason, registry=self.registry, worker=self._admitting_worker, ttl_s=self.ttl_s,
+                                **claims)
 
     def _begin_read(self, runnable: list[Outcome], deadline: float | None,
                     later: Collection[str] = ()) -> Callable[[], dict]:
@@ -505,23 +429,15 @@ class Runner:
             late = [i for i in ids if i in later]
             if late:
                 now = [i for i in ids if i not in later]
-                first = self._send_read(now, deadline) if now else dict
+                first = self._send_now("begin_read", self.store.read_states, now, deadline) if now else dict
 
                 def collect() -> dict:
                     states = first()
-                    states.update(self._send_read(late, deadline)())
+                    states.update(self._send_now("begin_read", self.store.read_states, late, deadline)())
                     return states
 
                 return collect
-        return self._send_read(ids, deadline)
-
-    def _send_read(self, ids: list[str], deadline: float | None) -> Callable[[], dict]:
         return self._send_now("begin_read", self.store.read_states, ids, deadline)
-
-    def _begin_write(self, records: list[dict], deadline: float | None) -> Callable[[], dict]:
-        """Send the batch's write now; the returned callable reads it back (``{id: status}``
-        of the records refused)."""
-        return self._send_now("begin_write", self.store.write, records, deadline)
 
     def _send_now(self, begin_name: str, call: Callable, items: list, deadline: float | None) -> Callable[[], dict]:
         """The store's ``begin_*`` (send now, read later); a store without it is called now, and
@@ -544,7 +460,7 @@ class Runner:
         for o in runnable:
             if o.status is not None:
                 continue
-            task = self._task(o)
+            task = self.task_of(o)
             last_delivery = o.exhausted
             if not task.skip_succeeded:
                 # Unread: numbered after the run if it fails (see _number_unread_failures).
@@ -555,7 +471,7 @@ class Runner:
                 if last_delivery:
                     self._dead_undelivered(o)
                 continue
-            previous, attempts = self._read_state(o, states)
+            previous, attempts = read_state(o, states)
             o.previous = previous
             if previous == SUCCEEDED:
                 o.status = SKIPPED
@@ -581,20 +497,13 @@ class Runner:
             return
         states = self.store.read_states([o.job_id for o in unread], deadline=deadline)  # type: ignore[misc]
         for o in unread:
-            previous, attempts = self._read_state(o, states)
+            previous, attempts = read_state(o, states)
             if o.status == DEAD:  # on its last delivery: only its generation was wanted
                 continue
             o.attempts = attempts + 1 if previous == FAILED else 1
             status = self._after_failure(o)
             o.record = renumbered(o.record, status, o.attempts)  # type: ignore[arg-type]
             o.status = status
-
-    @staticmethod
-    def _read_state(o: Outcome, states: dict) -> tuple[str | None, int]:
-        """The status and attempts read for ``o``'s job; notes the generation read on ``o``."""
-        state = states.get(o.job_id, (None, 0))  # type: ignore[arg-type]
-        o.generation = state[2] if len(state) > 2 else 1  # a store gives it for revived jobs only
-        return state[0], state[1]
 
     def _drop_stale(self, o: Outcome) -> None:
         """An outcome the store refused as of an older generation: the job was revived while
@@ -608,18 +517,13 @@ class Runner:
                       "outcome": o.status, "attempt": o.attempts, "ref": o.ref, "xray_trace_id": o.trace_id})
 
     def _dead_undelivered(self, o: Outcome) -> None:
-        o.reason = (f"delivered {o.deliveries} times without a recorded outcome (its runs crashed or timed out "
-                    "the worker, or it was handed back every time); not run again")
-        at = now_ms()
-        o.record = build_record(key=o.job_id, task=o.task, status=DEAD, attempts=o.attempts,  # type: ignore[arg-type]
-                                started_at=at, finished_at=at, job=o.job,
-                                error={"type": "TooManyDeliveries", "message": o.reason},
-                                worker=self._batch_worker, ttl_s=self.ttl_s)
-        o.status = DEAD
+        from kindling import refusals  # the crash-loop rule's rare end
+
+        refusals.dead_undelivered(o, worker=self._batch_worker, ttl_s=self.ttl_s)
 
     def _after_failure(self, o: Outcome) -> str:
         """``dead`` or ``failed`` for a run that failed with ``o.error``, and when to retry."""
-        task = self._task(o)
+        task = self.task_of(o)
         if o.attempts >= self._attempts_allowed(o) or not policy.should_retry(task, o.error):  # type: ignore[arg-type]
             o.retry_in = None
             return DEAD
@@ -627,29 +531,24 @@ class Runner:
         return FAILED
 
     def _attempts_allowed(self, o: Outcome) -> int:
-        return policy.attempts_allowed(o.job, self._task(o), self.max_attempts, self.attempts_cap)  # type: ignore[arg-type]
+        return policy.attempts_allowed(job_of(o), self.task_of(o), self.max_attempts, self.attempts_cap)
 
-    def _timeout(self, o: Outcome, deadline: float | None) -> tuple[float, bool] | None:
-        """Seconds this job may run, and whether the invocation (not the job) bounds it.
+    # -- the steps an execution strategy takes (kindling.batch.Steps) ---------------------
 
-        ``None`` means there is not enough time left to start it.
-        """
-        own = policy.timeout_for(o.job, self._task(o), self.default_timeout)  # type: ignore[arg-type]
-        if deadline is None:
-            return own, False
-        left = deadline - time.monotonic() - self.safety_ms / 1000
-        if left < self.cutoff_ms / 1000:
-            return None
-        return (left, True) if left < own else (own, False)
+    def task_of(self, o: Outcome) -> Task:
+        """The registered task an admitted outcome's job runs."""
+        return self.registry.get(job_of(o).task)
 
-    def _defer(self, o: Outcome) -> None:
+    def defer_job(self, o: Outcome) -> None:
+        """Hand an unstarted job back: the invocation's time ran short."""
         o.status = DEFERRED
         o.reason = "not started: the invocation's remaining time ran short"
         o.retry_in = 0
 
-    def _start(self, o: Outcome, deadline: float | None) -> tuple[float, bool] | None:
-        """Claim the job for running: its time limit starts now."""
-        limit = self._timeout(o, deadline)
+    def start_job(self, o: Outcome, deadline: float | None) -> tuple[float, bool] | None:
+        """Claim the job for running: its time limit starts now. ``None``: too little time is
+        left to start it (:meth:`defer_job` it)."""
+        limit = self.budget.job_limit(deadline, policy.timeout_for(job_of(o), self.task_of(o), self.default_timeout))
         if limit is None:
             return None
         o.started_ms = now_ms()
@@ -658,104 +557,78 @@ class Runner:
         o.limit_at = time.monotonic() + limit[0]
         return limit
 
-    def _context(self, o: Outcome, seconds: float) -> JobContext:
-        job = o.job
-        return JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o),  # type: ignore[union-attr]
-                          time.monotonic() + seconds)
+    def job_context(self, o: Outcome, seconds: float) -> JobContext:
+        """What the job's task sees through :func:`kindling.batch.current_job` while it runs."""
+        job = job_of(o)
+        return JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o), time.monotonic() + seconds)
 
-    def _run_sync(self, o: Outcome, deadline: float | None) -> None:
-        """Run one synchronous job on this thread, under an :class:`~kindling.batch.Alarm` on the main thread.
-
-        The plain strategy, and the step the pool and FIFO order run each sync job with."""
+    def run_job(self, o: Outcome, deadline: float | None) -> None:
+        """Run one synchronous job on this thread, under an :class:`~kindling.batch.Alarm` on
+        the main thread: the plain strategy, and the step the pool and FIFO order run each
+        sync job with."""
         if o.status is not None:  # settled while it waited for a thread
             return
-        limit = self._start(o, deadline)
+        limit = self.start_job(o, deadline)
         if limit is None:
-            return self._defer(o)
+            return self.defer_job(o)
         seconds, by_invocation = limit
-        job, task = o.job, self._task(o)
-        token = set_current_job(self._context(o, seconds))
-        traced = self._open_span(o) if self.otel else None
+        job, task = job_of(o), self.task_of(o)
+        token = set_current_job(self.job_context(o, seconds))
+        tracer = self._tracer if self.otel else None
+        traced = None if tracer is None else tracer.open(o)
         alarm = Alarm(seconds, by_invocation)
         try:
             with alarm:
-                if job.payload is not None:  # type: ignore[union-attr]
-                    self._load_arguments(o, task)
-                value = task.fn(*job.args, **job.kwargs)  # type: ignore[union-attr]
+                if job.payload is not None:
+                    self.load_arguments(o)
+                value = task.fn(*job.args, **job.kwargs)
         except BaseException as exc:  # noqa: BLE001 - whatever a task raises is its job's failure
-            self._finish(o, error=exc)
+            self.finish_job(o, error=exc)
         else:
             # A task that swallowed its timeout and returned late still ran past its limit.
-            self._finish(o, value=value, error=alarm.fired)
+            self.finish_job(o, value=value, error=alarm.fired)
         finally:
-            if traced is not None:
-                _otel().detach(traced)
+            if tracer is not None:
+                tracer.close(traced)
             reset_current_job(token)
 
-    def _payloads(self):
-        """The S3 client for payloads, and :mod:`kindling.payloads`: loaded by the first job that needs them."""
-        from kindling import payloads
+    def load_arguments(self, o: Outcome) -> None:
+        """Read a job's arguments from S3 and bind them to its task (:class:`kindling.payloads.PayloadIO`)."""
+        self.payload_io().load_arguments(job_of(o), self.task_of(o), deadline=o.limit_at)
 
-        if self._s3 is None:
-            from kindling.aws.s3 import client
+    def payload_io(self) -> PayloadIO:
+        """Payload I/O in S3 (:class:`kindling.payloads.PayloadIO`): made by the first job,
+        result or follow-up that needs it, with the runner's bucket and S3 client."""
+        if self._payload_io is None:
+            from kindling.payloads import PayloadIO
 
-            self._s3 = client()
-        return self._s3, payloads
+            self._payload_io = PayloadIO(self.payload_bucket, self._s3)
+        return self._payload_io
 
-    def _load_arguments(self, o: Outcome, task: Task) -> None:
-        """Read the job's arguments from S3 (size and sha256 checked) and bind them to its task.
+    def open_span(self, o: Outcome) -> object | None:
+        """With spans on, open the job's span and make it current; the token to detach it."""
+        tracer = self._tracer if self.otel else None
+        return None if tracer is None else tracer.open(o)
 
-        Raises :class:`PayloadUnavailable`: this job's failure, retried only when S3 itself failed."""
-        s3, payloads = self._payloads()
-        job = o.job
-        args, kwargs = payloads.fetch_arguments(s3, job.payload, bucket=self.payload_bucket,  # type: ignore[union-attr,arg-type]
-                                                job_id=job.id, deadline=o.limit_at)  # type: ignore[union-attr]
-        try:
-            task.check_arguments(args, kwargs)
-        except Exception as exc:  # noqa: BLE001 - what the object holds does not fit the task
-            reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
-            raise PayloadUnavailable(f"the payload's arguments do not fit the task: {reason}",
-                                     retryable=False) from None
-        job.args, job.kwargs = args, kwargs  # type: ignore[union-attr]
+    def _tracing(self) -> Tracer | None:
+        """The runner's :class:`kindling.otel.Tracer`, made at its first batch with spans on;
+        without opentelemetry that is logged once and spans stay off."""
+        if self._tracer is None:
+            try:
+                from kindling import otel  # only where KINDLING_OTEL=1: it imports opentelemetry
+            except ImportError as exc:
+                self.otel = False
+                if self.log:
+                    self.log({"level": "WARNING", "location": "kindling.runner:run", "kindling": "otel_unavailable",
+                              "message": "KINDLING_OTEL=1 but opentelemetry cannot be imported: no spans",
+                              "error": f"{type(exc).__name__}: {exc}"[:300]})
+                return None
+            self._tracer = otel.Tracer(lambda name: name in self.registry and self.registry.get(name).redact)  # type: ignore[arg-type]
+        return self._tracer
 
-    def _store_result(self, o: Outcome, text: str) -> tuple[dict | None, BaseException | None]:
-        """Keep a result too large for its record in the payload bucket: (its pointer, None),
-        or (None, the failure) when S3 refused it."""
-        from kindling.aws.errors import AwsError
-
-        s3, payloads = self._payloads()
-        # Half the time kept back for writing results is left for the write itself.
-        by = None if self._deadline is None else self._deadline - self.safety_ms / 2000
-        try:
-            return payloads.put(s3, self.payload_bucket, "results", o.job_id, text.encode(),  # type: ignore[arg-type]
-                                deadline=by), None
-        except AwsError as exc:
-            return None, PayloadUnavailable(f"the result ({len(text.encode()):,} bytes) is too large for its record "
-                                            f"and could not be stored in s3://{self.payload_bucket}: {exc}",
-                                            retryable=exc.retryable)
-
-    def _open_span(self, o: Outcome):
-        """Open the job's span and make it current; the token to detach it, or ``None``."""
-        try:
-            otel = _otel()
-        except ImportError as exc:
-            self.otel = False
-            if self.log:
-                self.log({"level": "WARNING", "location": "kindling.runner:run", "kindling": "otel_unavailable",
-                          "message": "KINDLING_OTEL=1 but opentelemetry cannot be imported: no spans",
-                          "error": f"{type(exc).__name__}: {exc}"[:300]})
-            return None
-        span, started = otel.start(o, o.trace)
-        self._spans.append((o, span, started))
-        return otel.attach(span)
-
-    def _end_spans(self, spans: list) -> None:
-        otel = _otel()
-        for o, span, started in spans:
-            known = self.registry._tasks.get(o.task)  # type: ignore[arg-type]
-            otel.end(span, started, o, redact=known is not None and known.redact)
-
-    def _finish(self, o: Outcome, *, value=None, error: BaseException | None = None) -> None:
+    def finish_job(self, o: Outcome, *, value: object = None, error: BaseException | None = None) -> None:
+        """Record a job's run: its value (encoded, kept in S3 when too large for its record)
+        or what it raised. Once only: a thread past its timeout finishing later changes nothing."""
         if o.status is not None:  # a thread that outlived its timeout: already recorded
             return
         result = result_payload = text = None
@@ -765,9 +638,11 @@ class Runner:
             result, error = encode_result(value)
             text = result
             if (isinstance(error, ResultTooLarge) and error.text is not None and self.payload_bucket
-                    and not self._task(o).redact):
+                    and not self.task_of(o).redact):
                 text = error.text
-                result_payload, error = self._store_result(o, text)
+                # Half the time kept back for writing results is left for the write itself.
+                result_payload, error = self.payload_io().store_result(o.job_id, text,  # type: ignore[arg-type]
+                                                                       deadline=self.budget.upload_by(self._deadline))
         duration = round((time.perf_counter() - o.t0) * 1000, 3)
         if error is None:
             # A success's record is built outside the lock too: a hundred threads finishing
@@ -786,7 +661,7 @@ class Runner:
             o.reason = f"{type(error).__name__}: {describe_error(error)['message']}"[:1000]
             # An unread job's attempt number is known only after the run.
             status = FAILED if o.unread else self._after_failure(o)
-            if self._task(o).redact:  # what the worker logs and the DLQ carries, too
+            if self.task_of(o).redact:  # what the worker logs and the DLQ carries, too
                 o.reason = f"{type(error).__name__}: [redacted]"
             o.record = self._record(o, status, duration, None, None, error)
             o.status = status
@@ -797,7 +672,7 @@ class Runner:
                             started_at=o.started_ms or now_ms(), finished_at=now_ms(), duration_ms=duration,
                             job=o.job, result=result, result_payload=result_payload,
                             error=describe_error(error) if error else None, worker=self._batch_worker,
-                            ttl_s=self.ttl_s, trace_id=o.trace_id, redact=self._task(o).redact)
+                            ttl_s=self.ttl_s, trace_id=o.trace_id, redact=self.task_of(o).redact)
 
     def _settle_unfinished(self, outcomes: list[Outcome], exc: BaseException) -> None:
         """After kindling's own machinery was interrupted: a job that started is a failed
@@ -805,7 +680,7 @@ class Runner:
         for o in outcomes:
             if o.status is None:
                 if o.limit_at is not None:
-                    self._finish(o, error=exc if isinstance(exc, Exception) else RuntimeError(
+                    self.finish_job(o, error=exc if isinstance(exc, Exception) else RuntimeError(
                         f"the run was interrupted: {type(exc).__name__}: {exc}"))
                 else:
                     o.status = DEFERRED
@@ -815,57 +690,10 @@ class Runner:
             self.log({"level": "ERROR", "location": "kindling.runner:run", "message": "batch interrupted",
                       "kindling": "batch_interrupted", "error": f"{type(exc).__name__}: {exc}"[:500]})
 
-    def _settle_duplicates(self, outcomes: list[Outcome]) -> None:
-        first: dict[str, Outcome] = {}
-        for o in outcomes:
-            if o.status == DUPLICATE:
-                original = first[o.job_id]  # type: ignore[index]
-                if original.status in (SUCCEEDED, SKIPPED):
-                    o.status = SKIPPED
-                    o.reason = "duplicate of a job in the same batch"
-                else:
-                    o.status = DEFERRED
-                    o.reason = "duplicate of a job in the same batch that did not succeed"
-                    o.retry_in = original.retry_in
-            elif o.job_id is not None and o.job_id not in first:
-                first[o.job_id] = o
-
     def _hand_back_all(self, outcomes: list[Outcome], reason: str, kind: str = "store_unavailable") -> list[Outcome]:
-        for o in outcomes:
-            if o.status != SKIPPED:
-                o.status = DEFERRED
-                o.reason = reason
-                o.record = None
-                o.retry_in = policy.store_backoff_s(o.deliveries)
+        hand_back(outcomes, reason)
         if self.log:
             self.log({"level": "WARNING", "location": "kindling.runner:run", "message": "batch handed back",
                       "kindling": kind, "error": reason[:500], "handed_back": len(outcomes)})
         return outcomes
 
-    def _task(self, o: Outcome) -> Task:
-        return self.registry.get(o.task)  # type: ignore[arg-type]
-
-
-def _otel():
-    from kindling import otel  # only where KINDLING_OTEL=1: it imports opentelemetry
-
-    return otel
-
-
-_LEVEL = {FAILED: "WARNING", DEAD: "ERROR", REJECTED: "WARNING"}
-
-
-def _log_batch(outcomes: list[Outcome], log) -> None:
-    """One line per batch, and one per job that failed, died or was rejected."""
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        counts[o.status] = counts.get(o.status, 0) + 1  # type: ignore[index]
-    log({"level": "INFO", "location": "kindling.runner:run", "message": "batch done", "kindling": "batch",
-         "messages": len(outcomes), **counts})
-    for o in outcomes:
-        if o.status in _LEVEL:
-            record = o.record or {}
-            log({"level": _LEVEL[o.status], "location": "kindling.runner:run", "message": f"job {o.status}",
-                 "kindling": o.status, "job_id": o.job_id, "task": record.get("task", o.task), "attempt": o.attempts,
-                 "status": o.status, "duration_ms": record.get("duration_ms"), "ref": o.ref, "error": o.reason,
-                 "xray_trace_id": o.trace_id})

@@ -10,6 +10,6 @@ imported only by a batch that needs one:
 - :mod:`~kindling.execution.asyncrun`: async tasks on the runner's event loop
 - :mod:`~kindling.execution.fifo`: FIFO message groups, one job at a time in batch order
 
-Each is a function of the runner, whose per-job steps (start, finish, defer) it calls: a
-strategy decides only when and where each job runs.
+Each is a function of the runner's public steps (:class:`kindling.batch.Steps`: start,
+finish, defer a job...), which it calls: a strategy decides only when and where each job runs.
 """

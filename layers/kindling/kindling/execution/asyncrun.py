@@ -9,54 +9,53 @@ import asyncio
 import time
 from contextlib import nullcontext
 
-from kindling.batch import Alarm, set_current_job, timeout_error
+from kindling.batch import Alarm, job_of, set_current_job, timeout_error
 from kindling.errors import JobTimeout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.batch import Outcome
-    from kindling.runner import Runner
+    from kindling.batch import Outcome, Steps
 
 
-def run_async(runner: Runner, outcomes: list[Outcome], deadline: float | None) -> None:
+def run_async(runner: Steps, outcomes: list[Outcome], deadline: float | None) -> None:
     """Run ``outcomes`` (jobs of async tasks) to their outcomes on the runner's loop, made at
     its first use and kept while warm; each job is bounded by ``asyncio.wait_for``."""
-    if runner._loop is None or runner._loop.is_closed():
-        runner._loop = asyncio.new_event_loop()
+    loop = runner.event_loop
+    if not isinstance(loop, asyncio.AbstractEventLoop) or loop.is_closed():
+        loop = runner.event_loop = asyncio.new_event_loop()
     sem = asyncio.Semaphore(runner.concurrency)
 
     async def one(o: Outcome) -> None:
         async with sem:
-            limit = runner._start(o, deadline)
+            limit = runner.start_job(o, deadline)
             if limit is None:
-                return runner._defer(o)
+                return runner.defer_job(o)
             seconds, by_invocation = limit
-            job, task = o.job, runner._task(o)
-            set_current_job(runner._context(o, seconds))
-            if runner.otel:  # each job's coroutine runs in a context of its own: no detach needed
-                runner._open_span(o)
+            job, task = job_of(o), runner.task_of(o)
+            set_current_job(runner.job_context(o, seconds))
+            runner.open_span(o)  # each job's coroutine runs in a context of its own: no detach needed
             try:
-                if job.payload is not None:  # type: ignore[union-attr]
+                if job.payload is not None:
                     # A blocking read: the loop waits for it, as for any job's start.
-                    runner._load_arguments(o, task)
-                value = await asyncio.wait_for(task.fn(*job.args, **job.kwargs), seconds)  # type: ignore[union-attr]
+                    runner.load_arguments(o)
+                value = await asyncio.wait_for(task.fn(*job.args, **job.kwargs), seconds)
             except TimeoutError as exc:
                 timeout = exc if isinstance(exc, JobTimeout) else timeout_error(seconds, by_invocation)
-                runner._finish(o, error=timeout)
+                runner.finish_job(o, error=timeout)
             except BaseException as exc:  # noqa: BLE001 - CancelledError, SystemExit, ... from the task
-                runner._finish(o, error=exc)
+                runner.finish_job(o, error=exc)
             else:
-                runner._finish(o, value=value)
+                runner.finish_job(o, value=value)
 
     async def batch() -> None:
         await asyncio.gather(*(one(o) for o in outcomes), return_exceptions=True)
 
     # A task that blocks the loop (time.sleep, a long C call) cannot be cancelled by
     # wait_for; on the main thread SIGALRM still stops it when the invocation ends.
-    left = None if deadline is None else deadline - time.monotonic() - runner.safety_ms / 1000
+    stop_at = runner.budget.run_by(deadline)
     try:
-        with Alarm(max(left, 0.001), True) if left is not None else nullcontext():
-            runner._loop.run_until_complete(batch())
+        with Alarm(max(stop_at - time.monotonic(), 0.001), True) if stop_at is not None else nullcontext():
+            loop.run_until_complete(batch())
     except BaseException:
-        runner._loop = None  # its interrupted tasks must not resume in the next batch
+        runner.event_loop = None  # its interrupted tasks must not resume in the next batch
         raise

@@ -12,11 +12,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kindling.batch import Delivery, Outcome
-    from kindling.runner import Runner
+    from kindling.batch import Delivery, Outcome, Steps
 
 
-def run_in_group_order(runner: Runner, outcomes: list[Outcome], deliveries: Sequence[Delivery],
+def run_in_group_order(runner: Steps, outcomes: list[Outcome], deliveries: Sequence[Delivery],
                        deadline: float | None) -> None:
     """Once a job of a group failed or was handed back, the rest of that group is handed
     back unstarted, as Powertools' FIFO processor does, and comes back no sooner than that
@@ -30,11 +29,11 @@ def run_in_group_order(runner: Runner, outcomes: list[Outcome], deliveries: Sequ
                 o.status = DEFERRED
                 o.reason = f"an earlier job of FIFO group {d.group!r} did not succeed"
                 o.retry_in = stopped[d.group].retry_in  # type: ignore[index]
-            elif runner._task(o).is_async:
+            elif runner.task_of(o).is_async:
                 from kindling.execution.asyncrun import run_async
 
                 run_async(runner, [o], deadline)
             else:
-                runner._run_sync(o, deadline)
+                runner.run_job(o, deadline)
         if d.group is not None and d.group not in stopped and o.status in (FAILED, DEFERRED):
             stopped[d.group] = o

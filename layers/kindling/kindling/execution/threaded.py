@@ -2,7 +2,7 @@
 
 A thread cannot be interrupted, so a job past its limit is recorded as timed out by the
 batch's waiter while its thread runs on (the record is written once: see
-:meth:`kindling.runner.Runner._finish`). Jobs not yet started when the invocation's time
+:meth:`kindling.runner.Runner.finish_job`). Jobs not yet started when the invocation's time
 runs short are handed back unstarted.
 
 The threads take a batch's jobs from one shared list, each the next one as it comes free:
@@ -22,8 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from kindling.batch import Outcome
-    from kindling.runner import Runner
+    from kindling.batch import Outcome, Steps
 
 LOOK_EVERY = 0.05
 """Seconds between the waiter's looks at the jobs' limits while some have not started yet
@@ -51,7 +50,7 @@ class Gang:
     """``size`` daemon threads (a job past its limit runs on; it must not hold up the
     process's exit) that run one batch at a time for a runner."""
 
-    def __init__(self, runner: Runner, size: int):
+    def __init__(self, runner: Steps, size: int):
         self.runner = runner
         self.size = size
         self._batch: _Batch | None = None
@@ -91,12 +90,12 @@ class Gang:
                     batch.next += 1  # type: ignore[union-attr]
                 ran = True
                 try:  # noqa: SIM105 - contextlib is one more import for this
-                    self.runner._run_sync(o, batch.deadline)  # type: ignore[union-attr]
+                    self.runner.run_job(o, batch.deadline)  # type: ignore[union-attr]
                 except BaseException:  # noqa: BLE001, S110 - a bug in kindling, not the job's failure:
                     pass  # the job is left without an outcome (the runner settles it), the thread lives on
 
 
-def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None,
+def run_threaded(runner: Steps, outcomes: list[Outcome], deadline: float | None,
                  meanwhile: Callable[[], object] | None = None) -> None:
     """Run ``outcomes`` on the runner's threads (made at its first use, kept while warm) and
     wait until each has an outcome, its limit has passed, or it was handed back.
@@ -105,13 +104,14 @@ def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None
 
     The waiter is woken when the last job ends, and otherwise only when a limit or the
     invocation's cutoff may have come."""
-    if runner._pool is None:
-        runner._pool = Gang(runner, runner.threads)
+    pool = runner.thread_pool
+    if not isinstance(pool, Gang):
+        pool = runner.thread_pool = Gang(runner, runner.threads)
     batch = _Batch(outcomes, deadline)
-    runner._pool.run(batch)
+    pool.run(batch)
     if meanwhile is not None:
         meanwhile()
-    stop_at = None if deadline is None else deadline - runner.safety_ms / 1000
+    stop_at = runner.budget.run_by(deadline)
     waiting = list(outcomes)
     while True:
         with batch.lock:
@@ -123,7 +123,7 @@ def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None
         for o in waiting:
             # A job's limit counts from its own start, never from when it was queued.
             if o.limit_at is not None and now >= o.limit_at and o.status is None:
-                runner._finish(o, error=timeout_error(*o.limit))  # type: ignore[misc]
+                runner.finish_job(o, error=timeout_error(*o.limit))  # type: ignore[misc]
             if o.status is None:
                 still.append(o)
                 unstarted = unstarted or o.limit_at is None
@@ -135,9 +135,9 @@ def run_threaded(runner: Runner, outcomes: list[Outcome], deadline: float | None
                 batch.next = len(batch.outcomes)
                 batch.left -= len(never_taken)
             for o in never_taken:  # hand them back
-                runner._defer(o)
+                runner.defer_job(o)
             waiting = [o for o in waiting if o.status is None]
-            unstarted = False  # a job taken but not started yet defers itself (Runner._start)
+            unstarted = False  # a job taken but not started yet defers itself (Runner.start_job)
         if not waiting:  # every job has an outcome (threads past their limit run on)
             return
         wake = [o.limit_at for o in waiting if o.limit_at is not None]
