@@ -42,11 +42,12 @@ if TYPE_CHECKING:
     from kindling.envelope import Job
     from kindling.registry import Task
 
-__all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_UNAVAILABLE", "current_job",
-           "drop_duplicates", "hand_back", "job_of", "read_state", "reset_current_job", "set_current_job",
+__all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_OUTAGE", "STORE_UNAVAILABLE",
+           "current_job", "drop_duplicates", "hand_back", "job_of", "read_state", "reset_current_job", "set_current_job",
            "settle_duplicates", "timeout_error"]
 
 STORE_UNAVAILABLE = "result store unavailable"
+STORE_OUTAGE = "store_unavailable"  # Outcome.handed_back_because when the store could not be reached
 """How every hand-back because the result store could not be reached begins its reason."""
 
 _current: ContextVar[JobContext] = ContextVar("kindling_job")
@@ -100,7 +101,7 @@ class Outcome:
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
                  "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error",
-                 "previous", "result", "generation", "exhausted")
+                 "previous", "result", "generation", "exhausted", "handed_back_because")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -126,6 +127,7 @@ class Outcome:
         self.result: str | None = None  # a succeeded run's result as JSON, inline or kept in S3 (chains read it)
         self.generation = 1  # the generation of the job's record as read (a revive makes a new one)
         self.exhausted = False  # delivered past its allowance: recorded dead unless already final
+        self.handed_back_because: str | None = None  # handed back unrun: STORE_OUTAGE, "signing_keys_unavailable"
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -173,13 +175,13 @@ def settle_duplicates(outcomes: list[Outcome]) -> None:
             first[o.job_id] = o
 
 
-def hand_back(outcomes: list[Outcome], reason: str) -> None:
+def hand_back(outcomes: list[Outcome], reason: str, because: str = STORE_OUTAGE) -> None:
     """Hand a whole batch back unrecorded (the store or the signing keys could not be read):
-    every outcome but a skipped one, after the store's backoff for its delivery."""
+    every outcome but a skipped one, after the store's backoff for its delivery, with
+    ``because`` as its cause (:attr:`Outcome.handed_back_because`)."""
     for o in outcomes:
         if o.status != SKIPPED:
-            o.status = DEFERRED
-            o.reason = reason
+            o.status, o.reason, o.handed_back_because = DEFERRED, reason, because
             o.record = None
             o.retry_in = store_backoff_s(o.deliveries)
 

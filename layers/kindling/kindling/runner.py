@@ -34,6 +34,7 @@ from _thread import allocate_lock
 
 from kindling import policy
 from kindling.batch import (
+    STORE_OUTAGE,
     STORE_UNAVAILABLE,
     Alarm,
     Batch,
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Batch", "Delivery", "JobContext", "Outcome", "Runner", "current_job", "Status", "SUCCEEDED", "FAILED",
            "DEAD", "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES",
-           "STORE_UNAVAILABLE"]
+           "STORE_OUTAGE", "STORE_UNAVAILABLE"]
 
 DAY_S = 86_400
 
@@ -690,8 +691,8 @@ class Runner:
             self.log({"level": "ERROR", "location": "kindling.runner:run", "message": "batch interrupted",
                       "kindling": "batch_interrupted", "error": f"{type(exc).__name__}: {exc}"[:500]})
 
-    def _hand_back_all(self, outcomes: list[Outcome], reason: str, kind: str = "store_unavailable") -> list[Outcome]:
-        hand_back(outcomes, reason)
+    def _hand_back_all(self, outcomes: list[Outcome], reason: str, kind: str = STORE_OUTAGE) -> list[Outcome]:
+        hand_back(outcomes, reason, kind)
         if self.log:
             self.log({"level": "WARNING", "location": "kindling.runner:run", "message": "batch handed back",
                       "kindling": kind, "error": reason[:500], "handed_back": len(outcomes)})
