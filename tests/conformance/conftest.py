@@ -34,8 +34,8 @@ def _build(request, name: str, signing: bool):
 
     scenario = request.node.callspec.params.get("scenario")
     settings = getattr(request.module, "DEPLOYMENT", {}).get(scenario, {})
+    saved = dispatch.installed()  # before building: eager mode installs its producer as it starts
     built = _BUILDERS[name](request.getfixturevalue, signing, settings)
-    saved = dispatch._producer
     dispatch.set_producer(built.producer())
     request.addfinalizer(lambda: (built.close(), dispatch.set_producer(saved)))
     return built

@@ -19,7 +19,7 @@ import json
 import time
 import uuid
 
-from conformance import tasks
+from conformance import scenario_tasks as tasks
 from kindling import codec
 
 NOT_APPLICABLE = "not applicable"

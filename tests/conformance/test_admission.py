@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from conformance import paths, tasks
+from conformance import paths
+from conformance import scenario_tasks as tasks
 from conformance.grid import cells, check
 from kindling.envelope import encode_job, new_job
 

@@ -14,7 +14,8 @@ import hashlib
 import json
 
 import pytest
-from conformance import paths, tasks
+from conformance import paths
+from conformance import scenario_tasks as tasks
 from conformance.grid import cells, check
 from kindling import chain, group
 

@@ -7,7 +7,7 @@ deployed default (the template's ``RetryDelay``, 5 s, doubling per attempt).
 from __future__ import annotations
 
 import pytest
-from conformance import tasks
+from conformance import scenario_tasks as tasks
 from conformance.grid import cells, check
 
 
