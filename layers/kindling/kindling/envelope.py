@@ -73,6 +73,13 @@ _BUCKET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_.:")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
+# The SQS message attributes kindling sets beside a job's body, never inside it: its
+# signature (kindling.jobsig), and, on a message the worker moved to a dead-letter queue,
+# why it died and which job it was (read back by the operator tools).
+SIGNATURE_ATTRIBUTE = "kindling_signature"
+REASON_ATTRIBUTE = "kindling_reason"
+JOB_ID_ATTRIBUTE = "kindling_job_id"
+
 
 class Job:
     """A decoded, validated job. Plain attributes; build one with :func:`new_job`."""

@@ -31,6 +31,8 @@ from __future__ import annotations
 from binascii import Error as _Base64Error
 from binascii import a2b_base64, b2a_base64
 
+from kindling.envelope import SIGNATURE_ATTRIBUTE
+
 try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
     from _sha2 import sha256
 except ImportError:  # pragma: no cover - a build without it
@@ -44,8 +46,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-ATTRIBUTE = "kindling_signature"
-"""The SQS message attribute holding a message's signature."""
+ATTRIBUTE = SIGNATURE_ATTRIBUTE
+"""The SQS message attribute holding a message's signature (:data:`kindling.envelope.SIGNATURE_ATTRIBUTE`)."""
 VERSION = "v1"
 MIN_KEY_BYTES = 16
 _KEY_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")

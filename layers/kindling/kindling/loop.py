@@ -18,7 +18,7 @@ import signal
 import time
 
 from kindling import codec, sqs
-from kindling.envelope import encode_job
+from kindling.envelope import SIGNATURE_ATTRIBUTE, encode_job
 from kindling.registry import default_registry
 from kindling.results import DynamoResultStore
 from kindling.runner import Runner
@@ -98,7 +98,7 @@ class SqsWorker:
                     # job's message needs it to be sent to the FIFO dead-letter queue. The trace
                     # header: the record keeps the producer's trace, as in Lambda.
                     MessageSystemAttributeNames=["ApproximateReceiveCount", "MessageGroupId", "AWSTraceHeader"],
-                    MessageAttributeNames=["kindling_signature"],
+                    MessageAttributeNames=[SIGNATURE_ATTRIBUTE],
                 ).get("Messages", [])
                 if messages:
                     self.run_batch(messages)

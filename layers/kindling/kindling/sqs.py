@@ -20,6 +20,7 @@ invocation's end (or a dead one not moved) at once.
 from __future__ import annotations
 
 from kindling.batch import Delivery
+from kindling.envelope import JOB_ID_ATTRIBUTE, REASON_ATTRIBUTE, SIGNATURE_ATTRIBUTE
 from kindling.policy import MAX_DELAY_S
 from kindling.status import DEAD, HANDED_BACK
 
@@ -69,7 +70,7 @@ def deliveries(event: dict, *, signed: bool = False) -> list[Delivery]:
 def _signature(d: Delivery, record: dict) -> None:
     from kindling import jobsig
 
-    attribute = (record.get("messageAttributes") or {}).get(jobsig.ATTRIBUTE) or {}
+    attribute = (record.get("messageAttributes") or {}).get(SIGNATURE_ATTRIBUTE) or {}
     d.signature = attribute.get("stringValue") if isinstance(attribute, dict) else None
     try:
         d.source = jobsig.sqs_destination(record.get("eventSourceARN") or "")
@@ -93,12 +94,12 @@ def dead_letters(event: dict, outcomes: Iterable[Outcome]) -> list[dict]:
     for o in outcomes:
         if o.status != DEAD:
             continue
-        attributes = {"kindling_reason": {"DataType": "String", "StringValue": (o.reason or "dead")[:1000]}}
+        attributes = {REASON_ATTRIBUTE: {"DataType": "String", "StringValue": (o.reason or "dead")[:1000]}}
         if o.job_id:
-            attributes["kindling_job_id"] = {"DataType": "String", "StringValue": o.job_id}
-        signature = (records[o.ref].get("messageAttributes") or {}).get("kindling_signature")
+            attributes[JOB_ID_ATTRIBUTE] = {"DataType": "String", "StringValue": o.job_id}
+        signature = (records[o.ref].get("messageAttributes") or {}).get(SIGNATURE_ATTRIBUTE)
         if isinstance(signature, dict) and signature.get("stringValue"):  # so a redrive to its queue verifies
-            attributes["kindling_signature"] = {"DataType": "String", "StringValue": signature["stringValue"]}
+            attributes[SIGNATURE_ATTRIBUTE] = {"DataType": "String", "StringValue": signature["stringValue"]}
         entry = {"Id": o.ref, "MessageBody": records[o.ref].get("body") or "", "MessageAttributes": attributes}
         # A FIFO queue's dead-letter queue is FIFO too.
         entry.update(fifo_move(o.ref, (records[o.ref].get("attributes") or {}).get("MessageGroupId")))

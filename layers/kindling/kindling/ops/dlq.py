@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 
+from kindling.envelope import REASON_ATTRIBUTE
 from kindling.ops import OpsError, Stack
 from kindling.ops.query import REVIVE_PREFIX
 from kindling.ops.revive import RetryRefused, message_job_id, message_problem, reopen_chord, revive, trusted_job_id
@@ -70,7 +71,7 @@ def peek(stack: Stack, *, limit: int = 10, hide_s: int = 30) -> dict:
             rows.append({"message_id": m["MessageId"], "job_id": job_id, "task": task,
                          "sent_at": int(m.get("Attributes", {}).get("SentTimestamp", 0)),
                          "receives": int(m.get("Attributes", {}).get("ApproximateReceiveCount", 0)),
-                         "reason": (attrs.get("kindling_reason") or {}).get("StringValue"),
+                         "reason": (attrs.get(REASON_ATTRIBUTE) or {}).get("StringValue"),
                          "status": record.get("status"), "generation": record.get("generation")})
     finally:
         _release(stack, messages)

@@ -59,7 +59,7 @@ import contextlib
 import time
 
 from kindling import codec
-from kindling.envelope import decode_job
+from kindling.envelope import JOB_ID_ATTRIBUTE, decode_job
 from kindling.errors import InvalidJob
 from kindling.ops import OpsError, Stack
 from kindling.ops.query import REVIVE_PREFIX, get_job
@@ -299,7 +299,7 @@ def find_in_dlq(stack: Stack, job_id: str, *, search: int = 1000, hide_s: int = 
 
 def message_job_id(message: dict) -> str | None:
     """The job id of a DLQ message: the worker's ``kindling_job_id`` attribute, else the body's."""
-    attribute = (message.get("MessageAttributes") or {}).get("kindling_job_id")
+    attribute = (message.get("MessageAttributes") or {}).get(JOB_ID_ATTRIBUTE)
     if attribute and attribute.get("StringValue"):
         return attribute["StringValue"]
     try:
