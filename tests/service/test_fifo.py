@@ -50,12 +50,13 @@ def fifo_event(*items):
 def test_after_a_failure_the_rest_of_its_group_is_handed_back_unstarted(reg):
     event = fifo_event(("a", "step", 1), ("b", "step", 10), ("a", "fail", 2), ("b", "astep", 11),
                        ("a", "step", 3), ("b", "step", 12))
-    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
+    batch = sqs.deliveries(event)
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(batch)
     assert [o.status for o in outcomes] == ["succeeded", "succeeded", "failed", "succeeded", "deferred", "succeeded"]
     assert reg.ran == [1, 10, 2, 11, 12]  # in batch order, one at a time; 3 never started
     assert "FIFO group 'a'" in outcomes[4].reason
     assert outcomes[4].retry_in == outcomes[2].retry_in  # back no sooner than the job it waits for
-    assert {f["itemIdentifier"] for f in sqs.batch_response(outcomes)["batchItemFailures"]} == {"m2", "m4"}
+    assert {f["itemIdentifier"] for f in sqs.settlement(batch, outcomes).response["batchItemFailures"]} == {"m2", "m4"}
 
 
 def test_a_dead_job_does_not_stop_its_group(reg):
@@ -72,8 +73,9 @@ def test_a_rejected_message_does_not_stop_its_group(reg):
 
 def test_dead_letters_of_a_fifo_queue_carry_their_group(reg):
     event = fifo_event(("a", "fail", 1))
-    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, max_attempts=1).run(sqs.deliveries(event))
-    (entry,) = sqs.dead_letters(event, outcomes)
+    batch = sqs.deliveries(event)
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False, max_attempts=1).run(batch)
+    (entry,) = sqs.settlement(batch, outcomes, dlq_url="https://sqs/1/dlq.fifo").dlq_moves["https://sqs/1/dlq.fifo"]
     assert entry["MessageGroupId"] == "a" and entry["MessageDeduplicationId"] == "m0"
 
 

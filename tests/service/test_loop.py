@@ -78,3 +78,33 @@ def test_the_local_loop_keeps_the_producers_trace_on_the_record(table, monkeypat
     monkeypatch.delenv("_X_AMZN_TRACE_ID")
     SqsWorker(url, table, wait=1, log=None).run(burst=True, idle_timeout=5)
     assert client.record(job.id)["trace_id"] == root
+
+
+def test_a_refused_visibility_change_does_not_stop_the_loop_or_leave_the_batch_unsettled(table, monkeypatch):
+    """As the Lambda handler: bringing a failed job back early is best effort (it returns after the
+    queue's visibility timeout anyway), so a refusal is logged and the rest of the batch is settled."""
+    import tasks  # noqa: F401  the example tasks
+    from botocore.exceptions import ClientError
+
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
+    client = Client(queue_url=url, table=table)
+    ok = client.enqueue("echo", 1)
+    failing = client.enqueue("always_fails", "no")
+    lines = []
+    worker = SqsWorker(url, table, wait=1, log=lines.append, retry_delay=5)
+
+    def refuse(**_):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "ChangeMessageVisibilityBatch")
+
+    monkeypatch.setattr(worker.sqs, "change_message_visibility_batch", refuse)
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"],
+                                   MessageAttributeNames=["All"])["Messages"]
+    worker.run_batch(messages)
+
+    assert client.status(ok.id) == "succeeded" and client.status(failing.id) == "failed"
+    assert [line["queue"] for line in lines if line.get("kindling") == "visibility_not_changed"] == [worker.queue_arn]
+    assert worker.counts == {"succeeded": 1, "failed": 1}
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    left = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+    assert sum(int(left[n]) for n in names) == 1  # the failed one only: the succeeded one was deleted

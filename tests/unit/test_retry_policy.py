@@ -100,8 +100,9 @@ def test_the_sqs_handler_turns_retry_in_into_the_messages_visibility():
     event = {"Records": [{"messageId": "m1", "receiptHandle": "rh", "body": encode_job(job).decode(),
                           "attributes": {"ApproximateReceiveCount": "1"}, "eventSource": "aws:sqs",
                           "eventSourceARN": "arn:aws:sqs:us-east-1:1:jobs"}]}
-    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
-    changes = sqs.visibility_changes(event, outcomes)
+    batch = sqs.deliveries(event)
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(batch)
+    changes = sqs.settlement(batch, outcomes).visibility
     assert changes["arn:aws:sqs:us-east-1:1:jobs"] == [{"Id": "m1", "ReceiptHandle": "rh", "VisibilityTimeout": 90}]
 
 

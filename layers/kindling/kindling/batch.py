@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from kindling.registry import Task
 
 __all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_OUTAGE", "STORE_UNAVAILABLE",
-           "current_job", "drop_duplicates", "hand_back", "job_of", "read_state", "reset_current_job", "set_current_job",
-           "settle_duplicates", "timeout_error"]
+           "current_job", "drop_duplicates", "hand_back", "job_of", "read_state", "reset_current_job",
+           "set_current_job", "settle_duplicates", "timeout_error"]
 
 STORE_UNAVAILABLE = "result store unavailable"
 STORE_OUTAGE = "store_unavailable"  # Outcome.handed_back_because when the store could not be reached
@@ -64,20 +64,23 @@ class Delivery:
         trace: the producer's X-Ray trace header (SQS's ``AWSTraceHeader``), if any.
         group: the FIFO message group; jobs of one group run in batch order, and after
             one of them does not succeed the rest of its group is handed back unstarted.
-        signature: the signature carried beside the body (:mod:`kindling.jobsig`), read
-            only when signing is on.
+        signature: the signature carried beside the body (:mod:`kindling.jobsig`), checked
+            only when signing is on (a dead SQS message keeps it in its dead-letter queue).
         source: where the message was read from, as a signature binds it
             (:func:`kindling.jobsig.sqs_destination`, :func:`~kindling.jobsig.stream_destination`).
         counts_runs: ``attempts`` counts runs only: the trigger gives a hand-back's delivery
             back (a Valkey stream). A job delivered more often than its attempts allow is then
             recorded ``dead`` instead of run (:func:`kindling.policy.out_of_deliveries`).
+        receipt, queue_arn: what settles it (an SQS receipt handle) and where it came from
+            (``eventSourceARN``).
     """
 
-    __slots__ = ("ref", "body", "attempts", "trace", "group", "signature", "source", "counts_runs")
+    __slots__ = ("ref", "body", "attempts", "trace", "group", "signature", "source", "counts_runs", "receipt",
+                 "queue_arn")
 
     def __init__(self, ref: str, body: str | bytes, attempts: int = 1, trace: str | None = None,
                  group: str | None = None, signature: str | bytes | None = None, source: str | None = None,
-                 counts_runs: bool = False):
+                 counts_runs: bool = False, receipt: str | None = None, queue_arn: str | None = None):
         self.ref = ref
         self.body = body
         self.attempts = attempts
@@ -86,6 +89,7 @@ class Delivery:
         self.signature = signature
         self.source = source
         self.counts_runs = counts_runs
+        self.receipt, self.queue_arn = receipt, queue_arn
 
     def __repr__(self) -> str:
         return f"Delivery(ref={self.ref!r}, attempts={self.attempts})"

@@ -37,7 +37,7 @@ Configuration comes from the function's environment (template.yaml sets it):
                             each attempt (default 5, every trigger's:
                             :func:`kindling.policy.configured_retry_delay`); 0 leaves
                             retries to the queue's visibility timeout (see
-                            :func:`kindling.sqs.visibility_changes`)
+                            :func:`kindling.sqs.settlement`)
 ``KINDLING_PAYLOAD_BUCKET`` where results too large for their record are kept (S3, behind
                             a pointer in the record; :mod:`kindling.payloads`); unset: such
                             results fail as ``ResultTooLarge``
@@ -73,11 +73,13 @@ from kindling import sqs
 from kindling.errors import KindlingError
 from kindling.registry import default_registry
 from kindling.runner import Runner
+from kindling.status import DEAD
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kindling.registry import Registry
     from kindling.results import ResultStore
+    from kindling.sqs_io import SqsPort
 
 
 class LambdaWorker:
@@ -118,7 +120,7 @@ class LambdaWorker:
         self._runner: Runner | None = None
         self._cold = True
         self._deadline: float | None = None  # the invocation's, for sends after the batch
-        self._max_bytes: dict[str, int] = {}  # each queue's MaximumMessageSize, read at its first follow-up
+        self._port: SqsPort | None = None
 
     @property
     def runner(self) -> Runner:
@@ -141,6 +143,18 @@ class LambdaWorker:
             self._store = DynamoResultStore(self.table)
         return self._store
 
+    @property
+    def port(self) -> SqsPort:
+        """The SQS I/O of settlement and of the worker's own sends (:mod:`kindling.sqs_io`),
+        loaded by the first batch that has something to send, move or bring back."""
+        if self._port is None:
+            from kindling import aws
+            from kindling.sqs_io import AwsSqs, SqsPort
+
+            self._port = SqsPort(self.runner, AwsSqs, route=self._route, errors=(aws.AwsError,),
+                                 queue_url=lambda arn: sqs.queue_url(aws.sqs().endpoint, arn))
+        return self._port
+
     def __call__(self, event: dict, context=None) -> dict:
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         request_id = getattr(context, "aws_request_id", None)
@@ -150,17 +164,18 @@ class LambdaWorker:
         logs.invocation(context, cold_start=self._cold)
         self._cold = False
         if sqs.is_sqs_event(event):
-            started = time.monotonic()
             runner = self.runner
-            outcomes = runner.run(sqs.deliveries(event, signed=runner.verifier is not None), remaining, request_id,
-                                  send=self._send)
+            started = time.monotonic()
+            batch = sqs.deliveries(event, signed=runner.verifier is not None)
+            outcomes = runner.run(batch, remaining, request_id, send=self._send)
+            # Held by Lambda's poller up to sqs.LAMBDA_HOLD_S before this invocation saw them.
+            settlement = sqs.settlement(batch, outcomes, **self._dead_letter_queues(outcomes),
+                                        in_flight_s=time.monotonic() - started + sqs.LAMBDA_HOLD_S)
+            if not (settlement.dlq_moves or settlement.visibility or settlement.unrouted):
+                return settlement.response  # Lambda deletes the rest: nothing for the worker to call
             # SQS calls after the batch must not outlive the invocation either.
             until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
-            moved = self._move_dead(event, outcomes, until) if self.dlq_url or self.dlq_urls else set()
-            response = sqs.batch_response(outcomes, moved)
-            if response["batchItemFailures"]:
-                self._change_visibility(event, outcomes, moved, until, time.monotonic() - started + sqs.LAMBDA_HOLD_S)
-            return response
+            return self.port.apply(settlement, until)
         if isinstance(event, dict) and event.get("kindling") == "tick":
             return self._tick()
         if isinstance(event, dict) and event.get("kindling") == "drain":
@@ -172,13 +187,14 @@ class LambdaWorker:
 
     def _tick(self) -> dict:
         """The ticker rule's minute: enqueue the declared schedules' due fires (kindling.schedules)."""
-        from kindling import aws, routing, schedules
+        from kindling import routing, schedules
         from kindling.envelope import encode_job, new_job, now_ms
 
         queue_url = os.environ.get("KINDLING_QUEUE_URL")
         if not queue_url:
             raise KindlingError("tick: KINDLING_QUEUE_URL is not set (the queue scheduled jobs go to)")
         queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
+        log = self.runner.log
         sent, failed = [], []
         by_queue: dict[str, list] = {}
         for t, fire in schedules.due(self.registry, now_ms()):
@@ -187,14 +203,14 @@ class LambdaWorker:
                 url = routing.resolve(routing.queue_name(None, t.queue), queue_url, queues)
             except KindlingError as exc:  # a deployment without the task's queue: said at every tick
                 failed.append(job.id)
-                if self.runner.log:
-                    self.runner.log({"level": "ERROR", "message": "tick not enqueued", "kindling": "tick_failed",
-                                     "error": str(exc)[:500]})
+                if log:
+                    log({"level": "ERROR", "message": "tick not enqueued", "kindling": "tick_failed",
+                         "error": str(exc)[:500]})
                 continue
             by_queue.setdefault(url, []).append(job)
-        client = aws.sqs()
+        client = self.port.client(None)
         for url, jobs in by_queue.items():
-            sign = self._signer(url)
+            sign = self.port.signer(url)
             fifo = url.endswith(".fifo")
             for start in range(0, len(jobs), 10):
                 chunk = {job.id: job for job in jobs[start : start + 10]}
@@ -206,151 +222,44 @@ class LambdaWorker:
                         entry["MessageDeduplicationId"] = job.id
                     entries.append(sign(entry))
                 try:
-                    response = client.call("SendMessageBatch", {"QueueUrl": url, "Entries": entries})
-                except aws.AwsError as exc:  # the next tick sends these fires again (their window overlaps)
+                    response = client.send_message_batch(QueueUrl=url, Entries=entries)
+                except self.port.errors as exc:  # the next tick sends these fires again (their window overlaps)
                     failed += [job.id for job in chunk.values()]
-                    if self.runner.log:
-                        self.runner.log({"level": "WARNING", "message": "tick not enqueued", "kindling": "tick_failed",
-                                         "error": str(exc)[:500]})
+                    if log:
+                        log({"level": "WARNING", "message": "tick not enqueued", "kindling": "tick_failed",
+                             "error": str(exc)[:500]})
                     continue
                 ids = list(chunk)
                 sent += [ids[int(e["Id"])] for e in response.get("Successful", [])]
                 failed += [ids[int(e["Id"])] for e in response.get("Failed", [])]
         return {"kindling": "ticked", "enqueued": sent, "failed": failed}
 
-    def _signer(self, queue_url: str):
-        """What the worker's own sends (scheduled fires, chain steps, chord callbacks) go
-        through: signed when signing is on."""
-        verifier = self.runner.verifier
-        if verifier is None:
-            return lambda entry: entry
-        from kindling import jobsig
-
-        destination = jobsig.sqs_destination(queue_url)
-
-        def sign(entry: dict) -> dict:
-            value = verifier.keyring.sign(destination, entry["MessageBody"])
-            entry["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}
-            return entry
-
-        return sign
-
-    def _send(self, jobs: list) -> None:
-        """Enqueue a chain's next step or a chord's callback on its task's queue (the jobs
-        queue, ``KINDLING_QUEUE_URL``, or the task's named queue from ``KINDLING_QUEUES``);
-        raises unless SQS took every one."""
-        from kindling import payloads, routing  # batches with chains or chords only
-
-        queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
-        by_url: dict[str, list] = {}
-        for job in jobs:
-            task = self.registry._tasks.get(job.task)  # a task this worker does not run: the default queue
-            name = routing.queue_name(None, getattr(task, "queue", None))
-            by_url.setdefault(routing.resolve(name, os.environ.get("KINDLING_QUEUE_URL", ""), queues), []).append(job)
-        runner = self.runner
-        for url, queued in by_url.items():
-            limit = self._max_message_bytes(url)
-            # The signature attribute counts toward the queue's limit too.
-            overhead = 0 if runner.verifier is None else payloads.SIGNATURE_BYTES
-            for chunk in payloads.sqs_batches(queued, limit, overhead, runner.payload_bucket,
-                                              runner.payload_io().client, deadline=self._deadline):
-                _, refused = _send_batch(url, chunk, self._deadline, self._signer(url))
-                if refused:
-                    raise KindlingError(f"SQS refused {len(refused)} job(s): {next(iter(refused.values()))}"[:500])
-
-    def _max_message_bytes(self, url: str) -> int:
-        """A queue's MaximumMessageSize, read once per worker at its first follow-up; SQS's
-        old 256 KiB if the queue cannot be asked (follow-ups then go to S3 a little sooner)."""
-        limit = self._max_bytes.get(url)
-        if limit is None:
-            from kindling import aws, payloads
-
-            try:
-                ask = {"QueueUrl": url, "AttributeNames": ["MaximumMessageSize"]}
-                reply = aws.sqs().call("GetQueueAttributes", ask, deadline=self._deadline)
-                value = str(reply.get("Attributes", {}).get("MaximumMessageSize", ""))
-            except aws.AwsError:
-                value = ""
-            limit = self._max_bytes[url] = int(value) if value.isdigit() else payloads.SQS_DEFAULT_MAX_BYTES
-        return limit
-
-    def _move_dead(self, event: dict, outcomes, deadline: float | None) -> set[str]:
-        """Send the messages of jobs recorded ``dead`` to the DLQ of the queue each came
-        from; return the refs sent.
-
-        A message SQS refuses, or one from a queue with no DLQ configured, stays reported
-        as failed: it comes back, is seen to be dead already, and is moved on its next
-        delivery (or by its own queue's redrive policy)."""
-        dead = sqs.dead_letters(event, outcomes)
-        if not dead:
-            return set()
-        from kindling import aws, routing
+    def _dead_letter_queues(self, outcomes) -> dict:
+        """Where dead jobs' messages go (``KINDLING_DLQ_URLS``, ``KINDLING_DLQ_URL``), read when
+        a job first dies. Nothing when neither is set, or the map does not parse: each queue's
+        redrive policy moves them then."""
+        if not (self.dlq_url or self.dlq_urls) or not any(o.status == DEAD for o in outcomes):
+            return {}
+        from kindling import routing
 
         try:
-            dlq_urls = routing.parse_pairs(self.dlq_urls, "KINDLING_DLQ_URLS")
-        except KindlingError as exc:  # nothing moved: each queue's redrive policy moves them
+            return {"dlq_urls": routing.parse_pairs(self.dlq_urls, "KINDLING_DLQ_URLS"), "dlq_url": self.dlq_url}
+        except KindlingError as exc:
             if self.runner.log:
                 self.runner.log({"level": "ERROR", "kindling": "dlq_config_invalid", "error": str(exc)[:500]})
-            return set()
-        sources = {r["messageId"]: r.get("eventSourceARN", "") for r in event["Records"]}
-        by_dlq: dict[str, list[dict]] = {}
-        for entry in dead:
-            url = routing.dead_letter_url(sources[entry["Id"]], dlq_urls, self.dlq_url)
-            if url is None:
-                if self.runner.log:
-                    self.runner.log({"kindling": "dlq_unknown", "queue": sources[entry["Id"]], "message": entry["Id"]})
-                continue
-            by_dlq.setdefault(url, []).append(entry)
-        moved: set[str] = set()
-        client = aws.sqs()
-        for url, entries in by_dlq.items():
-            for start in range(0, len(entries), 10):
-                chunk = entries[start : start + 10]
-                try:
-                    response = client.call("SendMessageBatch", {"QueueUrl": url, "Entries": chunk}, deadline=deadline)
-                except aws.AwsError as exc:
-                    if self.runner.log:
-                        self.runner.log({"kindling": "dlq_send_failed", "error": str(exc)[:500],
-                                         "messages": len(chunk)})
-                    continue
-                moved.update(entry["Id"] for entry in response.get("Successful", []))
-        return moved
+            return {}
 
-    def _change_visibility(self, event: dict, outcomes, moved: set[str], deadline: float | None,
-                           in_flight_s: float) -> None:
-        """Bring handed-back messages back when they are due. Best effort: if SQS refuses,
-        they still return after the queue's visibility timeout, so nothing is lost either way."""
-        from kindling import aws
+    def _route(self, job) -> str:
+        """A follow-up's queue: its task's (the jobs queue, ``KINDLING_QUEUE_URL``, or the
+        task's named queue from ``KINDLING_QUEUES``)."""
+        from kindling import routing  # batches with chains or chords only
 
-        client = aws.sqs()
-        for arn, entries in sqs.visibility_changes(event, outcomes, moved, in_flight_s).items():
-            url = sqs.queue_url(client.endpoint, arn)
-            for start in range(0, len(entries), 10):
-                try:
-                    batch = {"QueueUrl": url, "Entries": entries[start : start + 10]}
-                    client.call("ChangeMessageVisibilityBatch", batch, deadline=deadline)
-                except aws.AwsError as exc:
-                    if self.runner.log:
-                        self.runner.log({"kindling": "visibility_not_changed", "queue": arn, "error": str(exc)})
+        queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
+        task = self.registry._tasks.get(job.task)  # a task this worker does not run: the default queue
+        name = routing.queue_name(None, getattr(task, "queue", None))
+        return routing.resolve(name, os.environ.get("KINDLING_QUEUE_URL", ""), queues)
 
-
-def _send_batch(queue_url: str, jobs: list, deadline: float | None = None, sign=None
-                ) -> tuple[list[str], dict[str, str]]:
-    """One ``SendMessageBatch`` of up to 10 jobs: the ids sent, and ``{id: reason}`` refused.
-
-    On a FIFO queue each job is its own message group, deduplicated by its id
-    (:func:`kindling.sqs.fifo_follow_up`)."""
-    from kindling import aws
-    from kindling.envelope import encode_job
-
-    fifo = queue_url.endswith(".fifo")
-    entries = []
-    for n, job in enumerate(jobs):
-        entry = {"Id": str(n), "MessageBody": encode_job(job).decode()}
-        if fifo:
-            entry.update(sqs.fifo_follow_up(job))
-        entries.append(sign(entry) if sign is not None else entry)
-    response = aws.sqs().call("SendMessageBatch", {"QueueUrl": queue_url, "Entries": entries}, deadline=deadline)
-    sent = [jobs[int(e["Id"])].id for e in response.get("Successful", [])]
-    refused = {jobs[int(e["Id"])].id: f"{e.get('Code')}: {e.get('Message', '')}" for e in response.get("Failed", [])}
-    return sent, refused
+    def _send(self, jobs: list) -> None:
+        """Enqueue a chain's next step or a chord's callback on its task's queue; raises unless
+        SQS took every one."""
+        self.port.send(jobs, self._deadline)

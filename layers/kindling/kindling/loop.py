@@ -6,8 +6,9 @@ This is how kindling runs on a container, a VM or a laptop (``kindling worker``)
     SqsWorker(queue_url, table).run()
 
 Each round receives up to 10 messages (waiting up to 20 s), runs them, and settles them
-exactly as the Lambda handler does (:mod:`kindling.sqs` maps both): settled ones are
-deleted in one DeleteMessageBatch, dead ones moved to the queue's dead-letter queue and
+exactly as the Lambda handler does (:func:`kindling.sqs.settlement` decides for both, and
+:class:`kindling.sqs_io.SqsPort` carries it out for both): settled ones are deleted in
+DeleteMessageBatch calls, dead ones moved to the queue's dead-letter queue and
 deleted, handed-back ones made visible again when the runner says (``retry_in``), the
 rest left to the visibility timeout. SIGTERM and SIGINT finish the batch in hand, then stop.
 """
@@ -18,11 +19,11 @@ import signal
 import time
 
 from kindling import codec, sqs
-from kindling.envelope import SIGNATURE_ATTRIBUTE, encode_job
+from kindling.envelope import SIGNATURE_ATTRIBUTE
 from kindling.registry import default_registry
 from kindling.results import DynamoResultStore
 from kindling.runner import Runner
-from kindling.status import SETTLED
+from kindling.sqs_io import SqsPort
 
 
 class SqsWorker:
@@ -45,18 +46,13 @@ class SqsWorker:
 
         import boto3
 
-        from kindling.payloads import SQS_DEFAULT_MAX_BYTES
-
         codec.use_orjson()  # a long-lived process: orjson's import pays for itself
         self.queue_url = queue_url
         self.wait = wait
         session = session or boto3.Session()
         self.sqs = session.client("sqs")
-        attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url,
-                                              AttributeNames=["QueueArn", "RedrivePolicy", "MaximumMessageSize"])
+        attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "RedrivePolicy"])
         self.queue_arn = attrs["Attributes"]["QueueArn"]
-        size = str(attrs["Attributes"].get("MaximumMessageSize", ""))
-        self.max_message_bytes = int(size) if size.isdigit() else SQS_DEFAULT_MAX_BYTES
         policy = attrs["Attributes"].get("RedrivePolicy")
         redrive = codec.loads(policy) if policy else {}
         receives = int(redrive["maxReceiveCount"]) if redrive else None
@@ -72,13 +68,18 @@ class SqsWorker:
             options["verifier"] = Verifier(keyring)
         options.update(runner_options)
         self.runner = Runner(registry or default_registry, store or DynamoResultStore(table), **options)
+        # Settlement and follow-ups go through the handler's port, on this worker's boto3 client
+        # (read at each call: tests and callers may swap its methods); follow-ups to this queue.
+        self.port = SqsPort(self.runner, lambda _deadline: self.sqs, route=lambda _job: self.queue_url,
+                            queue_url=self._url_of, deletes=True)
         self.counts: dict[str, int] = {}
         self.busy_s = 0.0  # time spent on rounds that returned messages
         self._stopping = False
 
     def _url_of(self, arn: str) -> str:
-        _, _, _, _, account, name = arn.split(":", 5)
-        return self.sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+        if arn == self.queue_arn:
+            return self.queue_url
+        return sqs.queue_url(self.sqs.meta.endpoint_url, arn)
 
     def stop(self, *_args) -> None:
         self._stopping = True
@@ -121,62 +122,17 @@ class SqsWorker:
                                    for name, a in m.get("MessageAttributes", {}).items()}}
             for m in messages
         ]}
-        outcomes = self.runner.run(sqs.deliveries(event, signed=self.runner.verifier is not None), send=self.send)
-        receipts = {m["MessageId"]: m["ReceiptHandle"] for m in messages}
-        moved = self._move_dead(event, outcomes)
-        done = [o.ref for o in outcomes if o.status in SETTLED or o.ref in moved]
-        if done:
-            self.sqs.delete_message_batch(
-                QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": receipts[ref]} for i, ref in enumerate(done)],
-            )
-        for entries in sqs.visibility_changes(event, outcomes, moved, time.monotonic() - received).values():
-            self.sqs.change_message_visibility_batch(QueueUrl=self.queue_url, Entries=entries)
+        batch = sqs.deliveries(event, signed=self.runner.verifier is not None)
+        outcomes = self.runner.run(batch, send=self.send)
+        self.port.apply(sqs.settlement(batch, outcomes, dlq_url=self.dlq_url,
+                                       in_flight_s=time.monotonic() - received))
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
 
     def send(self, jobs: list) -> None:
         """Enqueue follow-ups (a chain's next step, a chord's callback) on this queue; one over
         the queue's MaximumMessageSize has its arguments put in S3, as a producer's would."""
-        from kindling import payloads
-
-        runner = self.runner
-        overhead = 0 if runner.verifier is None else payloads.SIGNATURE_BYTES
-        fifo = self.queue_url.endswith(".fifo")
-        for chunk in payloads.sqs_batches(jobs, self.max_message_bytes, overhead, runner.payload_bucket,
-                                          runner.payload_io().client):
-            entries = [self._signed({"Id": str(n), "MessageBody": encode_job(job).decode(),
-                                     **(sqs.fifo_follow_up(job) if fifo else {})})
-                       for n, job in enumerate(chunk)]
-            failed = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries).get("Failed")
-            if failed:
-                raise RuntimeError(f"SQS refused {len(failed)} job(s): {failed[0].get('Message', '')}"[:500])
-
-    def _signed(self, entry: dict) -> dict:
-        """The entry with its signature, bound to this queue, when signing is on."""
-        verifier = self.runner.verifier
-        if verifier is not None:
-            from kindling import jobsig
-
-            value = verifier.keyring.sign(jobsig.sqs_destination(self.queue_arn), entry["MessageBody"])
-            entry["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}
-        return entry
-
-    def _move_dead(self, event: dict, outcomes) -> set[str]:
-        dead = sqs.dead_letters(event, outcomes)
-        if not dead or not self.dlq_url:
-            return set()
-        try:
-            response = self.sqs.send_message_batch(QueueUrl=self.dlq_url, Entries=dead)
-        except Exception as exc:  # noqa: BLE001 - as the Lambda handler: the rest of the batch is settled
-            # The dead messages stay on the queue (their records say dead): they come back, are
-            # moved on a later delivery or by the queue's own redrive. Stopping here would leave
-            # the whole batch unsettled and the worker down.
-            if self.runner.log:
-                self.runner.log({"kindling": "dlq_send_failed", "error": f"{type(exc).__name__}: {exc}"[:500],
-                                 "messages": len(dead)})
-            return set()
-        return {entry["Id"] for entry in response.get("Successful", [])}
+        self.port.send(jobs)
 
     def _drained(self) -> bool:
         names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",

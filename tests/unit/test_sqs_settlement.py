@@ -1,0 +1,197 @@
+"""SQS settlement without AWS: the event is read once, into deliveries that carry what settling
+them needs; :func:`kindling.sqs.settlement` decides every message's fate from the outcomes
+alone; :class:`kindling.sqs_io.SqsPort` carries that out, the same for the Lambda handler
+(Lambda deletes) and the local loop (deletes itself)."""
+
+from __future__ import annotations
+
+import pytest
+from kindling import sqs
+from kindling.envelope import new_job
+from kindling.errors import KindlingError
+from kindling.runner import Delivery, Outcome
+from kindling.sqs_io import SqsPort
+
+ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
+OTHER = "arn:aws:sqs:us-east-1:123456789012:reports"
+DLQ = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs-dead"
+
+
+def delivery(ref: str, *, queue: str = ARN, group: str | None = None, signature: str | None = None) -> Delivery:
+    return Delivery(ref, f"body of {ref}", 1, group=group, signature=signature, receipt=f"rh-{ref}", queue_arn=queue)
+
+
+def outcome(ref: str, status: str, *, retry_in: int | None = None, reason: str | None = None) -> Outcome:
+    o = Outcome(ref, f"job-{ref}", "t", status, 1)
+    o.retry_in, o.reason = retry_in, reason
+    return o
+
+
+def test_a_delivery_carries_its_receipt_queue_group_and_signature_read_once_from_the_event():
+    event = {"Records": [{
+        "messageId": "m1", "receiptHandle": "rh1", "body": "{}", "eventSource": "aws:sqs", "eventSourceARN": ARN,
+        "attributes": {"ApproximateReceiveCount": "2", "MessageGroupId": "g", "AWSTraceHeader": "Root=1-2-3"},
+        "messageAttributes": {"kindling_signature": {"stringValue": "v1:k:mac", "dataType": "String"}}}]}
+    (d,) = sqs.deliveries(event)  # signing off: the signature is carried for the DLQ, never checked
+    assert (d.ref, d.receipt, d.queue_arn, d.group, d.signature, d.attempts, d.trace) == (
+        "m1", "rh1", ARN, "g", "v1:k:mac", 2, "Root=1-2-3")
+    assert d.source is None
+    (signed,) = sqs.deliveries(event, signed=True)
+    assert signed.source == "sqs:123456789012:jobs"
+
+
+def test_settled_messages_are_deleted_and_handed_back_ones_reported_due_when_the_runner_says():
+    batch = [delivery("ok"), delivery("skip"), delivery("bad"), delivery("late"), delivery("later"), delivery("plain")]
+    outcomes = [outcome("ok", "succeeded"), outcome("skip", "skipped"), outcome("bad", "rejected"),
+                outcome("late", "failed", retry_in=20), outcome("later", "deferred", retry_in=10**6),
+                outcome("plain", "failed")]
+    s = sqs.settlement(batch, outcomes)
+    assert s.response == {"batchItemFailures": [{"itemIdentifier": r} for r in ("late", "later", "plain")]}
+    assert s.deletes == {ARN: [{"Id": r, "ReceiptHandle": f"rh-{r}"} for r in ("ok", "skip", "bad")]}
+    # A failure without a retry delay is left to the queue's visibility timeout; SQS's ceiling holds.
+    assert s.visibility == {ARN: [{"Id": "late", "ReceiptHandle": "rh-late", "VisibilityTimeout": 20},
+                                  {"Id": "later", "ReceiptHandle": "rh-later",
+                                   "VisibilityTimeout": sqs.MAX_VISIBILITY_S}]}
+    assert s.dlq_moves == {} and s.unrouted == []
+
+
+def test_a_dead_job_is_moved_to_its_dlq_with_why_its_job_id_and_its_signature_then_deleted():
+    batch = [delivery("d", signature="v1:k:mac"), delivery("f", group="g", queue=OTHER)]
+    outcomes = [outcome("d", "dead", reason="boom"), outcome("f", "dead")]
+    fifo_dlq = "https://sqs.us-east-1.amazonaws.com/123456789012/reports-dead.fifo"
+    s = sqs.settlement(batch, outcomes, dlq_urls={ARN: DLQ, OTHER: fifo_dlq})
+    assert s.response == {"batchItemFailures": []} and s.visibility == {}
+    assert s.dlq_moves[DLQ] == [{"Id": "d", "MessageBody": "body of d", "MessageAttributes": {
+        "kindling_reason": {"DataType": "String", "StringValue": "boom"},
+        "kindling_job_id": {"DataType": "String", "StringValue": "job-d"},
+        "kindling_signature": {"DataType": "String", "StringValue": "v1:k:mac"}}}]
+    (moved,) = s.dlq_moves[fifo_dlq]
+    assert moved["MessageGroupId"] == "g" and moved["MessageDeduplicationId"] == "f"
+    assert moved["MessageAttributes"]["kindling_reason"]["StringValue"] == "dead"
+    assert s.deletes == {ARN: [{"Id": "d", "ReceiptHandle": "rh-d"}], OTHER: [{"Id": "f", "ReceiptHandle": "rh-f"}]}
+    assert s.moving == ["d", "f"]
+
+
+def test_a_dead_job_with_no_dlq_for_its_queue_is_reported_back_at_once_for_the_redrive_policy():
+    batch = [delivery("d"), delivery("e", queue=OTHER)]
+    outcomes = [outcome("d", "dead"), outcome("e", "dead")]
+    for s in (sqs.settlement(batch, outcomes), sqs.settlement(batch, outcomes, dlq_urls={ARN: DLQ})):
+        assert "e" in [f["itemIdentifier"] for f in s.response["batchItemFailures"]]
+        assert {"Id": "e", "ReceiptHandle": "rh-e", "VisibilityTimeout": 0} in s.visibility[OTHER]
+    assert sqs.settlement(batch, outcomes).unrouted == []  # no DLQ configured at all: nothing to say
+    assert sqs.settlement(batch, outcomes, dlq_urls={ARN: DLQ}).unrouted == [("e", OTHER)]
+
+
+def test_a_move_that_did_not_go_through_is_reported_back_at_once_and_not_deleted():
+    batch = [delivery("ok"), delivery("d1"), delivery("d2")]
+    outcomes = [outcome("ok", "succeeded"), outcome("d1", "dead"), outcome("d2", "dead")]
+    s = sqs.settlement(batch, outcomes, dlq_url=DLQ).unmoved(["d2"])
+    assert s.response == {"batchItemFailures": [{"itemIdentifier": "d2"}]}
+    assert s.visibility == {ARN: [{"Id": "d2", "ReceiptHandle": "rh-d2", "VisibilityTimeout": 0}]}
+    assert s.deletes == {ARN: [{"Id": "ok", "ReceiptHandle": "rh-ok"}, {"Id": "d1", "ReceiptHandle": "rh-d1"}]}
+
+
+class FakeSqs:
+    """An SQS client under boto3's method names that records every call and refuses what it is told to."""
+
+    def __init__(self, refuse_moves: set[str] = frozenset(), fail: set[str] = frozenset(), max_bytes: int = 262_144):
+        self.calls: list[tuple[str, dict]] = []
+        self.refuse_moves, self.fail, self.max_bytes = refuse_moves, fail, max_bytes
+
+    def _call(self, name: str, params: dict) -> dict:
+        self.calls.append((name, params))
+        if name in self.fail:
+            raise OSError(f"{name} failed")
+        return {}
+
+    def get_queue_attributes(self, **params):
+        self._call("get_queue_attributes", params)
+        return {"Attributes": {"MaximumMessageSize": str(self.max_bytes)}}
+
+    def send_message_batch(self, **params):
+        self._call("send_message_batch", params)
+        entries = params["Entries"]
+        return {"Successful": [{"Id": e["Id"]} for e in entries if e["Id"] not in self.refuse_moves],
+                "Failed": [{"Id": e["Id"], "Code": "Refused", "Message": "no", "SenderFault": True}
+                           for e in entries if e["Id"] in self.refuse_moves]}
+
+    def change_message_visibility_batch(self, **params):
+        return self._call("change_message_visibility_batch", params)
+
+    def delete_message_batch(self, **params):
+        return self._call("delete_message_batch", params)
+
+
+class FakeRunner:
+    verifier = None
+    payload_bucket = ""
+
+    def __init__(self):
+        self.lines: list[dict] = []
+        self.log = self.lines.append
+
+
+def port(client: FakeSqs, runner: FakeRunner | None = None, *, deletes: bool, route=None) -> SqsPort:
+    return SqsPort(runner or FakeRunner(), lambda _deadline: client, route=route or (lambda job: "q-url"),
+                   queue_url=lambda arn: f"url-of-{arn}", deletes=deletes)
+
+
+def batch_with_every_fate():
+    batch = [delivery("ok"), delivery("late"), delivery("d1"), delivery("d2")]
+    outcomes = [outcome("ok", "succeeded"), outcome("late", "failed", retry_in=5), outcome("d1", "dead"),
+                outcome("d2", "dead")]
+    return sqs.settlement(batch, outcomes, dlq_url=DLQ)
+
+
+def test_the_handler_and_the_loop_settle_one_outcome_list_alike_but_only_the_loop_deletes():
+    lambda_sqs, loop_sqs = FakeSqs(refuse_moves={"d2"}), FakeSqs(refuse_moves={"d2"})
+    handler_response = port(lambda_sqs, deletes=False).apply(batch_with_every_fate())
+    loop_response = port(loop_sqs, deletes=True).apply(batch_with_every_fate())
+    assert handler_response == loop_response == {"batchItemFailures": [{"itemIdentifier": "late"},
+                                                                       {"itemIdentifier": "d2"}]}
+    assert [c for c in loop_sqs.calls if c[0] != "delete_message_batch"] == lambda_sqs.calls
+    assert [name for name, _ in lambda_sqs.calls] == ["send_message_batch", "change_message_visibility_batch"]
+    (deleted,) = [p for name, p in loop_sqs.calls if name == "delete_message_batch"]
+    assert deleted == {"QueueUrl": f"url-of-{ARN}", "Entries": [{"Id": "ok", "ReceiptHandle": "rh-ok"},
+                                                                 {"Id": "d1", "ReceiptHandle": "rh-d1"}]}
+    (changed,) = [p for name, p in lambda_sqs.calls if name == "change_message_visibility_batch"]
+    assert changed["Entries"] == [{"Id": "late", "ReceiptHandle": "rh-late", "VisibilityTimeout": 5},
+                                  {"Id": "d2", "ReceiptHandle": "rh-d2", "VisibilityTimeout": 0}]
+
+
+def test_a_failed_dlq_call_or_visibility_change_is_logged_and_the_rest_of_the_batch_settled():
+    client, runner = FakeSqs(fail={"send_message_batch", "change_message_visibility_batch"}), FakeRunner()
+    response = port(client, runner, deletes=True).apply(batch_with_every_fate())
+    assert {f["itemIdentifier"] for f in response["batchItemFailures"]} == {"late", "d1", "d2"}
+    assert [line["kindling"] for line in runner.lines] == ["dlq_send_failed", "visibility_not_changed"]
+    (deleted,) = [p for name, p in client.calls if name == "delete_message_batch"]
+    assert deleted["Entries"] == [{"Id": "ok", "ReceiptHandle": "rh-ok"}]
+
+
+def test_settlement_calls_go_ten_entries_at_a_time():
+    batch = [delivery(f"m{i}") for i in range(23)]
+    client = FakeSqs()
+    port(client, deletes=True).apply(sqs.settlement(batch, [outcome(d.ref, "failed", retry_in=1) for d in batch]))
+    assert [len(p["Entries"]) for _, p in client.calls] == [10, 10, 3]
+
+
+def test_follow_ups_go_to_their_route_read_each_queues_size_once_and_fifo_queues_get_a_group_each():
+    client = FakeSqs()
+    routes = {"a": "https://sqs/1/a", "b": "https://sqs/1/b.fifo"}
+    p = port(client, deletes=False, route=lambda job: routes[job.task])
+    p.send([new_job("a"), new_job("b"), new_job("a")])
+    p.send([new_job("b")])
+    sizes = [params["QueueUrl"] for name, params in client.calls if name == "get_queue_attributes"]
+    assert sizes == ["https://sqs/1/a", "https://sqs/1/b.fifo"]  # once per queue, at its first send
+    sends = [params for name, params in client.calls if name == "send_message_batch"]
+    assert [(s["QueueUrl"], len(s["Entries"])) for s in sends] == [
+        ("https://sqs/1/a", 2), ("https://sqs/1/b.fifo", 1), ("https://sqs/1/b.fifo", 1)]
+    fifo = sends[1]["Entries"][0]
+    assert fifo["MessageGroupId"] == fifo["MessageDeduplicationId"] != sends[2]["Entries"][0]["MessageGroupId"]
+    assert "MessageGroupId" not in sends[0]["Entries"][0]
+
+
+def test_a_follow_up_sqs_refuses_raises():
+    client = FakeSqs(refuse_moves={"0"})
+    with pytest.raises(KindlingError, match="SQS refused 1 job"):
+        port(client, deletes=False).send([new_job("a")])
