@@ -36,7 +36,7 @@ LAYERS = {
                "valkey.scripts"],
     "stores": ["results", "valkey.results"],
     "engine": ["runner", "execution", "execution.*", "followups"],
-    "triggers": ["sqs", "sqs_io", "handler", "loop", "valkey", "valkey.worker", "valkey.consumer",
+    "triggers": ["sqs", "sqs_io", "tick", "handler", "loop", "valkey", "valkey.worker", "valkey.consumer",
                  "valkey.heartbeat",
                  "valkey.lambda_drain", "valkey.drain_event"],
     "producer": ["client", "handles", "canvas", "dispatch", "valkey.producer"],

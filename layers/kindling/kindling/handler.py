@@ -177,62 +177,15 @@ class LambdaWorker:
             until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
             return self.port.apply(settlement, until)
         if isinstance(event, dict) and event.get("kindling") == "tick":
-            return self._tick()
+            from kindling import tick  # tick events only
+
+            return tick.run(self.registry, self.port)
         if isinstance(event, dict) and event.get("kindling") == "drain":
             from kindling import valkey  # the Valkey client is never on the SQS path
 
             return valkey.drain(self.runner, event, remaining, request_id=request_id)
         kind = type(event).__name__ if not isinstance(event, dict) else f"keys {sorted(event)[:5]}"
         raise KindlingError(f"kindling worker: not an SQS event or a drain event ({kind})")
-
-    def _tick(self) -> dict:
-        """The ticker rule's minute: enqueue the declared schedules' due fires (kindling.schedules)."""
-        from kindling import routing, schedules
-        from kindling.envelope import encode_job, new_job, now_ms
-
-        queue_url = os.environ.get("KINDLING_QUEUE_URL")
-        if not queue_url:
-            raise KindlingError("tick: KINDLING_QUEUE_URL is not set (the queue scheduled jobs go to)")
-        queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
-        log = self.runner.log
-        sent, failed = [], []
-        by_queue: dict[str, list] = {}
-        for t, fire in schedules.due(self.registry, now_ms()):
-            job = new_job(t.name, job_id=schedules.tick_job_id(t.name, fire))
-            try:
-                url = routing.resolve(routing.queue_name(None, t.queue), queue_url, queues)
-            except KindlingError as exc:  # a deployment without the task's queue: said at every tick
-                failed.append(job.id)
-                if log:
-                    log({"level": "ERROR", "message": "tick not enqueued", "kindling": "tick_failed",
-                         "error": str(exc)[:500]})
-                continue
-            by_queue.setdefault(url, []).append(job)
-        client = self.port.client(None)
-        for url, jobs in by_queue.items():
-            sign = self.port.signer(url)
-            fifo = url.endswith(".fifo")
-            for start in range(0, len(jobs), 10):
-                chunk = {job.id: job for job in jobs[start : start + 10]}
-                entries = []
-                for n, job in enumerate(chunk.values()):
-                    entry = {"Id": str(n), "MessageBody": encode_job(job).decode()}
-                    if fifo:  # one group per schedule keeps its fires in order; the id dedupes a doubled tick
-                        entry["MessageGroupId"] = job.id.rpartition(".")[0]
-                        entry["MessageDeduplicationId"] = job.id
-                    entries.append(sign(entry))
-                try:
-                    response = client.send_message_batch(QueueUrl=url, Entries=entries)
-                except self.port.errors as exc:  # the next tick sends these fires again (their window overlaps)
-                    failed += [job.id for job in chunk.values()]
-                    if log:
-                        log({"level": "WARNING", "message": "tick not enqueued", "kindling": "tick_failed",
-                             "error": str(exc)[:500]})
-                    continue
-                ids = list(chunk)
-                sent += [ids[int(e["Id"])] for e in response.get("Successful", [])]
-                failed += [ids[int(e["Id"])] for e in response.get("Failed", [])]
-        return {"kindling": "ticked", "enqueued": sent, "failed": failed}
 
     def _dead_letter_queues(self, outcomes) -> dict:
         """Where dead jobs' messages go (``KINDLING_DLQ_URLS``, ``KINDLING_DLQ_URL``), read when
