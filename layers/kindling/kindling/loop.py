@@ -68,8 +68,9 @@ class SqsWorker:
             options["verifier"] = Verifier(keyring)
         options.update(runner_options)
         self.runner = Runner(registry or default_registry, store or DynamoResultStore(table), **options)
-        # Settlement and follow-ups go through the handler's port, on this worker's boto3 client
-        # (read at each call: tests and callers may swap its methods); follow-ups to this queue.
+        # Settlement and follow-ups go through the same port as the Lambda handler's, on this
+        # worker's boto3 client (looked up at each call, so a swapped client is used); a
+        # follow-up goes to this queue, the one queue this worker serves.
         self.port = SqsPort(self.runner, lambda _deadline: self.sqs, route=lambda _job: self.queue_url,
                             queue_url=self._url_of, deletes=True)
         self.counts: dict[str, int] = {}

@@ -22,7 +22,8 @@ reported with the message that held it back), so the caller can send the rest ag
 order. One case no producer can undo: SQS accepting a later entry of a group in the same
 call as an earlier one it refused; the refused one, sent again, then lands after it.
 
-Imported by producers and operator tools only, never by the worker's cold path.
+Imported by producers and operator tools, and by the worker's SQS port
+(:mod:`kindling.sqs_io`) for :func:`queue_max_bytes`; never by the worker's cold path.
 """
 
 from __future__ import annotations

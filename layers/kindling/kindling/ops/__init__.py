@@ -189,8 +189,10 @@ class Stack:
             if not policy:
                 where = "pass --dlq-url" if self.queue_name == "default" else "deploy it as template.yaml does"
                 raise OpsError(f"queue {self.queue_name!r} ({self.queue_url}) has no redrive policy: {where}")
+            from kindling.sqs import queue_url
+
             arn = codec.loads(policy)["deadLetterTargetArn"]
-            self._dlq_url = self.sqs.get_queue_url(QueueName=arn.rsplit(":", 1)[1])["QueueUrl"]
+            self._dlq_url = queue_url(self.sqs.meta.endpoint_url, arn)
             self._arns[self._dlq_url] = arn
         return self._dlq_url
 
