@@ -118,9 +118,10 @@ def test_an_sqs_visibility_change_stays_within_the_12_hours_sqs_allows_a_deliver
     event = {"Records": [{"messageId": f"m{n}", "receiptHandle": f"rh{n}", "body": encode_job(job).decode(),
                           "attributes": {"ApproximateReceiveCount": "1"}, "eventSource": "aws:sqs",
                           "eventSourceARN": "arn:aws:sqs:us-east-1:1:jobs"} for n, job in enumerate(jobs)]}
-    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(sqs.deliveries(event))
+    batch = sqs.deliveries(event)
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run(batch)
     for in_flight in (0.0, 300.4):
-        changes = sqs.visibility_changes(event, outcomes, in_flight_s=in_flight)["arn:aws:sqs:us-east-1:1:jobs"]
+        changes = sqs.settlement(batch, outcomes, in_flight_s=in_flight).visibility["arn:aws:sqs:us-east-1:1:jobs"]
         left = 43_200 - math.ceil(in_flight) - 1  # a second for the trip from SQS's clock to ours
         assert [c["VisibilityTimeout"] for c in changes] == [left, 90]
 

@@ -32,7 +32,7 @@ from kindling.status import DEAD, HANDED_BACK
 
 MAX_VISIBILITY_S = MAX_DELAY_S
 """The longest SQS hides a delivery, counted from its receive: it refuses a change past what
-is left (:func:`visibility_changes` keeps within it)."""
+is left (:func:`settlement` keeps within it)."""
 
 LAMBDA_HOLD_S = 311
 """How long before the handler is called Lambda may have received its messages: the poller's
