@@ -142,8 +142,8 @@ def test_the_function_build_ships_the_user_s_own_packages_with_bytecode_and_not_
 FIRST_BATCH_MODULES = [
     "kindling", "kindling.aws", "kindling.aws.client", "kindling.aws.connection", "kindling.aws.credentials",
     "kindling.aws.errors", "kindling.aws.retry", "kindling.aws.signing", "kindling.aws.url", "kindling.batch",
-    "kindling.codec", "kindling.envelope", "kindling.errors", "kindling.handler", "kindling.logs", "kindling.policy",
-    "kindling.records", "kindling.registry", "kindling.results", "kindling.runner", "kindling.sqs", "kindling.status",
+    "kindling.codec", "kindling.dynamo", "kindling.envelope", "kindling.errors", "kindling.handler", "kindling.logs",
+    "kindling.policy", "kindling.records", "kindling.registry", "kindling.runner", "kindling.sqs", "kindling.status",
 ]
 
 

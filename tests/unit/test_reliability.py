@@ -471,7 +471,7 @@ def test_a_write_is_retried_through_an_outage_until_its_deadline_so_jobs_do_not_
     from kindling.aws import AwsError
     from kindling.results import DynamoResultStore
 
-    monkeypatch.setattr("kindling.results.time.sleep", lambda s: None)
+    monkeypatch.setattr("kindling.dynamo.time.sleep", lambda s: None)
 
     class Flaky(FakeClient):
         def __init__(self):

@@ -78,7 +78,7 @@ from kindling.status import DEAD
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kindling.registry import Registry
-    from kindling.results import ResultStore
+    from kindling.result_store import ResultStore
     from kindling.sqs_io import SqsPort
 
 
@@ -138,7 +138,7 @@ class LambdaWorker:
         if self._store is None:
             if not self.table:
                 raise KindlingError("KINDLING_TABLE is not set: the worker needs a results table")
-            from kindling.results import DynamoResultStore
+            from kindling.dynamo import DynamoResultStore
 
             self._store = DynamoResultStore(self.table)
         return self._store

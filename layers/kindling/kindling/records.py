@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from kindling import codec
 from kindling.errors import ResultTooLarge, UnencodableResult
-from kindling.status import BY_STATUS
+from kindling.status import BY_STATUS, generation_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -279,3 +279,17 @@ def revoke(store, job_id: str, *, task: str | None = None) -> None:
     refused = store.write([revoked_record(job_id, task)])
     if refused:
         raise KindlingError(f"job {job_id} is already {refused[job_id]}: not revoked")
+
+
+def stored_state(record: dict) -> tuple:
+    """A stored record as a store's ``read_states`` gives it: ``(status, attempts)``, and the
+    generation after them only when above 1 (a revived job's, :mod:`kindling.ops.revive`)."""
+    state = (record["status"], record.get("attempts", 0))
+    generation = generation_of(record)
+    return (*state, generation) if generation > 1 else state
+
+
+def chord_error(index: int, reason: str | None, message: str | None = None) -> dict:
+    """Why a chord failed, as its record's ``error``: the first member that did not succeed,
+    or whose result is lost (``message``)."""
+    return {"type": "ChordFailed", "message": (message or f"member {index} did not succeed: {reason or 'dead'}")[:1000]}

@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from kindling.otel import Tracer
     from kindling.payloads import PayloadIO
     from kindling.registry import Registry, Task
-    from kindling.results import ResultStore
+    from kindling.result_store import ResultStore
 
 __all__ = ["Batch", "Delivery", "JobContext", "Outcome", "Runner", "current_job", "Status", "SUCCEEDED", "FAILED",
            "DEAD", "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES",

@@ -123,9 +123,9 @@ class ValkeyResultStore:
         """Count chord member ``index`` on the chord record ``key`` (one script, so counting
         twice changes nothing); return the record as it was (``{}`` if none). Unless ``ok``
         the chord is ``dead`` and its ``error`` (the first one kept) names the member."""
-        from kindling.results import _chord_error
+        from kindling.records import chord_error
 
-        error = _chord_error(index, reason, message)
+        error = chord_error(index, reason, message)
         args = [key, str(index), size, at_ms, int(ok), codec.dumps(error), ttl_s or self.ttl_s]
         old = self._guard(lambda: self._scripts(_COUNT_MEMBER)(keys=[self._key(key)], args=args))
         return codec.loads(old) if old is not None else {}
@@ -159,7 +159,7 @@ class ValkeyResultStore:
     def wait(self, job_id: str, timeout: float = 30.0) -> dict | None:
         """The job's final record, blocking (``BLPOP``) up to ``timeout`` seconds for it;
         ``None`` if none arrived in time (a ``failed`` record is waited through)."""
-        from kindling.results import FINAL
+        from kindling.status import FINAL
 
         deadline = time.monotonic() + timeout
         while True:

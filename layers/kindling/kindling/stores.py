@@ -1,0 +1,124 @@
+"""The result store kept in memory, for tests and eager mode.
+
+:class:`MemoryResultStore` keeps the :class:`~kindling.result_store.ResultStore` contract
+in a dict, counting its round trips so tests can hold the runner to its budget.
+"""
+
+from __future__ import annotations
+
+from kindling.errors import StoreUnavailable
+from kindling.records import chord_error, stored_state
+from kindling.status import GENERATION_CHECKED, NEWER_GENERATION, generation_of, may_replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["MemoryResultStore"]
+
+
+class MemoryResultStore:
+    """Records kept in a dict; counts its round trips so tests can hold the budget."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, dict] = {}
+        self.reads = 0
+        self.writes = 0
+        self.events: list[tuple] = []  # what was sent and collected, in order (tests)
+        self.fail = False  # set True to simulate an unreachable store
+        self.counts = 0  # chord member counts (UpdateItem in DynamoDB)
+
+    def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        self.reads += 1
+        return {i: stored_state(self.records[i]) for i in job_ids if i in self.records}
+
+    def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
+        return {i: state[0] for i, state in self.read_states(job_ids).items()}
+
+    def begin_read(self, job_ids: Sequence[str], *, deadline: float | None = None):
+        """``read_states`` sent now, collected by calling the result (as DynamoDB's is)."""
+        ids = list(job_ids)
+        self.events.append(("read sent", ids))
+
+        def collect() -> dict[str, tuple[str, int]]:
+            self.events.append(("read collected", ids))
+            return self.read_states(ids, deadline=deadline)
+
+        return collect
+
+    def begin_write(self, records: Sequence[dict], *, deadline: float | None = None):
+        """``write`` sent now, applied and read back by calling the result."""
+        records = list(records)
+        ids = [r["id"] for r in records]
+        self.events.append(("write sent", ids))
+
+        def collect() -> dict[str, str]:
+            self.events.append(("write collected", ids))
+            return self.write(records, deadline=deadline)
+
+        return collect
+
+    def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None
+                     ) -> dict[str, tuple[str, str | None, dict | None]]:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        self.reads += 1
+        return {i: (self.records[i]["status"], self.records[i].get("result"), self.records[i].get("result_payload"))
+                for i in job_ids if i in self.records}
+
+    def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
+                     ttl_s: int = 0, deadline: float | None = None, message: str | None = None) -> dict:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        self.counts += 1
+        record = self.records.setdefault(key, {"id": key, "kind": "chord", "done": set(), "dead": set()})
+        old = {k: set(v) if isinstance(v, set) else v for k, v in record.items()}
+        record["done"].add(str(index))
+        record.update(size=size, updated_at=at_ms)
+        if ok:
+            record.setdefault("status", "waiting")
+        else:
+            record["dead"].add(str(index))
+            record["status"] = "dead"
+            record.setdefault("error", chord_error(index, reason, message))
+        return old
+
+    def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
+                    deadline: float | None = None) -> bool:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        record = self.records.get(key) or {}
+        if claimed_at is None:
+            if record.get("status") != "waiting":
+                return False
+        elif (record.get("status"), record.get("completed_at"), record.get("sent_at")) != ("completed", claimed_at,
+                                                                                          None):
+            return False
+        record.update(status="completed", completed_at=at_ms)
+        if callback:
+            record["callback"] = callback
+        return True
+
+    def mark_chord_sent(self, key: str, *, at_ms: int = 0, deadline: float | None = None) -> None:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        record = self.records.get(key)
+        if record is not None and record.get("status") == "completed":
+            record["sent_at"] = at_ms
+
+    def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
+        if self.fail:
+            raise StoreUnavailable("memory store is down (test)")
+        self.writes += 1
+        refused = {}
+        for r in records:
+            old = self.records.get(r["id"])
+            if old is not None and r["status"] in GENERATION_CHECKED and generation_of(old) != generation_of(r):
+                refused[r["id"]] = NEWER_GENERATION if generation_of(old) > generation_of(r) else old["status"]
+            elif old is None or may_replace(r["status"], r.get("attempts", 0), old["status"], old.get("attempts", 0)):
+                self.records[r["id"]] = r
+            else:
+                refused[r["id"]] = old["status"]
+        return refused
