@@ -24,19 +24,40 @@ def test_writes_and_reads_back_across_many_chunks(table, concurrency):
     store.close()
 
 
-def test_concurrent_chunks_use_one_connection_each(table):
+class Calls(list):
+    client = None
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Every DynamoDB call a store makes, as it is made: (thread, client, operation, payload).
+    The store's chunk threads build their clients from ``kindling.aws.JsonClient``, recorded here."""
     import threading
 
-    store = DynamoResultStore(table, concurrency=3)
+    from kindling import aws
+
+    made = Calls()
+
+    class Recording(aws.JsonClient):
+        def call(self, operation, payload, **options):
+            made.append((threading.get_ident(), id(self), operation, payload))
+            return super().call(operation, payload, **options)
+
+    monkeypatch.setattr(aws, "JsonClient", Recording)
+    made.client = lambda: Recording("dynamodb", "DynamoDB_20120810")
+    return made
+
+
+def test_concurrent_chunks_use_one_connection_each(table, calls):
+    base = calls.client()
+    store = DynamoResultStore(table, client=base, concurrency=3)
     store.write([record(i) for i in range(200)])  # 8 chunks over 3 threads
-    barrier = threading.Barrier(3, timeout=5)
-
-    def client_of_this_thread(_):
-        barrier.wait()  # holds each pool thread until all three have taken a task
-        return store._local.client
-
-    clients = {id(c) for c in store._pool.map(client_of_this_thread, range(3))}
-    assert len(clients) == 3 and id(store.client) not in clients
+    threads_of: dict[int, set] = {}
+    for thread, client, operation, _ in calls:
+        assert operation == "BatchWriteItem"
+        threads_of.setdefault(client, set()).add(thread)
+    assert len(calls) == 8 and id(base) not in threads_of  # every chunk on a thread's own connection
+    assert all(len(threads) == 1 for threads in threads_of.values())  # a connection is never shared
     store.close()
 
 
@@ -79,7 +100,7 @@ def test_a_write_sent_now_and_collected_later_records_what_write_records(table, 
     store.close()
 
 
-def test_with_several_connections_a_write_and_a_read_go_out_before_either_is_collected(table):
+def test_with_several_connections_a_write_and_a_read_go_out_before_either_is_collected(table, calls):
     """What lets a long-lived worker check its next batch while this one is written: both are
     on the wire (the table holds the records) before anything is collected."""
     import time
@@ -93,12 +114,9 @@ def test_with_several_connections_a_write_and_a_read_go_out_before_either_is_col
     while ddb.scan(TableName=table, Select="COUNT", ConsistentRead=True)["Count"] < 60:
         assert time.monotonic() < deadline, "the write was not sent before it was collected"
         time.sleep(0.02)
-    seen = []
-    original = store._read_chunk
-    store._read_chunk = lambda ids, deadline: seen.append(len(ids)) or original(ids, deadline)
     read = store.begin_read([f"job-{i:04d}" for i in range(150)])  # 2 BatchGetItem calls
     deadline = time.monotonic() + 10
-    while sorted(seen) != [50, 100]:
+    while sorted(len(p["RequestItems"][table]["Keys"]) for *_, op, p in calls if op == "BatchGetItem") != [50, 100]:
         assert time.monotonic() < deadline, "the read was not sent before it was collected"
         time.sleep(0.02)
     assert write() == {} and len(read()) == 60
@@ -112,24 +130,3 @@ def test_a_write_sent_to_a_missing_table_fails_as_store_unavailable_when_collect
         with pytest.raises(StoreUnavailable, match="BatchWriteItem"):
             collect()
         store.close()
-
-
-def test_every_store_a_worker_runs_on_has_every_method_the_worker_calls_on_its_store():
-    """A store short of one (chords on the Valkey store lacked three) fails each batch that
-    needs it for good: the job is deferred, comes back, and fails again."""
-    import re
-    from pathlib import Path
-
-    import kindling
-    from kindling.results import MemoryResultStore
-    from kindling.valkey.results import ValkeyResultStore
-
-    package = Path(kindling.__file__).parent
-    callers = ["runner.py", "followups.py", "handler.py", "loop.py", "valkey/worker.py", "valkey/lambda_drain.py"]
-    called = set()
-    for name in callers:
-        called |= set(re.findall(r"\b(?:runner|self)\.store\.([a-z]\w*)\(", (package / name).read_text()))
-    assert {"read_states", "write", "read_results", "count_member", "claim_chord",  # the scan sees them
-            "mark_chord_sent"} <= called
-    for store in (MemoryResultStore, DynamoResultStore, ValkeyResultStore):
-        assert not [m for m in sorted(called) if not callable(getattr(store, m, None))], store.__name__

@@ -347,6 +347,14 @@ class OutageStore:
         self.calls_while_down += self.fail
         return self.memory.write(records)
 
+    def begin_read(self, job_ids, **options):
+        states = self.read_states(job_ids)
+        return lambda: states
+
+    def begin_write(self, records, **options):
+        refused = self.write(records)
+        return lambda: refused
+
 
 def _delivered(r, stream: str, entry: str, times: int, group: str = "kindling") -> None:
     """Make ``entry`` look delivered ``times`` times to a consumer that died long ago."""

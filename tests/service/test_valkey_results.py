@@ -1,8 +1,8 @@
-"""ValkeyResultStore on a real valkey-server: records only move forward, as in DynamoDB."""
+"""ValkeyResultStore on a real valkey-server: what it adds to the contract every store keeps
+(tests/contract/test_result_store.py): expiries, waiters that block, writes seen at once."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -17,88 +17,45 @@ def store(valkey_url):
     return ValkeyResultStore(valkey_url, ttl_s=60, prefix=f"t-{uuid.uuid4().hex[:8]}")
 
 
-def test_a_stale_failure_never_replaces_a_success(store):
-    assert store.write([{"id": "j", "status": "succeeded", "attempts": 1, "result": "1"}]) == {}
-    assert store.write([{"id": "j", "status": "failed", "attempts": 1}]) == {"j": "succeeded"}
-    assert store.write([{"id": "j", "status": "dead", "attempts": 3}]) == {"j": "succeeded"}
-    assert store.read_states(["j", "other"]) == {"j": ("succeeded", 1)}
+def ttl(store, job_id: str) -> int:
+    """The expiry of a record, under its documented key ``<prefix>:result:<id>``."""
+    return store.client.execute_command("TTL", f"{store.prefix}:result:{job_id}")
 
 
-def test_failures_move_forward_and_a_success_replaces_dead(store):
-    assert store.write([{"id": "j", "status": "failed", "attempts": 2}]) == {}
-    assert store.write([{"id": "j", "status": "failed", "attempts": 1}]) == {"j": "failed"}
-    assert store.write([{"id": "j", "status": "dead", "attempts": 3}]) == {}
-    assert store.wait("j", timeout=1)["status"] == "dead"
-    assert store.write([{"id": "j", "status": "succeeded", "attempts": 2}]) == {}
-    assert store.read_states(["j"]) == {"j": ("succeeded", 2)}
+def test_records_expire_after_the_store_s_ttl(store):
+    store.write([{"id": "a", "status": "succeeded", "attempts": 1}, {"id": "b", "status": "failed", "attempts": 1}])
+    assert 0 < ttl(store, "a") <= 60 and 0 < ttl(store, "b") <= 60
 
 
-def test_a_rejection_never_replaces_a_real_record(store):
+def test_a_waiter_wakes_on_a_final_record_and_waits_through_a_failure(store):
     store.write([{"id": "j", "status": "failed", "attempts": 1}])
-    assert store.write([{"id": "j", "status": "rejected", "attempts": 1}]) == {"j": "failed"}
-    assert store.write([{"id": "k", "status": "rejected", "attempts": 1}]) == {}
-
-
-def test_a_failure_or_death_of_an_older_generation_never_replaces_a_revived_record(store):
+    assert store.wait("j", timeout=0.05) is None
     store.write([{"id": "j", "status": "dead", "attempts": 2}])
-    revived = {"id": "j", "status": "queued", "attempts": 0, "generation": 2}
-    store.client.set(store._key("j"), json.dumps(revived))  # what a revive writes
-    assert store.read_states(["j"]) == {"j": ("queued", 0, 2)}
-    for stale in ({"id": "j", "status": "dead", "attempts": 2}, {"id": "j", "status": "failed", "attempts": 1}):
-        assert store.write([stale]) == {"j": "newer generation"}
-    assert store.get("j") == revived
-    assert store.write([{"id": "j", "status": "failed", "attempts": 1, "generation": 2}]) == {}
-    assert store.write([{"id": "j", "status": "dead", "attempts": 2, "generation": 2}]) == {}
-    assert store.read_states(["j"]) == {"j": ("dead", 2, 2)}
-    # A success is not checked (written as DynamoDB's BatchWriteItem writes it): the job did succeed.
-    assert store.write([{"id": "j", "status": "succeeded", "attempts": 1}]) == {}
+    assert store.wait("j", timeout=1)["status"] == "dead"
+    assert store.wait("j", timeout=1)["status"] == "dead"  # the token is put back for the next waiter
 
 
-def test_a_chord_member_counts_once_and_a_dead_one_fails_the_chord_for_good(store):
-    """The chord record's rules, as DynamoDB's UpdateItem applies them (kindling.followups)."""
-    key = "chord#c1"
-    assert store.count_member(key, 0, 3, ok=True, at_ms=1, ttl_s=60) == {}
-    old = store.count_member(key, 0, 3, ok=True, at_ms=2, ttl_s=60)  # a duplicate delivery
-    assert old["done"] == ["0"] and old["status"] == "waiting"
-    old = store.count_member(key, 2, 3, ok=False, reason="dead", at_ms=3, ttl_s=60)
-    assert old["done"] == ["0"] and "dead" not in old
-    store.count_member(key, 1, 3, ok=False, message="member 1's result is lost", at_ms=4, ttl_s=60)
-    record = store.record(key)
-    assert sorted(record["done"]) == ["0", "1", "2"] and sorted(record["dead"]) == ["1", "2"]
-    assert record["status"] == "dead" and record["size"] == 3 and record["kind"] == "chord"
-    assert record["error"] == {"type": "ChordFailed", "message": "member 2 did not succeed: dead"}  # the first kept
-    assert store.claim_chord(key, "c1.then", at_ms=5) is False
-    store.mark_chord_sent(key, at_ms=6)
-    assert store.record(key)["status"] == "dead" and "callback" not in store.record(key)
-    assert "sent_at" not in store.record(key)
-    assert 0 < store.client.execute_command("TTL", store._key(key)) <= 60
-
-
-def test_a_completed_chord_is_claimed_once_names_its_callback_and_keeps_its_expiry(store):
-    """Of every delivery that finds the chord complete one claims it; a claim whose callback
-    was never marked sent is taken over once (kindling.followups)."""
+def test_a_chord_record_keeps_its_expiry_through_its_claim_and_its_mark(store):
     key = "chord#c2"
     store.count_member(key, 0, 1, ok=True, at_ms=1_790_000_000_123, ttl_s=60)
+    assert 0 < ttl(store, key) <= 60
     assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_200) is True
-    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_201) is False
-    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_300, claimed_at=1_790_000_000_199) is False
-    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_300, claimed_at=1_790_000_000_200) is True
-    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_301, claimed_at=1_790_000_000_200) is False
     store.mark_chord_sent(key, at_ms=1_790_000_000_400)
-    assert store.claim_chord(key, "c2.then", at_ms=1_790_000_000_500, claimed_at=1_790_000_000_300) is False
-    record = store.record(key)
-    assert record["status"] == "completed" and record["callback"] == "c2.then"
-    assert record["updated_at"] == 1_790_000_000_123  # milliseconds survive the server's JSON
-    assert (record["completed_at"], record["sent_at"]) == (1_790_000_000_300, 1_790_000_000_400)
-    assert 0 < store.client.execute_command("TTL", store._key(key)) <= 60
-    assert store.claim_chord("chord#never-counted", None, at_ms=1) is False
-    store.mark_chord_sent("chord#never-counted", at_ms=1)
-    assert store.record("chord#never-counted") is None
+    assert 0 < ttl(store, key) <= 60
+    assert store.record(key)["updated_at"] == 1_790_000_000_123  # milliseconds survive the server's JSON
 
 
-def test_results_are_read_back_for_chains_and_chords(store):
-    store.write([{"id": "a", "status": "succeeded", "attempts": 1, "result": "[1, 2]"},
-                 {"id": "b", "status": "succeeded", "attempts": 1, "result_payload": {"key": "results/b"}},
-                 {"id": "c", "status": "dead", "attempts": 2}])
-    assert store.read_results(["a", "b", "c", "missing", "a"]) == {
-        "a": ("succeeded", "[1, 2]", None), "b": ("succeeded", None, {"key": "results/b"}), "c": ("dead", None, None)}
+def test_a_batch_s_records_are_there_before_the_runner_finishes_it(store):
+    """A long-lived worker reads its write back only after its next read of the stream: the
+    Valkey store writes at once, so a waiter sees the result without waiting for that read."""
+    from kindling.envelope import encode_job, new_job
+    from kindling.registry import Registry
+    from kindling.runner import Delivery, Runner
+
+    reg = Registry()
+    reg.task(name="add")(lambda a, b: a + b)
+    job = new_job("add", [1, 2])
+    runner = Runner(reg, store, log=None)
+    batch = runner.execute(runner.begin([Delivery("m1", encode_job(job).decode(), 1)]))
+    assert store.read_states([job.id]) == {job.id: ("succeeded", 1)}  # written before finish()
+    assert [o.status for o in runner.finish(batch)] == ["succeeded"]

@@ -294,30 +294,6 @@ def test_a_threaded_job_past_its_timeout_is_recorded_and_the_batch_moves_on(reg,
     assert store.records[outcomes[0].job_id]["error"]["type"] == "JobTimeout"
 
 
-def test_a_store_without_begin_methods_is_written_when_the_batch_is_executed(reg):
-    """A long-lived worker reads the write back only after its next read of the stream; a store
-    that cannot send now and read later (kindling.valkey.results.ValkeyResultStore) is written at
-    once, so that a waiter sees the result without waiting for that read."""
-
-    class PlainStore:
-        def __init__(self):
-            self.records = {}
-
-        def read_states(self, job_ids, *, deadline=None):
-            return {}
-
-        def write(self, records, *, deadline=None):
-            self.records.update((r["id"], r) for r in records)
-            return {}
-
-    store = PlainStore()
-    runner = Runner(reg, store, log=None)
-    d = delivery("add", 1, 2)
-    batch = runner.execute(runner.begin([d]))
-    assert store.records[d.ref]["status"] == "succeeded"  # written before finish()
-    assert statuses(runner.finish(batch)) == ["succeeded"]
-
-
 def test_a_runner_bug_in_a_thread_leaves_the_job_settled_and_the_threads_working(reg, store):
     """Whatever escapes a job's run on a thread (a bug in kindling, not the task) settles that job
     as a crash; the thread survives for the next batch."""

@@ -45,6 +45,16 @@ class ValkeyResultStore:
         pipe.execute()
         return {}
 
+    # The runner sends its read and write through begin_* (the ResultStore protocol): made at
+    # once here, as kindling's own Valkey store makes them.
+    def begin_read(self, job_ids, **options):
+        states = self.read_states(job_ids, **options)
+        return lambda: states
+
+    def begin_write(self, records, **options):
+        refused = self.write(records, **options)
+        return lambda: refused
+
 
 def parse_args(argv: list[str]) -> dict:
     """The options above. No argparse or pathlib: this process's peak RSS is measured, and they add

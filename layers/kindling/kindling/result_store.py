@@ -55,9 +55,11 @@ class ResultStore(Protocol):
 
     def begin_write(self, records: Sequence[dict], *, deadline: float | None = None
                     ) -> Callable[[], dict[str, str]]:
-        """:meth:`write` sent now (a long-lived worker collects it only after its next read of
-        the stream: the records must not wait that long to be seen); calling the result gives
-        ``write``'s answer. ``StoreUnavailable`` may come from either call."""
+        """:meth:`write` sent now where the store can, so the caller can work during the round
+        trip; calling the result gives ``write``'s answer. ``StoreUnavailable`` may come from
+        either call. DynamoDB on one connection (``concurrency=1``) makes the write when
+        collected; the Valkey store makes it at once, since a stream worker collects it only
+        after its next read of the stream and a waiter must not wait that long."""
         ...
 
     def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None

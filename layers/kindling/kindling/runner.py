@@ -303,7 +303,7 @@ class Runner:
         if records:
             # The write has the time kept back for it, less a margin for the reply to Lambda.
             # Sent now, read back by finish(): {id: status} of the records the store refused.
-            batch.collect_write = self._send_now("begin_write", self.store.write, records,
+            batch.collect_write = self._send_now(self.store.begin_write, records,
                                                  self.budget.write_by(deadline))
         return batch
 
@@ -430,31 +430,25 @@ class Runner:
             late = [i for i in ids if i in later]
             if late:
                 now = [i for i in ids if i not in later]
-                first = self._send_now("begin_read", self.store.read_states, now, deadline) if now else dict
+                first = self._send_now(self.store.begin_read, now, deadline) if now else dict
 
                 def collect() -> dict:
                     states = first()
-                    states.update(self._send_now("begin_read", self.store.read_states, late, deadline)())
+                    states.update(self._send_now(self.store.begin_read, late, deadline)())
                     return states
 
                 return collect
-        return self._send_now("begin_read", self.store.read_states, ids, deadline)
+        return self._send_now(self.store.begin_read, ids, deadline)
 
-    def _send_now(self, begin_name: str, call: Callable, items: list, deadline: float | None) -> Callable[[], dict]:
-        """The store's ``begin_*`` (send now, read later); a store without it is called now, and
-        its answer kept (a long-lived worker collects the write only after its next read of
-        the stream: called then, a result would wait that long to be seen). A send that fails
-        already fails again when collected, where the batch handles it."""
-        begin = getattr(self.store, begin_name, None)
+    def _send_now(self, begin: Callable, items: list, deadline: float | None) -> Callable[[], dict]:
+        """The store's ``begin_*`` (send now, read later). A send that fails already fails
+        again when collected, where the batch handles it."""
         try:
-            if begin is not None:
-                return begin(items, deadline=deadline)
-            answer = call(items, deadline=deadline)
+            return begin(items, deadline=deadline)
         except StoreUnavailable as exc:
             def fail(exc=exc):
                 raise exc
             return fail
-        return lambda: answer
 
     def _apply_previous(self, runnable: list[Outcome], states: dict) -> None:
         """Skip finished jobs, number this attempt, stop a job on its last delivery."""

@@ -7,7 +7,7 @@ in a dict, counting its round trips so tests can hold the runner to its budget.
 from __future__ import annotations
 
 from kindling.errors import StoreUnavailable
-from kindling.records import chord_error, stored_state
+from kindling.records import chord_error, revoke, stored_state
 from kindling.status import GENERATION_CHECKED, NEWER_GENERATION, generation_of, may_replace
 
 TYPE_CHECKING = False
@@ -28,9 +28,13 @@ class MemoryResultStore:
         self.fail = False  # set True to simulate an unreachable store
         self.counts = 0  # chord member counts (UpdateItem in DynamoDB)
 
-    def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
+    def _reach(self, deadline: float | None) -> None:
+        """As a store behind a network fails: down (``fail``)."""
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
+
+    def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
+        self._reach(deadline)
         self.reads += 1
         return {i: stored_state(self.records[i]) for i in job_ids if i in self.records}
 
@@ -44,7 +48,7 @@ class MemoryResultStore:
 
         def collect() -> dict[str, tuple[str, int]]:
             self.events.append(("read collected", ids))
-            return self.read_states(ids, deadline=deadline)
+            return self.read_states(ids)  # the deadline was the send's
 
         return collect
 
@@ -56,25 +60,24 @@ class MemoryResultStore:
 
         def collect() -> dict[str, str]:
             self.events.append(("write collected", ids))
-            return self.write(records, deadline=deadline)
+            return self.write(records)  # the deadline was the send's
 
         return collect
 
     def read_results(self, job_ids: Sequence[str], *, deadline: float | None = None
                      ) -> dict[str, tuple[str, str | None, dict | None]]:
-        if self.fail:
-            raise StoreUnavailable("memory store is down (test)")
+        self._reach(deadline)
         self.reads += 1
         return {i: (self.records[i]["status"], self.records[i].get("result"), self.records[i].get("result_payload"))
                 for i in job_ids if i in self.records}
 
     def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
                      ttl_s: int = 0, deadline: float | None = None, message: str | None = None) -> dict:
-        if self.fail:
-            raise StoreUnavailable("memory store is down (test)")
+        self._reach(deadline)
         self.counts += 1
+        counted = key in self.records
         record = self.records.setdefault(key, {"id": key, "kind": "chord", "done": set(), "dead": set()})
-        old = {k: set(v) if isinstance(v, set) else v for k, v in record.items()}
+        old = {k: set(v) if isinstance(v, set) else v for k, v in record.items()} if counted else {}
         record["done"].add(str(index))
         record.update(size=size, updated_at=at_ms)
         if ok:
@@ -87,8 +90,7 @@ class MemoryResultStore:
 
     def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
                     deadline: float | None = None) -> bool:
-        if self.fail:
-            raise StoreUnavailable("memory store is down (test)")
+        self._reach(deadline)
         record = self.records.get(key) or {}
         if claimed_at is None:
             if record.get("status") != "waiting":
@@ -102,18 +104,24 @@ class MemoryResultStore:
         return True
 
     def mark_chord_sent(self, key: str, *, at_ms: int = 0, deadline: float | None = None) -> None:
-        if self.fail:
-            raise StoreUnavailable("memory store is down (test)")
+        self._reach(deadline)
         record = self.records.get(key)
         if record is not None and record.get("status") == "completed":
             record["sent_at"] = at_ms
 
+    def record(self, job_id: str, *, deadline: float | None = None) -> dict | None:
+        self._reach(deadline)
+        return self.records.get(job_id)
+
+    def revoke(self, job_id: str, *, task: str | None = None) -> None:
+        """Record the job ``revoked`` (:func:`kindling.records.revoke`)."""
+        revoke(self, job_id, task=task)
+
     def write(self, records: Sequence[dict], *, deadline: float | None = None) -> dict[str, str]:
-        if self.fail:
-            raise StoreUnavailable("memory store is down (test)")
+        self._reach(deadline)
         self.writes += 1
         refused = {}
-        for r in records:
+        for r in {r["id"]: r for r in records}.values():  # of two records of one job, the last wins
             old = self.records.get(r["id"])
             if old is not None and r["status"] in GENERATION_CHECKED and generation_of(old) != generation_of(r):
                 refused[r["id"]] = NEWER_GENERATION if generation_of(old) > generation_of(r) else old["status"]

@@ -64,6 +64,18 @@ class ValkeyResultStore:
     def get_statuses(self, job_ids) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
 
+    def begin_read(self, job_ids, *, deadline: float | None = None):
+        """:meth:`read_states` now (one round trip on the store's one connection: nothing to
+        overlap it with); calling the result gives its answer."""
+        states = self.read_states(job_ids, deadline=deadline)
+        return lambda: states
+
+    def begin_write(self, records, *, deadline: float | None = None):
+        """:meth:`write` now, so the records are seen at once (a stream worker collects its
+        write only after its next read of the stream); calling the result gives its answer."""
+        refused = self.write(records, deadline=deadline)
+        return lambda: refused
+
     def write(self, records, *, deadline: float | None = None) -> dict[str, str]:
         from kindling.status import FAILED, FINAL, GENERATION_CHECKED, REPLACES, SUCCEEDED, generation_of
 
@@ -101,7 +113,10 @@ class ValkeyResultStore:
         value = self._guard(lambda: self.client.get(self._key(job_id)))
         return codec.loads(value) if value is not None else None
 
-    record = get  # a handle's reader (kindling.canvas), as Client.record
+    def record(self, job_id: str, *, deadline: float | None = None) -> dict | None:
+        """The job's record, or ``None``: a handle's reader (:mod:`kindling.handles`), as
+        :meth:`kindling.client.Client.record`."""
+        return self.get(job_id)
 
     def revoke(self, job_id: str, *, task: str | None = None) -> None:
         """Record the job ``revoked`` (:func:`kindling.records.revoke`), so no stream worker
