@@ -6,11 +6,13 @@ real valkey-server). A rule here holds for all three or is a defect in the one i
 from __future__ import annotations
 
 import inspect
+import socket
+import time
 import uuid
 
 import pytest
 from kindling.dynamo import DynamoResultStore
-from kindling.errors import KindlingError
+from kindling.errors import KindlingError, StoreUnavailable
 from kindling.result_store import ResultStore
 from kindling.status import NEWER_GENERATION
 from kindling.stores import MemoryResultStore
@@ -206,3 +208,84 @@ def test_a_completed_chord_is_claimed_once_and_an_unsent_claim_is_taken_over_onc
     assert store.claim_chord("chord#never-counted", None, at_ms=1) is False
     store.mark_chord_sent("chord#never-counted", at_ms=1)
     assert store.record("chord#never-counted") is None
+
+
+# -- deadlines ---------------------------------------------------------------------------------
+
+# Every method that takes ``deadline=``, called with one.
+CALLS = {
+    "read_states": lambda s, d: s.read_states(["a", "b"], deadline=d),
+    "begin_read": lambda s, d: s.begin_read(["a", "b"], deadline=d)(),
+    "write": lambda s, d: s.write([rec("a", "succeeded"), rec("b", "failed")], deadline=d),
+    "begin_write": lambda s, d: s.begin_write([rec("a", "succeeded"), rec("b", "failed")], deadline=d)(),
+    "read_results": lambda s, d: s.read_results(["a"], deadline=d),
+    "count_member": lambda s, d: s.count_member("chord#d", 0, 2, ok=True, at_ms=1, ttl_s=60, deadline=d),
+    "claim_chord": lambda s, d: s.claim_chord("chord#d", None, at_ms=1, deadline=d),
+    "mark_chord_sent": lambda s, d: s.mark_chord_sent("chord#d", at_ms=1, deadline=d),
+    "record": lambda s, d: s.record("a", deadline=d),
+}
+
+
+def test_every_method_that_takes_a_deadline_is_in_the_table_of_calls():
+    takes = {n for n in CONTRACT if "deadline" in inspect.signature(getattr(ResultStore, n)).parameters}
+    assert takes == set(CALLS)
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_deadline_already_passed_gives_up_before_anything_is_stored(store, call):
+    with pytest.raises(StoreUnavailable):
+        CALLS[call](store, time.monotonic() - 1)
+    assert store.read_states(["a", "b"]) == {} and store.record("chord#d") is None
+
+
+@pytest.fixture
+def silent_port():
+    """A loopback port whose listener takes connections (the kernel completes them) and
+    never answers a byte: a store behind it is a store that hangs."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield listener.getsockname()[1]
+
+
+def _silent(kind: str, port: int, request):
+    """A store of ``kind`` behind the silent port, whose own socket waits (30 s) are far
+    longer than the deadlines given: only the deadline can end a call in time."""
+    if kind == "dynamo":
+        from kindling.aws import JsonClient
+
+        request.getfixturevalue("moto_endpoint")  # credentials in the environment
+        client = JsonClient("dynamodb", "DynamoDB_20120810", region="us-east-1", endpoint=f"http://127.0.0.1:{port}",
+                            timeout=30, max_attempts=1)
+        return DynamoResultStore("t", client=client)
+    from kindling.valkey.connection import connect
+
+    url = f"redis://127.0.0.1:{port}/0"
+    return ValkeyResultStore(url, client=connect(url, socket_timeout=30, socket_connect_timeout=30))
+
+
+def _gave_up_at_the_deadline(exc: BaseException) -> bool:
+    """Whether a deadline (not a socket timeout, not a refusal) ended the call: the
+    client's DeadlineExceeded is somewhere in the chain of causes."""
+    from kindling.aws import AwsError
+    from kindling.aws.errors import DeadlineExceeded as AwsDeadline
+    from kindling.valkey.errors import DeadlineExceeded as ValkeyDeadline
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AwsDeadline | ValkeyDeadline) or (
+                isinstance(seen, AwsError) and seen.code == "DeadlineExceeded"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+@pytest.mark.parametrize("kind", ["dynamo", pytest.param("valkey", marks=pytest.mark.valkey)])
+@pytest.mark.parametrize("call", CALLS)
+def test_a_store_that_never_answers_gives_up_at_the_deadline_as_store_unavailable(kind, call, silent_port, request):
+    """What lets the runner hand a batch back before Lambda kills the invocation: the
+    deadline, not the socket's 30 s, ends the wait, with the error every store raises."""
+    store = _silent(kind, silent_port, request)
+    with pytest.raises(StoreUnavailable) as caught:
+        CALLS[call](store, time.monotonic() + 0.2)
+    assert _gave_up_at_the_deadline(caught.value), repr(caught.value)

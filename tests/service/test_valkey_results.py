@@ -59,3 +59,35 @@ def test_a_batch_s_records_are_there_before_the_runner_finishes_it(store):
     batch = runner.execute(runner.begin([Delivery("m1", encode_job(job).decode(), 1)]))
     assert store.read_states([job.id]) == {job.id: ("succeeded", 1)}  # written before finish()
     assert [o.status for o in runner.finish(batch)] == ["succeeded"]
+
+
+def test_a_client_that_takes_no_deadline_still_sends_nothing_past_one():
+    """A valkey-py client passed as ``client=`` has no deadline of its own (its socket timeout
+    bounds a call once sent): a deadline already passed still ends the call before it is sent."""
+    import time
+
+    from kindling.errors import StoreUnavailable
+    from kindling.valkey import ValkeyResultStore
+
+    class Pipeline:  # valkey-py's: execute() takes no deadline
+        def __init__(self, sent):
+            self.sent = sent
+
+        def mget(self, keys):
+            self.queued = keys
+
+        def execute(self):
+            self.sent.append(self.queued)
+            return [[None] * len(self.queued)]
+
+    class Client:
+        sent: list = []
+
+        def pipeline(self, transaction=True):
+            return Pipeline(self.sent)
+
+    store = ValkeyResultStore("redis://127.0.0.1:6379", client=Client())
+    with pytest.raises(StoreUnavailable, match="deadline"):
+        store.read_states(["a"], deadline=time.monotonic() - 1)
+    assert Client.sent == []
+    assert store.read_states(["a"], deadline=time.monotonic() + 60) == {} and len(Client.sent) == 1

@@ -6,6 +6,8 @@ in a dict, counting its round trips so tests can hold the runner to its budget.
 
 from __future__ import annotations
 
+import time
+
 from kindling.errors import StoreUnavailable
 from kindling.records import chord_error, revoke, stored_state
 from kindling.status import GENERATION_CHECKED, NEWER_GENERATION, generation_of, may_replace
@@ -28,10 +30,16 @@ class MemoryResultStore:
         self.fail = False  # set True to simulate an unreachable store
         self.counts = 0  # chord member counts (UpdateItem in DynamoDB)
 
+    @staticmethod
+    def _in_time(deadline: float | None) -> None:
+        if deadline is not None and deadline <= time.monotonic():
+            raise StoreUnavailable("memory store: the deadline passed before the call")
+
     def _reach(self, deadline: float | None) -> None:
-        """As a store behind a network fails: down (``fail``)."""
+        """As a store behind a network fails: down (``fail``), or the deadline already passed."""
         if self.fail:
             raise StoreUnavailable("memory store is down (test)")
+        self._in_time(deadline)
 
     def read_states(self, job_ids: Sequence[str], *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
         self._reach(deadline)
@@ -44,6 +52,7 @@ class MemoryResultStore:
     def begin_read(self, job_ids: Sequence[str], *, deadline: float | None = None):
         """``read_states`` sent now, collected by calling the result (as DynamoDB's is)."""
         ids = list(job_ids)
+        self._in_time(deadline)
         self.events.append(("read sent", ids))
 
         def collect() -> dict[str, tuple[str, int]]:
@@ -56,6 +65,7 @@ class MemoryResultStore:
         """``write`` sent now, applied and read back by calling the result."""
         records = list(records)
         ids = [r["id"] for r in records]
+        self._in_time(deadline)
         self.events.append(("write sent", ids))
 
         def collect() -> dict[str, str]:

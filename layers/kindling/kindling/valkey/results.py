@@ -26,7 +26,9 @@ class ValkeyResultStore:
     or ``dead`` lands only on a record of the generation its batch read
     (:data:`kindling.status.GENERATION_CHECKED`). Valkey errors
     become :class:`~kindling.errors.StoreUnavailable`, so the runner hands a batch back
-    rather than losing it.
+    rather than losing it, and so does a call's ``deadline=`` passing: every round trip
+    gives up at it (with kindling's client; a valkey-py client passed as ``client=`` is
+    bounded by its own socket timeout once the call is sent).
 
     Chains and chords work as on DynamoDB (:mod:`kindling.followups`): a chord's record is
     ``<prefix>:result:chord#<id>``, counted and marked by server-side scripts, and a handle
@@ -45,17 +47,19 @@ class ValkeyResultStore:
     def _done(self, job_id: str) -> str:
         return done_key(self.prefix, job_id)
 
-    def _records(self, job_ids) -> dict[str, dict]:
+    def _records(self, job_ids, deadline: float | None) -> dict[str, dict]:
         """The records of ``job_ids`` that have one, in one ``MGET``."""
         ids = list(dict.fromkeys(job_ids))
         if not ids:
             return {}
-        values = self._guard(lambda: self.client.mget([self._key(i) for i in ids]))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.mget([self._key(i) for i in ids])
+        (values,) = self._execute(pipe, deadline)
         return {i: codec.loads(value) for i, value in zip(ids, values, strict=True) if value is not None}
 
     def read_states(self, job_ids, *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
         states = {}
-        for i, record in self._records(job_ids).items():
+        for i, record in self._records(job_ids, deadline).items():
             state = (record["status"], int(record.get("attempts") or 0))
             generation = int(record.get("generation") or 1)  # a revived job's (kindling.ops.revive)
             states[i] = (*state, generation) if generation > 1 else state
@@ -99,7 +103,7 @@ class ValkeyResultStore:
                     *allowed]
             self._forward_script()(keys=[key, done], args=args, client=pipe)
             checked.append((len(pipe), r["id"]))
-        replies = self._guard(pipe.execute)
+        replies = self._execute(pipe, deadline)
         return {job_id: text(replies[at - 1]) for at, job_id in checked if replies[at - 1] is not None}
 
     _script = None
@@ -109,14 +113,16 @@ class ValkeyResultStore:
             self._script = self.client.register_script(_FORWARD_ONLY)
         return self._script
 
-    def get(self, job_id: str) -> dict | None:
-        value = self._guard(lambda: self.client.get(self._key(job_id)))
+    def get(self, job_id: str, *, deadline: float | None = None) -> dict | None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(self._key(job_id))
+        (value,) = self._execute(pipe, deadline)
         return codec.loads(value) if value is not None else None
 
     def record(self, job_id: str, *, deadline: float | None = None) -> dict | None:
         """The job's record, or ``None``: a handle's reader (:mod:`kindling.handles`), as
         :meth:`kindling.client.Client.record`."""
-        return self.get(job_id)
+        return self.get(job_id, deadline=deadline)
 
     def revoke(self, job_id: str, *, task: str | None = None) -> None:
         """Record the job ``revoked`` (:func:`kindling.records.revoke`), so no stream worker
@@ -131,7 +137,7 @@ class ValkeyResultStore:
         """``{job_id: (status, result JSON text or None, its S3 pointer or None)}`` for the
         ids that have a record, in one ``MGET`` (chains and chords only)."""
         return {i: (record["status"], record.get("result"), record.get("result_payload"))
-                for i, record in self._records(job_ids).items()}
+                for i, record in self._records(job_ids, deadline).items()}
 
     def count_member(self, key: str, index: int, size: int, *, ok: bool, reason: str | None = None, at_ms: int = 0,
                      ttl_s: int = 0, deadline: float | None = None, message: str | None = None) -> dict:
@@ -142,7 +148,7 @@ class ValkeyResultStore:
 
         error = chord_error(index, reason, message)
         args = [key, str(index), size, at_ms, int(ok), codec.dumps(error), ttl_s or self.ttl_s]
-        old = self._guard(lambda: self._scripts(_COUNT_MEMBER)(keys=[self._key(key)], args=args))
+        old = self._eval(_COUNT_MEMBER, [self._key(key)], args, deadline)
         return codec.loads(old) if old is not None else {}
 
     def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
@@ -152,18 +158,41 @@ class ValkeyResultStore:
         or never counted). With ``claimed_at``, take over the claim made then instead, if its
         callback was never marked sent (as :meth:`kindling.results.DynamoResultStore.claim_chord`)."""
         args = [at_ms, callback or "", "" if claimed_at is None else claimed_at]
-        reply = self._guard(lambda: self._scripts(_CLAIM_CHORD)(keys=[self._key(key)], args=args))
+        reply = self._eval(_CLAIM_CHORD, [self._key(key)], args, deadline)
         return bool(reply)
 
     def mark_chord_sent(self, key: str, *, at_ms: int = 0, deadline: float | None = None) -> None:
         """Note on a claimed (``completed``) chord record that its callback was sent."""
-        self._guard(lambda: self._scripts(_MARK_CHORD_SENT)(keys=[self._key(key)], args=[at_ms]))
+        self._eval(_MARK_CHORD_SENT, [self._key(key)], [at_ms], deadline)
 
     def reopen_chord(self, key: str, index: int | str) -> bool:
         """Take member ``index`` off the chord's dead members; ``True`` if the chord is
         ``waiting`` again (see :func:`kindling.ops.revive.reopen_chord`)."""
         reply = self._guard(lambda: self._scripts(_REOPEN_CHORD)(keys=[self._key(key)], args=[str(index)]))
         return bool(reply)
+
+    def _eval(self, source: str, keys: list, args: list, deadline: float | None):
+        """Run a script in one round trip that gives up at ``deadline``: queued on a pipeline,
+        which loads it in the same write (a restarted server costs no second trip)."""
+        pipe = self.client.pipeline(transaction=False)
+        self._scripts(source)(keys=keys, args=args, client=pipe)
+        (reply,) = self._execute(pipe, deadline)
+        return reply
+
+    def _execute(self, pipe, deadline: float | None) -> list:
+        """The pipeline's replies; past ``deadline`` (nothing sent if it has passed already),
+        :class:`~kindling.errors.StoreUnavailable`, as every store gives up at its deadline."""
+        from kindling.valkey.client import Pipeline
+
+        if deadline is None:
+            return self._guard(pipe.execute)
+        if isinstance(pipe, Pipeline):
+            return self._guard(lambda: pipe.execute(deadline=deadline))
+        if deadline <= time.monotonic():  # a valkey-py client: it takes no deadline of its own
+            from kindling.errors import StoreUnavailable
+
+            raise StoreUnavailable("Valkey result store: the deadline passed before the call was sent")
+        return self._guard(pipe.execute)
 
     def _scripts(self, source: str):
         scripts = self.__dict__.setdefault("_registered", {})
