@@ -29,12 +29,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kindling import codec
+from kindling.dynamo import from_item
 from kindling.envelope import Job, encode_job, new_job
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
 from kindling.handles import JobHandle, wait_result
 from kindling.payloads import SIGNATURE_BYTES
 from kindling.registry import Task
-from kindling.results import from_item
 from kindling.routing import parse_queues, queue_name, resolve
 
 SQS_MAX_DELAY = 900
@@ -270,8 +270,8 @@ class Client:
         with ``skip_succeeded=False`` is not read, so it is not stopped). Raises
         :class:`KindlingError` if the job has finished already (or is dead). A run already
         under way is not stopped: see :func:`kindling.records.revoked_record`."""
+        from kindling.dynamo import DynamoResultStore
         from kindling.records import revoke
-        from kindling.results import DynamoResultStore
 
         revoke(DynamoResultStore(self.table), job_id, task=task)
 

@@ -6,7 +6,7 @@ eager mode (:mod:`kindling.testing`) an ``EagerHandle``; :mod:`kindling.canvas` 
 :class:`ChainHandle` or :class:`GroupHandle`. A handle reads outcomes through its
 ``reader``, anything with ``record(job_id) -> dict | None``:
 
-* a :class:`kindling.client.Client` or :class:`kindling.results.DynamoResultStore`
+* a :class:`kindling.client.Client` or :class:`kindling.dynamo.DynamoResultStore`
   (the results table), a :class:`kindling.valkey.ValkeyResultStore`, or an eager session;
 * ``reader.revoke(job_id, task=...)``, where it has one, is what ``handle.revoke()`` calls;
 * ``reader.s3`` reads a result the worker kept in S3 (else the process's S3 client does);

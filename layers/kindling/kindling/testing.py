@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from kindling import dispatch
 from kindling.envelope import encode_job, new_job
 from kindling.handles import JobHandle
-from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
 from kindling.status import FAILED
+from kindling.stores import MemoryResultStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 import time
 
+from kindling.dynamo import from_item
 from kindling.ops import OpsError, Stack
 from kindling.records import SHARDS
-from kindling.results import from_item
 from kindling.status import SUCCEEDED
 
 __all__ = ["list_jobs", "get_job", "fill_errors", "parse_since", "REVIVE_PREFIX"]

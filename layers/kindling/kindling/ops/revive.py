@@ -59,12 +59,12 @@ import contextlib
 import time
 
 from kindling import codec
+from kindling.dynamo import to_item
 from kindling.envelope import JOB_ID_ATTRIBUTE, decode_job
 from kindling.errors import InvalidJob
 from kindling.ops import OpsError, Stack
 from kindling.ops.query import REVIVE_PREFIX, get_job
 from kindling.records import build_record
-from kindling.results import to_item
 from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED
 
 __all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "refuse_settled", "find_in_dlq", "RetryRefused",

@@ -79,7 +79,7 @@ def default_reader(url: str, client):
         return ValkeyResultStore(url, client=client)
     table = os.environ.get("KINDLING_TABLE", "")
     if table:
-        from kindling.results import DynamoResultStore
+        from kindling.dynamo import DynamoResultStore
 
         return DynamoResultStore(table)
     return NoReader(NO_READER)
@@ -111,7 +111,7 @@ class StreamProducer:
             Past it the jobs' outcome is unknown (:class:`~kindling.errors.EnqueueUncertain`).
         reader: where handles read outcomes (and revoke): a
             :class:`~kindling.valkey.ValkeyResultStore` or a
-            :class:`~kindling.results.DynamoResultStore`, or anything with ``record(job_id)``.
+            :class:`~kindling.dynamo.DynamoResultStore`, or anything with ``record(job_id)``.
             Default: the deployment's (:func:`default_reader`, from ``KINDLING_RESULTS`` and
             ``KINDLING_TABLE``).
     """

@@ -156,7 +156,7 @@ class ValkeyResultStore:
         """Move the chord record from ``waiting`` to ``completed``, naming its callback, before
         it is sent (one script). ``False`` if it was not ``waiting`` (claimed already, ``dead``,
         or never counted). With ``claimed_at``, take over the claim made then instead, if its
-        callback was never marked sent (as :meth:`kindling.results.DynamoResultStore.claim_chord`)."""
+        callback was never marked sent (as :meth:`kindling.dynamo.DynamoResultStore.claim_chord`)."""
         args = [at_ms, callback or "", "" if claimed_at is None else claimed_at]
         reply = self._eval(_CLAIM_CHORD, [self._key(key)], args, deadline)
         return bool(reply)
