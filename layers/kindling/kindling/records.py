@@ -284,7 +284,7 @@ def revoke(store, job_id: str, *, task: str | None = None) -> None:
 def stored_state(record: dict) -> tuple:
     """A stored record as a store's ``read_states`` gives it: ``(status, attempts)``, and the
     generation after them only when above 1 (a revived job's, :mod:`kindling.ops.revive`)."""
-    state = (record["status"], record.get("attempts", 0))
+    state = (record["status"], int(record.get("attempts") or 0))
     generation = generation_of(record)
     return (*state, generation) if generation > 1 else state
 

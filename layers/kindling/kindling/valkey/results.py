@@ -58,12 +58,9 @@ class ValkeyResultStore:
         return {i: codec.loads(value) for i, value in zip(ids, values, strict=True) if value is not None}
 
     def read_states(self, job_ids, *, deadline: float | None = None) -> dict[str, tuple[str, int]]:
-        states = {}
-        for i, record in self._records(job_ids, deadline).items():
-            state = (record["status"], int(record.get("attempts") or 0))
-            generation = int(record.get("generation") or 1)  # a revived job's (kindling.ops.revive)
-            states[i] = (*state, generation) if generation > 1 else state
-        return states
+        from kindling.records import stored_state
+
+        return {i: stored_state(record) for i, record in self._records(job_ids, deadline).items()}
 
     def get_statuses(self, job_ids) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
