@@ -20,6 +20,8 @@ $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "Python 3.13 not found: install it (pyenv install 3.13) or set PYTHON313=/path/to/python3.13"; exit 1; }
 	@test -x $(PY) || $(PYTHON313) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	@# The distribution was named kindling before 0.1.0 went to PyPI as kindling-jobs: drop that install.
+	@$(PY) -m pip uninstall --quiet --disable-pip-version-check -y kindling 2>/dev/null || true
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 

@@ -1,0 +1,145 @@
+"""The package people install: ``python -m build`` makes an sdist and a wheel (the wheel built
+from the sdist, as a user's ``pip install`` from source would), named ``kindling-jobs`` on
+PyPI, importable as ``kindling``, versioned in one place (kindling/__init__.py).
+
+Everything here runs without a network: the build uses this virtualenv's setuptools
+(``--no-isolation``), and the fresh virtualenv gets orjson copied from this one.
+"""
+
+from __future__ import annotations
+
+import ast
+import email
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "layers/kindling/kindling"
+DIST = "kindling-jobs"
+
+
+def source_version() -> str:
+    """``__version__`` as kindling/__init__.py spells it (read, not imported)."""
+    for node in ast.parse((SOURCE / "__init__.py").read_text()).body:
+        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ["__version__"]:
+            return node.value.value
+    raise AssertionError("kindling/__init__.py assigns no literal __version__")
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+                   check=True, capture_output=True, text=True)
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def wheel_names(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return z.namelist()
+
+
+def wheel_metadata(wheel: Path) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as z:
+        (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        return email.message_from_bytes(z.read(meta))
+
+
+def test_the_wheel_and_sdist_are_named_for_pypi_and_versioned_by_kindling_dunder_version(dists):
+    version = source_version()
+    assert dists["wheel"].name == f"kindling_jobs-{version}-py3-none-any.whl"
+    assert dists["sdist"].name == f"kindling_jobs-{version}.tar.gz"
+    meta = wheel_metadata(dists["wheel"])
+    assert (meta["Name"], meta["Version"]) == (DIST, version)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]  # one place: __init__.py
+
+
+def test_the_wheel_holds_every_module_the_typing_files_the_dashboard_page_and_the_license(dists):
+    names = set(wheel_names(dists["wheel"]))
+    package = {f"kindling/{p.relative_to(SOURCE).as_posix()}" for p in SOURCE.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")}
+    assert {"kindling/py.typed", "kindling/registry.pyi", "kindling/dashboard/static/index.html"} <= package
+    assert package - names == set()
+    dist_info = f"kindling_jobs-{source_version()}.dist-info"
+    assert f"{dist_info}/licenses/LICENSE" in names
+    with zipfile.ZipFile(dists["wheel"]) as z:
+        entry_points = z.read(f"{dist_info}/entry_points.txt").decode()
+    assert re.search(r"^kindling = kindling\.cli:main$", entry_points, re.M), entry_points
+
+
+def test_the_wheel_holds_the_kindling_package_only_never_the_tests_or_the_example_worker(dists):
+    outside = sorted(n for n in wheel_names(dists["wheel"])
+                     if not n.startswith(("kindling/", f"kindling_jobs-{source_version()}.dist-info/")))
+    assert outside == []
+    assert not [n for n in wheel_names(dists["wheel"]) if "/tests/" in n or n.rsplit("/", 1)[-1].startswith("test_")]
+
+
+def test_the_runtime_requires_orjson_only_and_boto3_comes_with_the_client_extra(dists):
+    requires = wheel_metadata(dists["wheel"]).get_all("Requires-Dist")
+    always = [r for r in requires if "extra ==" not in r]
+    assert [re.match(r"[A-Za-z0-9_.-]+", r).group() for r in always] == ["orjson"]
+    client = [r.split(";")[0].strip() for r in requires if re.search(r'extra == "client"', r)]
+    assert [re.match(r"[A-Za-z0-9_.-]+", r).group() for r in client] == ["boto3"]
+
+
+def _fresh_venv(where: Path) -> tuple[Path, Path]:
+    """A virtualenv with pip and, copied from this one, orjson (so installing needs no index)."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True)
+    python = where / "bin/python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    import orjson
+
+    here = Path(orjson.__file__).parent
+    shutil.copytree(here, site / "orjson")
+    (dist_info,) = here.parent.glob("orjson-*.dist-info")
+    shutil.copytree(dist_info, site / dist_info.name)
+    return python, site
+
+
+EAGER = """
+from kindling import task
+from kindling.testing import eager
+
+@task
+def add(x, y):
+    return x + y
+
+with eager():
+    assert add.delay(1, 2).result() == 3
+print("eager ok")
+"""
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_prints_its_version_and_runs_a_task_eagerly_without_boto3(dists, tmp_path):
+    python, site = _fresh_venv(tmp_path / "venv")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    pip = [str(python), "-m", "pip", "install", "--no-index", "--disable-pip-version-check", "--quiet"]
+    # With its dependencies resolved, index-less: it succeeds only if orjson is all it needs.
+    subprocess.run([*pip, str(dists["wheel"])], check=True, capture_output=True, env=env)
+    version = subprocess.run([str(python.parent / "kindling"), "--version"], check=True, capture_output=True,
+                             text=True, env=env, cwd=tmp_path).stdout
+    assert version.strip() == f"kindling {source_version()}"
+    (tmp_path / "example.py").write_text(EAGER)
+    ran = subprocess.run([str(python), "example.py"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert ran.returncode == 0 and ran.stdout.strip() == "eager ok", ran.stderr
+    kindling_from = subprocess.run([str(python), "-c", "import kindling; print(kindling.__file__)"], check=True,
+                                   capture_output=True, text=True, env=env, cwd=tmp_path).stdout
+    assert kindling_from.startswith(str(site)), kindling_from  # the installed copy, not the source tree
+    boto3 = subprocess.run([str(python), "-c", "import boto3"], capture_output=True, text=True, env=env)
+    assert "No module named 'boto3'" in boto3.stderr
+    # The producers' extra is what asks for boto3 (here: refused, there is no index to find it in).
+    extra = subprocess.run([*pip, f"{dists['wheel']}[client]"], capture_output=True, text=True, env=env)
+    assert extra.returncode != 0 and "boto3" in extra.stderr, extra.stderr
