@@ -272,6 +272,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(prog="kindling", description="A cold-start-optimized job runner for AWS Lambda.",
                                 formatter_class=_help_formatter)
+    from kindling import __version__  # loaded already with the package: the worker's start pays nothing
+
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     w = sub.add_parser("worker", help="run jobs from SQS (or a Valkey stream) outside Lambda",
