@@ -38,6 +38,18 @@ def _mix(n: int, rng: random.Random) -> list[tuple[str, list, dict]]:
     return [rng.choice(population) for _ in range(n)]
 
 
+def _malformed() -> list[tuple[str | None, str]]:
+    """Messages no worker can run, each with its job id (``None``: the body has none):
+    not JSON, an unknown task, arguments the task cannot take."""
+    from kindling import codec
+
+    return [(None, '{"not": "a job"'),
+            ("demo-unknown", codec.dumps({"version": 1, "id": "demo-unknown", "task": "no_such_task", "args": [],
+                                          "kwargs": {}, "enqueued_at": 0})),
+            ("demo-badargs", codec.dumps({"version": 1, "id": "demo-badargs", "task": "sleep", "args": [1, 2, 3],
+                                          "kwargs": {}, "enqueued_at": 0}))]
+
+
 def main(jobs: int = 300, cloud: str = "moto") -> int:
     if cloud != "moto":
         print("kindling demo: the LocalStack demo is `make demo` (infra/localstack/demo.py)")
@@ -68,6 +80,7 @@ def _run(jobs: int) -> int:
     from kindling.cli import load_tasks
     from kindling.client import Client
     from kindling.loop import SqsWorker
+    from kindling.records import rejected_key
 
     load_tasks([str(TASKS_FILE)])
     print(f"local cloud up at {os.environ['AWS_ENDPOINT_URL']} (moto server)")
@@ -88,14 +101,14 @@ def _run(jobs: int) -> int:
     t0 = time.perf_counter()
     handles = client.enqueue_many(calls)
     enqueue_s = time.perf_counter() - t0
-    bad = ['{"not": "a job"', codec.dumps({"version": 1, "id": "demo-unknown", "task": "no_such_task",
-                                            "args": [], "kwargs": {}, "enqueued_at": 0}),
-           codec.dumps({"version": 1, "id": "demo-badargs", "task": "sleep", "args": [1, 2, 3],
-                        "kwargs": {}, "enqueued_at": 0})]
-    for body in bad:
-        sqs.send_message(QueueUrl=queue, MessageBody=body)
+    # Every malformed message is tallied under the key its record gets: a not-JSON body has
+    # no job id, so the worker records it under its SQS message id (records.rejected_key).
+    malformed = []
+    for job_id, body in _malformed():
+        message_id = sqs.send_message(QueueUrl=queue, MessageBody=body)["MessageId"]
+        malformed.append(job_id or rejected_key(message_id))
     print(f"enqueued {len(handles)} jobs in {enqueue_s * 1000:.0f} ms "
-          f"({len(handles) / enqueue_s:,.0f} jobs/s, SendMessageBatch) and {len(bad)} malformed messages")
+          f"({len(handles) / enqueue_s:,.0f} jobs/s, SendMessageBatch) and {len(malformed)} malformed messages")
 
     worker = SqsWorker(queue, "kindling-demo-results", wait=1, log=None)
     t0 = time.perf_counter()
@@ -103,7 +116,7 @@ def _run(jobs: int) -> int:
     elapsed = time.perf_counter() - t0
 
     rows: dict[tuple[str, str], int] = {}
-    tally = [(h.task, h.id) for h in handles] + [("(malformed)", i) for i in ("demo-unknown", "demo-badargs")]
+    tally = [(h.task, h.id) for h in handles] + [("(malformed)", key) for key in malformed]
     for task, job_id in tally:
         key = (task, client.status(job_id) or "missing")
         rows[key] = rows.get(key, 0) + 1
@@ -120,7 +133,7 @@ def _run(jobs: int) -> int:
           f"in {elapsed:.2f} s, of which {worker.busy_s:.2f} s receiving, running and deleting "
           f"({runs / worker.busy_s:,.0f} deliveries/s); the rest is retries waiting out their "
           "visibility timeout")
-    print(f"dead-letter queue holds {in_dlq} message(s); the not-JSON message is recorded "
-          f"rejected under its message id")
+    print(f"dead-letter queue holds {in_dlq} message(s); the malformed messages are not among them: each is "
+          "recorded rejected (the not-JSON one under its message id) and deleted")
     missing = sum(n for (_, status), n in rows.items() if status == "missing")
     return 1 if missing else 0
