@@ -29,9 +29,17 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(PY) infra/localstack/demo.py
 
-## The same demo on moto's embedded AWS (no LocalStack, no Lambda).
-demo-moto: install
-	$(VENV)/bin/kindling demo --cloud moto
+## The same demo on moto's embedded AWS (no LocalStack, no Lambda), in a virtualenv of its own
+## (.venv-demo: kindling, boto3 and moto's server, none of the dev tools): seconds once installed.
+DEMO_VENV := .venv-demo
+demo-moto: $(DEMO_VENV)/.installed
+	$(DEMO_VENV)/bin/kindling demo --cloud moto
+
+$(DEMO_VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON313)" || { echo "Python 3.13 not found: install it (pyenv install 3.13) or set PYTHON313=/path/to/python3.13"; exit 1; }
+	@test -x $(DEMO_VENV)/bin/python || $(PYTHON313) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[demo]'
+	@touch $@
 
 ## The whole suite, every drawer (tests/README.md), in parallel: LocalStack installs and starts
 ## in the background while the drawers that need no LocalStack run.
@@ -86,4 +94,4 @@ bench: install
 	$(BENCH_VENV)/bin/python infra/bench/run.py $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) --out bench-results
 
 clean:
-	rm -rf .aws-sam .pytest_cache .hypothesis .ruff_cache
+	rm -rf .aws-sam .pytest_cache .hypothesis .ruff_cache build dist
