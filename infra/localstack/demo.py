@@ -6,8 +6,10 @@ some CPU-bound, some flaky, some that always fail, and three messages that are n
 jobs), lets LocalStack's SQS event source mapping invoke the worker, waits for every
 outcome, and prints the results table, the cold invocation's init time next to the warm
 ones, and jobs/s; then runs a chain of three, a group of 20 with a callback and a
-periodic task's tick (the stack is deployed with PeriodicTasks=true). It stops
-LocalStack afterwards if it started it.
+periodic task's tick (the stack is deployed with PeriodicTasks=true). It ends with the
+commands that open the dashboard on this run, so LocalStack (and the stack deployed in it)
+keeps running afterwards; `infra/localstack/ctl stop` stops it. A run that fails stops the
+LocalStack it started.
 """
 
 from __future__ import annotations
@@ -60,10 +62,15 @@ def main(jobs: int = 300) -> int:
         print(ctl("start").strip().splitlines()[-1])
     os.environ.update(dict(item.split("=", 1) for item in ctl("env").removeprefix("export ").split()))
     try:
-        return run(jobs)
-    finally:
+        code = run(jobs)
+    except BaseException:
         if started:
             ctl("stop")
+        raise
+    # The dashboard commands printed last need this LocalStack: it stays up, whoever started it.
+    print(f"\nLocalStack is still running{' (started by this demo)' if started else ''}, with the kindling-demo "
+          f"stack deployed; stop it with: {CTL.relative_to(ROOT)} stop")
+    return code
 
 
 def run(jobs: int) -> int:
@@ -71,6 +78,7 @@ def run(jobs: int) -> int:
     from deploy import deploy
     from kindling import codec
     from kindling.client import Client
+    from kindling.records import rejected_key
     from kindling.results import FINAL, from_item
 
     print("deploying template.yaml (sam build + sam deploy) ...", flush=True)
@@ -83,7 +91,7 @@ def run(jobs: int) -> int:
     handles = client.enqueue_many(mix(jobs))
     enqueue_s = time.perf_counter() - t0
     bad = sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody="{not json")["MessageId"]
-    extra = [f"rejected#{bad}"]
+    extra = [rejected_key(bad)]  # a body with no job id is recorded under its message id
     for body in ({"version": 1, "id": "demo-unknown-task", "task": "no_such_task", "args": [], "kwargs": {},
                   "enqueued_at": 0},
                  {"version": 1, "id": "demo-bad-args", "task": "sleep", "args": [1, 2, 3], "kwargs": {},
@@ -196,7 +204,7 @@ def operating(out: dict, started_ms: int) -> None:
     table, queue = out["ResultsTableName"], out["QueueUrl"]
     print(f"\n$ kindling jobs list --status dead --since {since} --table {table}")
     cli.main(["jobs", "list", "--status", "dead", "--since", since, "--table", table])
-    print("\nthe dashboard on this run (while LocalStack runs: `make demo` stops it only if it started it):")
+    print("\nthe dashboard on this run (LocalStack keeps running for it):")
     print(f'  eval "$(infra/localstack/ctl env)"\n'
           f"  .venv/bin/kindling dashboard --table {table} --queue-url {queue} --tasks functions/worker/tasks.py\n"
           "  open http://127.0.0.1:8080/   (and: kindling jobs show ID, kindling jobs retry ID, kindling dlq peek)")
