@@ -143,3 +143,18 @@ def test_the_installed_wheel_prints_its_version_and_runs_a_task_eagerly_without_
     # The producers' extra is what asks for boto3 (here: refused, there is no index to find it in).
     extra = subprocess.run([*pip, f"{dists['wheel']}[client]"], capture_output=True, text=True, env=env)
     assert extra.returncode != 0 and "boto3" in extra.stderr, extra.stderr
+
+
+def test_the_sdist_holds_the_license_and_the_package_and_no_tests(dists):
+    import tarfile
+
+    with tarfile.open(dists["sdist"]) as tar:
+        names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
+    assert {"LICENSE", "README.md", "pyproject.toml", "layers/kindling/kindling/__init__.py"} <= set(names)
+    assert not [n for n in names if n.startswith(("tests/", "functions/", "infra/"))]
+
+
+def test_the_changelog_has_an_unreleased_section_and_its_newest_release_is_the_package_version():
+    headings = re.findall(r"^## \[([^]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert headings[0] == "Unreleased"
+    assert headings[1] == source_version(), headings
