@@ -249,6 +249,12 @@ def cmd_demo(ns) -> int:
     return demo(jobs=ns.jobs, cloud=ns.cloud)
 
 
+def cmd_init(ns) -> int:
+    from kindling.scaffold import cmd_init
+
+    return cmd_init(ns)
+
+
 def _need(value: str | None, what: str) -> str:
     if not value:
         raise SystemExit(f"kindling: {what} is required")
@@ -343,6 +349,15 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     d.add_argument("--jobs", type=int, default=300)
     d.add_argument("--cloud", choices=["moto", "localstack"], default=env("KINDLING_DEMO_CLOUD", "moto"))
     d.set_defaults(fn=cmd_demo)
+
+    i = sub.add_parser("init", help="write a new project: template, worker, layer, tests",
+                       description="Write a SAM application running your tasks with this kindling into DIR; "
+                                   "--upgrade rewrites the files kindling owns (template.yaml, the layer's "
+                                   "Makefile) with this release's and prints the diff.")
+    i.add_argument("dir", metavar="DIR")
+    i.add_argument("--force", action="store_true", help="write into a non-empty DIR, keeping every file there")
+    i.add_argument("--upgrade", action="store_true", help="take this release's template into the project DIR")
+    i.set_defaults(fn=cmd_init)
 
     from kindling.ops.cli import add_parsers  # the operator's commands: jobs, dlq, dashboard
 
