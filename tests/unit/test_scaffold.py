@@ -67,7 +67,28 @@ def test_the_layer_makefile_builds_from_the_installed_package_not_a_source_tree(
     import kindling
 
     assert f'cd "{Path(kindling.__file__).parent}"' in out
-    assert "--platform manylinux2014_x86_64" in out
+
+
+def _layer_build(layer: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-s", "-C", str(layer), "-n", "build-KindlingLayer", f"PYTHON={sys.executable}",
+                           "ARTIFACTS_DIR=/nonexistent", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("arch, platform", [("x86_64", "manylinux2014_x86_64"), ("arm64", "manylinux2014_aarch64")])
+def test_the_layer_takes_orjson_built_for_the_templates_architecture(tmp_path, arch, platform):
+    """ARCH is the template's Architecture (Lambda's names); a wheel's platform tag names the
+    machine as Linux does (aarch64 for arm64)."""
+    _init(tmp_path)
+    done = _layer_build(tmp_path / "layers/kindling", f"ARCH={arch}")
+    assert done.returncode == 0, done.stderr
+    assert f"--platform {platform} " in done.stdout
+
+
+def test_the_layer_refuses_an_architecture_lambda_does_not_have(tmp_path):
+    _init(tmp_path)
+    done = _layer_build(tmp_path / "layers/kindling", "ARCH=aarch64")
+    assert done.returncode != 0
+    assert "ARCH=aarch64" in done.stdout + done.stderr
 
 
 def test_the_scaffolds_eager_tests_pass_as_written(tmp_path):
