@@ -20,11 +20,11 @@ def install_release(dest: Path) -> Path:
     # Links (the scaffold's template and Makefiles) are copied as the files they point at,
     # as a wheel holds them.
     shutil.copytree(ROOT / "layers/kindling", src / "layers/kindling", ignore=ignore)
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
                     "--no-build-isolation", str(src), "-w", str(dest / "dist")], check=True)
-    (wheel,) = (dest / "dist").glob("kindling-*.whl")
+    (wheel,) = (dest / "dist").glob("kindling_jobs-*.whl")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
                     "--target", str(dest / "site"), str(wheel)], check=True)
     return dest / "site"
