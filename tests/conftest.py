@@ -12,17 +12,6 @@ from support.valkey import ValkeyServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (make test), the tests that share one LocalStack's deployments run
-    in one worker, in order, and so do the chaos tests (they time what the faults do); the
-    rest spread over the other workers."""
-    for item in items:
-        for marker, group in (("localstack", "localstack"), ("chaos", "chaos")):
-            if item.get_closest_marker(marker):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
-
-
 def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):  # the run itself, not one of its workers
         _localstack.stop_if_a_worker_started_it()

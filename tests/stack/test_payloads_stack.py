@@ -49,11 +49,14 @@ def test_a_job_whose_arguments_vanished_is_recorded_dead_with_the_reason(client,
     sqs = boto3.client("sqs")
     # The pointer names an object nobody wrote: sent as the client would, minus the upload.
     from kindling.envelope import encode_job, new_job
+    from kindling.payloads import argument_key
 
-    job = new_job("echo", job_id=f"vanished-{time.time_ns()}", payload={
-        "bucket": stack["PayloadBucketName"], "key": "args/none/" + "0" * 64, "size": 10, "sha256": "0" * 64})
-    assert decode_job(encode_job(job)).payload["key"] == "args/none/" + "0" * 64
-    assert "Contents" not in s3.list_objects_v2(Bucket=stack["PayloadBucketName"], Prefix="args/none/")
+    job_id = f"vanished-{time.time_ns()}"
+    key = argument_key(job_id, "0" * 64)  # where this job's arguments would be: the only key a worker reads
+    job = new_job("echo", job_id=job_id, payload={
+        "bucket": stack["PayloadBucketName"], "key": key, "size": 10, "sha256": "0" * 64})
+    assert decode_job(encode_job(job)).payload["key"] == key
+    assert "Contents" not in s3.list_objects_v2(Bucket=stack["PayloadBucketName"], Prefix=f"args/{job_id}/")
     sqs.send_message(QueueUrl=stack["QueueUrl"], MessageBody=encode_job(job).decode())
     with pytest.raises(JobFailed) as info:
         client.result(job.id, timeout=120)

@@ -37,8 +37,15 @@ def source_version() -> str:
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-                   check=True, capture_output=True, text=True)
+    # From a copy of the checkout (what a clone holds): a build writes beside its sources, and
+    # the suite's other processes read and build in the checkout meanwhile.
+    src = tmp_path_factory.mktemp("checkout") / "kindling"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", ".state", ".aws-sam", "bench-results", "build", "dist", "*.egg-info", "__pycache__",
+        ".pytest_cache", ".hypothesis", ".ruff_cache", "node_modules"))
+    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (wheel,) = out.glob("*.whl")
     (sdist,) = out.glob("*.tar.gz")
     return {"wheel": wheel, "sdist": sdist}
