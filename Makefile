@@ -54,7 +54,7 @@ test: install
 	 set +e; \
 	 ($(PY) -m pytest $(STACK_DRAWERS) $(PYTEST_ARGS) > .state/test-stack.log 2>&1; echo $$? > .state/test-stack.rc) & \
 	 stack=$$!; \
-	 $(PY) -m pytest -n 2 --ignore=$(STACK_DRAWERS) $(PYTEST_ARGS); rc=$$?; \
+	 $(PY) -m pytest -n 2 --ignore-glob='$(STACK_DRAWERS)/*' $(PYTEST_ARGS); rc=$$?; \
 	 wait $$stack; echo; echo "==== $(STACK_DRAWERS) (run alongside) ===="; cat .state/test-stack.log; \
 	 src=$$(cat .state/test-stack.rc); \
 	 if [ -n "$$booted" ]; then \
