@@ -3,7 +3,7 @@ from kindling import task
 from kindling.testing import eager
 
 
-@task                                   # registered as "quickstart.add" (module.qualname)
+@task                                   # its name: module.qualname ("quickstart.add")
 def add(x: int, y: int) -> int:
     return x + y
 
