@@ -1,0 +1,375 @@
+"""The documentation's code is code, and its reference pages are complete.
+
+- Every Python block in README.md and docs/*.md is a file under docs/examples/, included
+  verbatim after a ``<!-- example: docs/examples/NAME -->`` marker, and every example runs:
+  under eager mode, against moto's server or a Valkey server on loopback, or (the one that
+  would need a deployed function) compiled only.
+- docs/envelope.schema.json and kindling's own decoder (``envelope.decode_job``) agree on
+  the examples' envelopes (Python with boto3, Go with its standard library) and on a table
+  of valid and invalid ones.
+- docs/configuration.md lists every ``KINDLING_*`` variable the code reads and every
+  parameter template.yaml declares.
+- Relative links and the repository paths the pages name point at files that exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+EXAMPLES = DOCS / "examples"
+PACKAGE = ROOT / "layers/kindling/kindling"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+MARKER = re.compile(r"^<!-- example: (docs/examples/[\w./-]+) -->$")
+FENCE = re.compile(r"^\s*```(\w*)\s*$")
+
+# How each example runs. Every file in docs/examples/ must be in exactly one of these.
+EAGER = ["quickstart.py", "tasks.py", "periodic.py", "app.py", "handles.py", "test_eager.py", "canvas.py"]
+ON_MOTO = ["send_and_read.py", "named_queues.py", "send_with_boto3.py"]
+ON_VALKEY = ["stream_producer.py"]
+COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}
+OTHER_LANGUAGES = ["send.go"]
+
+
+def fenced_blocks(path: Path) -> list[tuple[int, str, str, str | None]]:
+    """(line, language, content, the example the marker before it names) of each fenced block."""
+    lines = path.read_text().split("\n")
+    blocks, i = [], 0
+    while i < len(lines):
+        opened = FENCE.match(lines[i])
+        if not opened:
+            i += 1
+            continue
+        j = i + 1
+        while not FENCE.match(lines[j]) or FENCE.match(lines[j]).group(1):
+            j += 1
+        marker = MARKER.match(lines[i - 1].strip()) if i else None
+        blocks.append((i + 1, opened.group(1), "\n".join(lines[i + 1:j]) + "\n",
+                       marker.group(1) if marker else None))
+        i = j + 1
+    return blocks
+
+
+def example_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "layers/kindling"), str(EXAMPLES)])}
+    env.pop("KINDLING_EAGER", None)
+    env.update(extra)
+    return env
+
+
+def run_example(name: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, str(EXAMPLES / name)], cwd=EXAMPLES, env=example_env(**env),
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, (name, done.stdout[-2000:], done.stderr[-3000:])
+    return done
+
+
+# --- the examples are the docs' code -------------------------------------------------------
+
+
+def test_every_python_block_in_the_docs_is_an_example_file_included_verbatim():
+    problems = []
+    for page in PAGES:
+        for line, language, content, example in fenced_blocks(page):
+            where = f"{page.relative_to(ROOT)}:{line}"
+            if language == "python" and example is None:
+                problems.append(f"{where}: a python block without an example marker before it")
+            elif example is not None:
+                source = ROOT / example
+                if not source.is_file():
+                    problems.append(f"{where}: {example} does not exist")
+                elif source.read_text() != content:
+                    problems.append(f"{where}: the block differs from {example}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_example_file_is_run_or_compiled_by_this_test_and_named_by_a_page():
+    planned = EAGER + ON_MOTO + ON_VALKEY + list(COMPILED_ONLY) + OTHER_LANGUAGES
+    assert len(planned) == len(set(planned))
+    on_disk = sorted(p.name for p in EXAMPLES.iterdir() if p.is_file() and p.suffix in (".py", ".go", ".js"))
+    assert sorted(planned) == on_disk
+    text = "\n".join(page.read_text() for page in PAGES)
+    assert [name for name in on_disk if f"examples/{name}" not in text] == []
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_every_python_example_compiles(name):
+    compile((EXAMPLES / name).read_text(), name, "exec")
+
+
+@pytest.mark.parametrize("name", EAGER)
+def test_the_example_runs_under_eager_mode(name):
+    run_example(name, KINDLING_EAGER="1")
+
+
+# --- the examples that need AWS, on moto's server ---------------------------------------------
+
+
+def make_queue(name: str) -> str:
+    import boto3
+
+    return boto3.client("sqs").create_queue(QueueName=f"{name}-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+
+
+def drain(queue_url: str) -> list[dict]:
+    import boto3
+
+    sqs, messages = boto3.client("sqs"), []
+    while True:
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
+                                  MessageAttributeNames=["All"]).get("Messages", [])
+        if not got:
+            return messages
+        messages += got
+        for m in got:
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+
+@pytest.mark.service
+def test_sending_and_reading_a_result_runs_against_a_queue_a_worker_drains(table):
+    queue = make_queue("jobs")
+    env = {"KINDLING_QUEUE_URL": queue, "KINDLING_TABLE": table}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "kindling.cli", "worker", "--tasks", str(EXAMPLES / "tasks.py"), "--wait", "1"],
+        cwd=EXAMPLES, env=example_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        done = run_example("send_and_read.py", **env)
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=60)
+    assert done.stdout.strip() == "None", done.stdout  # send_email returns None, recorded succeeded
+
+
+@pytest.mark.service
+def test_the_named_queues_example_routes_each_job_to_its_queue(table):
+    default, reports, bulk = make_queue("jobs"), make_queue("reports"), make_queue("bulk")
+    run_example("named_queues.py", KINDLING_QUEUE_URL=default, KINDLING_TABLE=table,
+                KINDLING_QUEUES=f"reports={reports},bulk={bulk}")
+    # run as a script, the example's own task is __main__.monthly_report
+    tasks = {url: sorted(json.loads(m["Body"])["task"] for m in drain(url)) for url in (default, reports, bulk)}
+    assert tasks == {default: [], reports: ["__main__.monthly_report"],
+                     bulk: ["__main__.monthly_report", "tasks.resize"]}
+
+
+@pytest.mark.service
+def test_a_job_sent_with_boto3_alone_is_a_valid_envelope_for_the_schema_and_the_worker(moto_endpoint):
+    from kindling import jobsig
+
+    queue = make_queue("jobs")
+    done = run_example("send_with_boto3.py", KINDLING_QUEUE_URL=queue)
+    (message,) = drain(queue)
+    body = json.loads(message["Body"])
+    assert_valid_both_ways(body)
+    assert body["id"] == done.stdout.strip()
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import send_with_boto3
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    key = b"k" * 32
+    assert send_with_boto3.signature("2026-11", key, queue, raw) == jobsig.sign(
+        "2026-11", key, jobsig.sqs_destination(queue), raw)
+
+
+@pytest.mark.valkey
+def test_the_stream_producer_example_adds_its_jobs_to_the_stream(valkey_url):
+    from kindling.valkey.connection import connect
+
+    client = connect(valkey_url)
+    client.execute_command("DEL", "kindling:jobs")
+    run_example("stream_producer.py", KINDLING_VALKEY_URL=valkey_url)
+    assert client.execute_command("XLEN", "kindling:jobs") == 10_001
+    client.execute_command("DEL", "kindling:jobs")
+
+
+# --- the envelope schema agrees with the decoder ----------------------------------------------
+
+
+def schema_validator():
+    import jsonschema
+
+    schema = json.loads((DOCS / "envelope.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def schema_errors(envelope: object) -> list[str]:
+    return [e.message for e in schema_validator().iter_errors(envelope)]
+
+
+def decoder_error(envelope: object) -> str | None:
+    from kindling.envelope import decode_job
+    from kindling.errors import InvalidJob
+
+    try:
+        decode_job(json.dumps(envelope))
+    except InvalidJob as exc:
+        return str(exc)
+    return None
+
+
+def assert_valid_both_ways(envelope: dict) -> None:
+    assert schema_errors(envelope) == []
+    assert decoder_error(envelope) is None
+
+
+def plain(**changes) -> dict:
+    job = {"version": 1, "id": "01JD3ABCDEFGHJKMNPQRSTVWXY", "task": "tasks.resize", "args": ["a.png"],
+           "kwargs": {"width": 64}, "enqueued_at": 1763725000000}
+    job.update(changes)
+    return {k: v for k, v in job.items() if v is not ...}
+
+
+CALL = {"task": "tasks.add", "args": [10], "kwargs": {}}
+PARENT = {"id": "chord-1", "index": 2, "size": 10, "then": {"task": "tasks.total", "args": [], "kwargs": {}}}
+PAYLOAD = {"bucket": "kindling-payloads", "key": "args/01JD3/" + "a" * 64, "size": 2_097_152, "sha256": "a" * 64}
+
+ACCEPTED = {
+    "a plain job": plain(),
+    "every version 1 option": plain(max_attempts=5, timeout=30, not_before=1763725060000),
+    "a float timeout": plain(timeout=0.5),
+    "an id of every allowed character": plain(id="Az09-_.:" + "x" * 120),
+    "a chain": plain(version=2, chain=[CALL, dict(CALL, max_attempts=2, timeout=10)]),
+    "a chord member": plain(version=2, id="chord-1.2", parent=PARENT),
+    "a member of a group without a callback": plain(version=2, parent=dict(PARENT, then=None)),
+    "an S3 payload": plain(version=2, args=[], kwargs={}, payload=PAYLOAD),
+}
+REFUSED = {
+    "no enqueued_at": plain(enqueued_at=...),
+    "an unknown field": plain(priority=1),
+    "version 3 (newer)": plain(version=3),
+    "version 0": plain(version=0),
+    "a version 2 field in version 1": plain(chain=[CALL]),
+    "an id with a slash": plain(id="a/b"),
+    "an id over 128 characters": plain(id="x" * 129),
+    "an empty task": plain(task=""),
+    "a task over 200 characters": plain(task="t" * 201),
+    "args not a list": plain(args={"a": 1}),
+    "max_attempts 0": plain(max_attempts=0),
+    "max_attempts 1001": plain(max_attempts=1001),
+    "max_attempts true": plain(max_attempts=True),
+    "a timeout over a day": plain(timeout=86_401),
+    "a zero timeout": plain(timeout=0),
+    "enqueued_at negative": plain(enqueued_at=-1),
+    "enqueued_at in the year 10000": plain(enqueued_at=253_402_300_800_000),
+    "an empty chain": plain(version=2, chain=[]),
+    "a chain of 101": plain(version=2, chain=[CALL] * 101),
+    "a chained call with an unknown field": plain(version=2, chain=[dict(CALL, queue="bulk")]),
+    "a parent without then": plain(version=2, parent={k: v for k, v in PARENT.items() if k != "then"}),
+    "a group of 10,001": plain(version=2, parent=dict(PARENT, size=10_001)),
+    "a payload beside arguments": plain(version=2, payload=PAYLOAD),
+    "a payload with an upper-case digest": plain(version=2, args=[], kwargs={}, payload=dict(PAYLOAD, sha256="A" * 64)),
+    "a payload in a bucket with capitals": plain(version=2, args=[], kwargs={}, payload=dict(PAYLOAD, bucket="Bucket")),
+    "not an object": ["tasks.resize"],
+}
+
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_the_schema_and_the_decoder_both_accept(case):
+    assert_valid_both_ways(ACCEPTED[case])
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_the_schema_and_the_decoder_both_refuse(case):
+    from kindling.errors import NewerEnvelope
+
+    envelope = REFUSED[case]
+    assert schema_errors(envelope) != []
+    try:
+        reason = decoder_error(envelope)
+    except NewerEnvelope:  # handed back to a newer worker, not run by this one
+        reason = "newer"
+    assert reason is not None
+
+
+@pytest.mark.slow
+def test_a_job_built_in_go_with_its_standard_library_is_a_valid_envelope():
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("go is not on PATH: docs/examples/send.go is not built")
+    done = subprocess.run([go, "run", str(EXAMPLES / "send.go")], capture_output=True, text=True, timeout=300,
+                          cwd=EXAMPLES, env={**os.environ, "GOFLAGS": "-mod=mod", "GO111MODULE": "off"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    envelope = json.loads(done.stdout)
+    assert_valid_both_ways(envelope)
+    assert envelope["enqueued_at"] <= time.time() * 1000
+
+
+# --- configuration.md is complete ------------------------------------------------------------
+
+
+def variables_in_the_code() -> set[str]:
+    found: set[str] = set()
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "functions").rglob("*.py")]:
+        found |= set(re.findall(r"""["'](KINDLING_[A-Z0-9_]*[A-Z0-9])["']""", path.read_text()))
+    config = PACKAGE / "config.py"
+    if config.exists():  # the variables' table, where there is one
+        from kindling import config as config_module
+
+        table = getattr(config_module, "VARIABLES", {})
+        found |= {getattr(v, "name", v) for v in table}
+    return found
+
+
+def template_parameters() -> set[str]:
+    text = (ROOT / "template.yaml").read_text()
+    block = re.search(r"^Parameters:\n(.*?)^\S", text, re.S | re.M).group(1)
+    return set(re.findall(r"^  (\w+):", block, re.M))
+
+
+def listed_in_configuration() -> set[str]:
+    return set(re.findall(r"^\| `(\w+)` \|", (DOCS / "configuration.md").read_text(), re.M))
+
+
+def test_configuration_lists_every_variable_the_code_reads():
+    code = variables_in_the_code()
+    assert "KINDLING_QUEUE_URL" in code and len(code) > 20  # the scan finds what it should
+    assert sorted(code - listed_in_configuration()) == []
+
+
+def test_configuration_lists_every_template_parameter():
+    parameters = template_parameters()
+    assert {"MaxAttempts", "KmsKeyArn"} <= parameters
+    assert sorted(parameters - listed_in_configuration()) == []
+
+
+# --- links and paths ---------------------------------------------------------------------------
+
+
+def test_relative_links_and_named_repository_paths_exist():
+    problems = []
+    for page in PAGES:
+        text = page.read_text()
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+            if "://" not in target and not (page.parent / target).exists():
+                problems.append(f"{page.relative_to(ROOT)}: link {target}")
+        for path in re.findall(r"`((?:tests|infra|layers|functions|docs)/[\w./-]*\w)`", text):
+            if not (ROOT / path).exists() and not path.endswith(".venv"):
+                problems.append(f"{page.relative_to(ROOT)}: path {path}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_script_writes_the_readme_and_the_bench_harness_names_docs_benchmarks():
+    writers = []
+    for path in [*(ROOT / "infra").rglob("*.py"), *PACKAGE.rglob("*.py")]:
+        if ".venv" in path.parts:
+            continue
+        text = path.read_text(errors="replace")
+        if re.search(r"README\.md['\"]?\)?\.(write_text|open)|open\([^)]*README", text):
+            writers.append(str(path.relative_to(ROOT)))
+    assert writers == []
+    assert "docs/benchmarks.md" in (ROOT / "infra/bench/run.py").read_text()
+    assert "make bench" in (DOCS / "benchmarks.md").read_text()
