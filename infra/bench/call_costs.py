@@ -9,7 +9,7 @@ not), a BatchGetItem of 10 and a GetItem. For each: the wall time per call, and 
 time LocalStack (python) and DynamoDB Local (java, its child) spent per call, read from
 /proc before and after. Three rounds (``--rounds``): the first ones warm DynamoDB Local's
 JIT, so read the last. This is the
-measurement behind the README's "what the duplicate check costs the table" on LocalStack,
+measurement behind docs/benchmarks.md's "what the duplicate check costs the table" on LocalStack,
 where both servers share the machine's cores with the worker.
 """
 

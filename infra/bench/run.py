@@ -8,6 +8,8 @@ Every scenario runs its systems round-robin within each repetition (interleaved,
 machine, same run) and reports medians with min and max and each median's ratio to the
 baseline's. Writes <out>/bench-<stamp>.json (every sample), <out>/bench-<stamp>.md (the
 tables) and PNG charts; prints progress, the tables and the ratios against the targets.
+It edits no file in the repository: the published figures are docs/benchmarks.md, the one
+page a new run's results go to (with its date and commit, as it says there).
 Nothing else may run heavy work meanwhile: absolute numbers on a shared machine are noise,
 the ratios are the result.
 
@@ -1396,6 +1398,7 @@ def main() -> int:
     pngs = charts(results, out, stamp)
     print(md)
     log(f"wrote {jpath}, {mpath}, " + ", ".join(str(p) for p in pngs))
+    log("to publish this run: its tables and ratios go to docs/benchmarks.md, with its stamp and commit")
     return 0
 
 

@@ -433,7 +433,7 @@ class _Stream(Path):
         self.valkey = connect(url)
         self.results = results if results is not None else DynamoResultStore(table)
         with codec_of(True):
-            # A stream producer reads outcomes where the workers record them (README: its
+            # A stream producer reads outcomes where the workers record them (docs/sending.md: its
             # reader is the deployment's, or reader=): its handles read this path's store.
             self._producer = StreamProducer(url, stream=self.stream, signing=keyring() if signing else "",
                                             reader=self.results)

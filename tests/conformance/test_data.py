@@ -1,7 +1,7 @@
 """Chains and chords that fail part-way, large arguments and results, and the edges of what
 JSON holds, as arguments and as results. One table, every path.
 
-Expected, from README and kindling.codec (one contract for both engines, every path):
+Expected, from docs/tasks.md and kindling.codec (one contract for both engines, every path):
 integers of any size round-trip exactly; a value outside the contract (NaN, infinities, a
 non-string key, nesting past 254 levels) is refused the same way everywhere: as an argument
 by the producer, at the call, sending nothing; as a result by the job, recorded ``dead`` at

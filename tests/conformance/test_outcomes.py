@@ -1,6 +1,6 @@
 """Success, failure, retries and their timing, time limits and death: one table, every path.
 
-The expected delays are README's: a task's ``Backoff``, else ``Retry(after=)``, else the
+The expected delays are docs/tasks.md's: a task's ``Backoff``, else ``Retry(after=)``, else the
 deployed default (the template's ``RetryDelay``, 5 s, doubling per attempt).
 """
 

@@ -14,7 +14,7 @@ the page polls for live refresh:
 
 Everything is read through the ``by_status`` and ``by_task`` indexes. It binds 127.0.0.1
 by default and has no login of its own: expose it through an SSH tunnel or a reverse proxy
-that authenticates (README, "Operating it"). Requests whose ``Host`` is not the address it
+that authenticates (docs/operations.md, "The dashboard"). Requests whose ``Host`` is not the address it
 serves are refused (DNS rebinding), and a retry must carry the page's own header and no
 foreign ``Origin`` (cross-site requests).
 """

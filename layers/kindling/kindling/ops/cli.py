@@ -114,8 +114,8 @@ def add_parsers(sub, env) -> None:
 
     dash = sub.add_parser("dashboard", help="a local web page over the results table",
                           description="Serve the dashboard (charts by status and task, throughput, durations, "
-                                      "failures with tracebacks, retry) on 127.0.0.1. It has no login: see the "
-                                      "README before exposing it.")
+                                      "failures with tracebacks, retry) on 127.0.0.1. It has no login: see "
+                                      "docs/operations.md (The dashboard) before exposing it.")
     dash.add_argument("--port", type=int, default=8080)
     dash.add_argument("--host", default="127.0.0.1")
     dash.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
