@@ -185,6 +185,7 @@ def test_a_job_sent_with_boto3_alone_is_a_valid_envelope_for_the_schema_and_the_
 
 
 @pytest.mark.valkey
+@pytest.mark.service
 def test_the_stream_producer_example_adds_its_jobs_to_the_stream(valkey_url):
     from kindling.valkey.connection import connect
 
