@@ -24,7 +24,8 @@ from kindling.dashboard import make_server
 from kindling.ops import Stack
 from kindling.ops.dlq import redrive
 from kindling.ops.query import get_job
-from kindling.results import FINAL, from_item
+from kindling.results import from_item
+from kindling.status import FINAL
 from support.chromium import chromium, wait_for
 
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]

@@ -15,7 +15,8 @@ import pytest
 from kindling import codec
 from kindling.client import Call, Client
 from kindling.envelope import encode_job, new_job
-from kindling.results import FINAL, from_item
+from kindling.results import from_item
+from kindling.status import FINAL
 
 pytestmark = pytest.mark.localstack
 

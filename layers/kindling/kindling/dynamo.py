@@ -19,7 +19,17 @@ import time
 from kindling.errors import StoreUnavailable
 from kindling.policy import compute_backoff
 from kindling.records import chord_error, stored_state
-from kindling.status import FAILED, GENERATION_CHECKED, NEWER_GENERATION, REPLACES, SUCCEEDED, generation_of
+from kindling.status import (
+    COMPLETED,
+    DEAD,
+    FAILED,
+    GENERATION_CHECKED,
+    NEWER_GENERATION,
+    REPLACES,
+    SUCCEEDED,
+    WAITING,
+    generation_of,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -219,12 +229,12 @@ class DynamoResultStore:
         adds, sets = ["#done :i"], ["#size = :n", "#at = :at", "#kind = :kind"]
         if ok:
             sets.append("#st = if_not_exists(#st, :waiting)")
-            values[":waiting"] = {"S": "waiting"}
+            values[":waiting"] = {"S": WAITING}
         else:
             names.update({"#dead": "dead", "#err": "error"})
             adds.append("#dead :i")
             sets += ["#st = :dead", "#err = if_not_exists(#err, :err)"]
-            values[":dead"] = {"S": "dead"}
+            values[":dead"] = {"S": DEAD}
             values[":err"] = _av(chord_error(index, reason, message))
         if ttl_s:
             names["#exp"] = "expires_at"
@@ -248,7 +258,7 @@ class DynamoResultStore:
         marked sent (:mod:`kindling.followups`: a claim past its lease): again one wins.
         """
         names = {"#st": "status", "#cat": "completed_at"}
-        values = {":completed": {"S": "completed"}, ":waiting": {"S": "waiting"}, ":at": {"N": str(at_ms)}}
+        values = {":completed": {"S": COMPLETED}, ":waiting": {"S": WAITING}, ":at": {"N": str(at_ms)}}
         condition = "#st = :waiting"
         if claimed_at is not None:
             names["#sent"] = "sent_at"
@@ -277,7 +287,7 @@ class DynamoResultStore:
                 "TableName": self.table, "Key": {"id": {"S": key}}, "UpdateExpression": "SET #sent = :at",
                 "ConditionExpression": "#st = :completed",
                 "ExpressionAttributeNames": {"#sent": "sent_at", "#st": "status"},
-                "ExpressionAttributeValues": {":at": {"N": str(at_ms)}, ":completed": {"S": "completed"}},
+                "ExpressionAttributeValues": {":at": {"N": str(at_ms)}, ":completed": {"S": COMPLETED}},
             }, self._deadline(deadline))
         except _ConditionFailed:  # failed since (a member's result lost): nothing to note
             return

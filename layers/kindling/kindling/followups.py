@@ -131,7 +131,7 @@ from __future__ import annotations
 from kindling import codec, policy
 from kindling.envelope import new_job, now_ms
 from kindling.errors import PayloadUnavailable
-from kindling.status import DEAD, DEFERRED, REJECTED, REVOKED, SKIPPED, SUCCEEDED
+from kindling.status import COMPLETED, DEAD, DEFERRED, REJECTED, REVOKED, SKIPPED, SUCCEEDED, WAITING
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -147,8 +147,6 @@ __all__ = ["CHORD_PREFIX", "COMPLETED", "MAX_CHORD_ID_LENGTH", "WAITING", "callb
 CHORD_PREFIX = "chord#"
 MAX_CHORD_ID_LENGTH = 100
 """A chord id leaves room for ``.<index>`` and ``.then`` within the 128 characters of a job id."""
-WAITING = "waiting"
-COMPLETED = "completed"
 _NEXT = ".next-"
 CLAIM_MARGIN_S = 60
 """Seconds a chord's claim outlasts its callback's time limit: for the send, the queue and

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 
 from kindling.errors import JobFailed, KindlingError
-from kindling.status import FAILED, FINAL, SUCCEEDED
+from kindling.status import COMPLETED, DEAD, FAILED, FINAL, SUCCEEDED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -256,16 +256,14 @@ class GroupHandle:
     def result(self, timeout: float = 30.0) -> Any:
         """The callback's result, or (a group without one) the members' results in order.
         Raises :class:`JobFailed` as soon as the chord is recorded ``dead``."""
-        from kindling.followups import COMPLETED
-
         reader = require(self.reader)
         deadline = time.monotonic() + timeout
 
         def step(last: bool) -> Any:
             record = self.record()
             status = record.get("status") if record else None
-            if status == "dead":
-                raise JobFailed(self.id, "dead", record.get("error"))  # type: ignore[union-attr]
+            if status == DEAD:
+                raise JobFailed(self.id, DEAD, record.get("error"))  # type: ignore[union-attr]
             if status == COMPLETED:
                 if not self.has_callback:
                     return [job_result(reader, i, deadline, timeout) for i in self.member_ids]

@@ -26,6 +26,7 @@ import os
 import sys
 
 from kindling import codec
+from kindling.status import DEAD, DEFERRED, FAILED, RAN, REJECTED, SKIPPED, SUCCEEDED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["documents", "emit", "namespace"]
 
 MAX_VALUES = 100
-_COUNTS = {"succeeded": "JobsSucceeded", "failed": "JobsFailed", "dead": "JobsDead", "rejected": "JobsRejected",
-           "skipped": "JobsSkipped", "deferred": "JobsDeferred"}
+_COUNTS = {SUCCEEDED: "JobsSucceeded", FAILED: "JobsFailed", DEAD: "JobsDead", REJECTED: "JobsRejected",
+           SKIPPED: "JobsSkipped", DEFERRED: "JobsDeferred"}
 
 
 def namespace() -> str:
@@ -67,7 +68,7 @@ def documents(outcomes: Iterable[Outcome], registered, *, cold_start: bool = Fal
             if name:
                 metrics.setdefault(name, [0])[0] += 1
             record = o.record
-            if record is not None and o.status in ("succeeded", "failed", "dead") and record.get("duration_ms"):
+            if record is not None and o.status in RAN and record.get("duration_ms"):
                 _add(metrics, "JobDuration", record["duration_ms"])
                 if record.get("enqueued_at"):
                     _add(metrics, "QueueWait", max(0, record["started_at"] - record["enqueued_at"]))

@@ -57,17 +57,12 @@ from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, enc
 from kindling.status import (
     DEAD,
     DEFERRED,
-    DUPLICATE,
     FAILED,
     FINAL,
-    HANDED_BACK,
     NEWER_GENERATION,
-    REJECTED,
     REVOKED,
-    SETTLED,
     SKIPPED,
     SUCCEEDED,
-    Status,
 )
 
 TYPE_CHECKING = False
@@ -79,8 +74,7 @@ if TYPE_CHECKING:
     from kindling.registry import Registry, Task
     from kindling.result_store import ResultStore
 
-__all__ = ["Batch", "Delivery", "JobContext", "Outcome", "Runner", "current_job", "Status", "SUCCEEDED", "FAILED",
-           "DEAD", "REJECTED", "SKIPPED", "DEFERRED", "DUPLICATE", "SETTLED", "HANDED_BACK", "MAX_RESULT_BYTES",
+__all__ = ["Batch", "Delivery", "JobContext", "Outcome", "Runner", "current_job", "MAX_RESULT_BYTES",
            "STORE_OUTAGE", "STORE_UNAVAILABLE"]
 
 DAY_S = 86_400

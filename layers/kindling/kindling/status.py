@@ -30,13 +30,20 @@ Outcome-only statuses (what became of one delivery; never written):
   envelope from a newer kindling); handed back for redelivery without using an attempt.
 * ``duplicate`` - the same job id a second time in one batch; settled after the first.
 
+Chord statuses (what a chord's record, ``chord#<id>``, says; :mod:`kindling.followups`):
+
+* ``waiting`` - members are still being counted;
+* ``completed`` - every member succeeded and the callback was claimed (``sent_at`` once sent);
+* ``dead`` - a member did not succeed (or its result is lost): the callback never runs.
+
 Written without :mod:`enum`, which costs a cold start ~2 ms to import.
 """
 
 from __future__ import annotations
 
-__all__ = ["Status", "RECORDED", "BY_STATUS", "FINAL", "SETTLED", "HANDED_BACK", "REVIVABLE", "GENERATION_CHECKED",
-           "NEWER_GENERATION", "generation_of", "may_replace"]
+__all__ = ["Status", "RECORDED", "BY_STATUS", "FINAL", "FAILED_FINAL", "RAN", "SETTLED", "HANDED_BACK", "REVIVABLE",
+           "GENERATION_CHECKED", "NEWER_GENERATION", "WAITING", "COMPLETED", "CHORD_STATUSES", "generation_of",
+           "may_replace"]
 
 
 class Status:
@@ -76,6 +83,12 @@ out, so that it costs one index write (``by_task``); it is listed per task."""
 FINAL = frozenset({SUCCEEDED, DEAD, REJECTED, REVOKED})
 """Recorded statuses a waiter stops at."""
 
+FAILED_FINAL = FINAL - {SUCCEEDED}
+"""Final statuses of a job that did not succeed: a chain ends, a chord fails."""
+
+RAN = frozenset({SUCCEEDED, FAILED, DEAD})
+"""Outcomes of an attempt that ran the task (they have a duration)."""
+
 SETTLED = frozenset({SUCCEEDED, REJECTED, SKIPPED})
 """Outcomes after which a message is acknowledged (``dead`` is the trigger's to move)."""
 
@@ -96,6 +109,17 @@ new ``queued`` record and bounce the new message to the dead letters. Not checke
 the job did succeed, and the revive's message is then skipped as a duplicate) and a
 ``rejected`` (judged at admission, before any read; of a real job's record it replaces
 only a ``queued`` one, which the new generation's run then replaces in turn)."""
+
+WAITING = "waiting"
+"""A chord's record while its members are counted."""
+COMPLETED = "completed"
+"""A chord's record once every member succeeded and its callback is claimed."""
+CHORD_STATUSES = frozenset({WAITING, COMPLETED, DEAD})
+"""What a chord's record can say (``dead``: a member did not succeed).
+
+The Lua scripts of the Valkey result store and of the dead stream's revive compare and write
+these words (and ``failed``, ``dead``) as literals: Lua cannot import them. A word changed
+here must change there too (``grep -rn "'waiting'" kindling/valkey kindling/ops``)."""
 
 NEWER_GENERATION = "newer generation"
 """What a store's ``write`` reports for a record refused because the stored one is of a

@@ -10,7 +10,7 @@ import time
 
 from kindling.errors import StoreUnavailable
 from kindling.records import chord_error, revoke, stored_state
-from kindling.status import GENERATION_CHECKED, NEWER_GENERATION, generation_of, may_replace
+from kindling.status import COMPLETED, DEAD, GENERATION_CHECKED, NEWER_GENERATION, WAITING, generation_of, may_replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,10 +91,10 @@ class MemoryResultStore:
         record["done"].add(str(index))
         record.update(size=size, updated_at=at_ms)
         if ok:
-            record.setdefault("status", "waiting")
+            record.setdefault("status", WAITING)
         else:
             record["dead"].add(str(index))
-            record["status"] = "dead"
+            record["status"] = DEAD
             record.setdefault("error", chord_error(index, reason, message))
         return old
 
@@ -102,13 +102,10 @@ class MemoryResultStore:
                     deadline: float | None = None) -> bool:
         self._reach(deadline)
         record = self.records.get(key) or {}
-        if claimed_at is None:
-            if record.get("status") != "waiting":
-                return False
-        elif (record.get("status"), record.get("completed_at"), record.get("sent_at")) != ("completed", claimed_at,
-                                                                                          None):
+        found = (record.get("status"), record.get("completed_at"), record.get("sent_at"))
+        if found[0] != WAITING if claimed_at is None else found != (COMPLETED, claimed_at, None):  # a take-over
             return False
-        record.update(status="completed", completed_at=at_ms)
+        record.update(status=COMPLETED, completed_at=at_ms)
         if callback:
             record["callback"] = callback
         return True
@@ -116,7 +113,7 @@ class MemoryResultStore:
     def mark_chord_sent(self, key: str, *, at_ms: int = 0, deadline: float | None = None) -> None:
         self._reach(deadline)
         record = self.records.get(key)
-        if record is not None and record.get("status") == "completed":
+        if record is not None and record.get("status") == COMPLETED:
             record["sent_at"] = at_ms
 
     def record(self, job_id: str, *, deadline: float | None = None) -> dict | None:

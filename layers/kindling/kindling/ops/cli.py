@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from kindling.status import RECORDED
+from kindling.status import DEAD, RECORDED
 
 __all__ = ["add_parsers"]
 
@@ -258,7 +258,7 @@ def _jobs_retry(ns) -> int:
     if ns.json:
         print(fmt.dumps(done))
     else:
-        how = (f"revived as generation {done['generation']}" if done["previous_status"] == "dead"
+        how = (f"revived as generation {done['generation']}" if done["previous_status"] == DEAD
                else f"was {done['previous_status'] or 'without a record'}")
         print(f"job {done['id']} enqueued again{on} ({how}; {sent})")
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import time
 
+from kindling.status import QUEUED
+
 __all__ = ["dumps", "width", "jobs_table", "job_detail", "dlq_table", "dead_stream_table", "when", "ms"]
 
 
@@ -84,7 +86,7 @@ def job_detail(record: dict, width: int = 120) -> str:
         status += f" (generation {r['generation']})"
     lines.append(("status", status))
     lines.append(("attempts", str(r.get("attempts", "-"))))
-    if r.get("status") == "queued":  # a revive's record: no run of this generation yet
+    if r.get("status") == QUEUED:  # a revive's record: no run of this generation yet
         lines.append(("revived", when(r.get("finished_at"))))
     else:
         lines.append(("enqueued", when(r.get("enqueued_at"))))

@@ -65,7 +65,7 @@ from kindling.errors import InvalidJob
 from kindling.ops import OpsError, Stack
 from kindling.ops.query import REVIVE_PREFIX, get_job
 from kindling.records import build_record
-from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED
+from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED, WAITING
 
 __all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "refuse_settled", "find_in_dlq", "RetryRefused",
            "HISTORY", "message_problem", "trusted_job_id"]
@@ -252,8 +252,6 @@ def reopen_chord(stack: Stack, body: str | bytes) -> bool:
     Celery's chord stays failed; kindling's revive is an operator's explicit decision to
     run the member again, so its chord follows it.
     """
-    from kindling.followups import WAITING
-
     member = chord_member(body)
     if member is None or not stack.table:
         return False

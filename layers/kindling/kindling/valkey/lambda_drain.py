@@ -41,7 +41,8 @@ import time
 
 from kindling.envelope import now_ms
 from kindling.errors import KindlingError
-from kindling.runner import DEFERRED, FAILED, Runner
+from kindling.runner import Runner
+from kindling.status import DEFERRED, FAILED
 from kindling.valkey import errors
 from kindling.valkey.connection import configured_url, connect, default_consumer
 from kindling.valkey.drain_event import DrainConfig, DrainRefused, Selection, select
