@@ -28,7 +28,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "layers/kindling/kindling"
 
 LAYERS = {
-    "core": ["errors", "status", "codec", "policy", "backoff", "envelope", "records", "registry", "routing",
+    "core": ["errors", "status", "digest", "codec", "policy", "backoff", "envelope", "records", "registry", "routing",
              "schedules", "jobsig", "batch", "refusals", "result_store"],
     "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors"],
     "shared": ["payloads", "sqs_send", "signed", "logs", "metrics", "otel", "tasklog", "valkey.scheduled",
@@ -51,14 +51,12 @@ ALLOWED = {
     # API sugar: a task's handle sends through the producer, lazily.
     ("registry", "dispatch"): "Task.delay/apply_async send through the producer (function-level)",
     ("registry", "canvas"): "Task.s builds a signature (function-level)",
-    ("registry", "client"): "to move: Call belongs beside Job in envelope",
     ("dispatch", "testing"): "eager mode under KINDLING_EAGER=1 (function-level)",
-    ("canvas", "followups"): "to move: follow-up ids belong in envelope, chord statuses in status",
-    ("handles", "followups"): "to move: follow-up ids belong in envelope, chord statuses in status",
     ("valkey", "valkey.producer"): "the face names its own producer (typing only)",
     # Annotations inside core: free at run time.
     ("policy", "envelope"): "Job in annotations (typing only)",
     ("policy", "registry"): "Task in annotations (typing only)",
+    ("envelope", "registry"): "Task in Call's annotations (typing only)",
     ("schedules", "registry"): "Registry and Task in annotations (typing only)",
     # Same-layer cycles, to break.
     ("cli", "demo"): "the demo command (function-level)",

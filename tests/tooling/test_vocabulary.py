@@ -1,6 +1,8 @@
 """Each vocabulary has one home, read from the source: a job's or a chord's status is never
 retyped as a string outside :mod:`kindling.status`, and is imported from there, not from a
-module that happens to import it too.
+module that happens to import it too; the job-id charset is written in
+:mod:`kindling.envelope` alone, and every record key prefix (``<kind>#``) in
+:mod:`kindling.records` alone.
 """
 
 from __future__ import annotations
@@ -100,3 +102,26 @@ def test_the_runner_does_not_export_the_statuses():
     exported = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets))
     assert sorted(set(exported) & STATUS_NAMES) == []
+
+
+def _constants(path: Path) -> list[ast.Constant]:
+    nodes = ast.walk(ast.parse(path.read_text()))
+    return [n for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_the_job_id_charset_is_written_in_the_envelope_alone():
+    """Its punctuation (``-_.:``) is the mark of a charset retyped: a chord id or a tick's
+    job id checked against a copy would drift from what the envelope accepts."""
+    written = [f"{p.relative_to(PACKAGE)}:{c.lineno}" for p in sorted(PACKAGE.rglob("*.py"))
+               for c in _constants(p) if "-_.:" in c.value and p.name != "envelope.py"]
+    assert written == []
+
+
+def test_every_record_key_prefix_is_written_in_records_alone():
+    """``#`` occurs in no job id, so ``<kind>#<id>`` keys never land on a job's record:
+    the kinds (rejected, chord, revive...) are one list, in one module."""
+    prefixes = [f"{p.relative_to(PACKAGE)}:{c.lineno} {c.value!r}" for p in sorted(PACKAGE.rglob("*.py"))
+                if p.relative_to(PACKAGE) != Path("records.py")
+                for c in _constants(p) if c.value.endswith("#") and c.value[:-1].isalpha() and c.value.islower()
+                ]
+    assert prefixes == []

@@ -26,7 +26,7 @@ The rules the worker applies (:mod:`kindling.followups`):
   chord's record (``chord#<id>`` in the results table) says ``dead``, naming the member
   (until an operator revives that member: ``kindling jobs retry`` reopens the chord);
 * every id is known when the canvas is sent: members are ``<chord id>.<index>``, the
-  callback ``<chord id>.then``, each chain step :func:`kindling.followups.next_id` of the
+  callback ``<chord id>.then``, each chain step :func:`kindling.envelope.next_id` of the
   one before. So a follow-up enqueued twice runs once.
 
 Limits (envelope version 2): a chain holds at most 101 signatures, a chord id at most 100
@@ -36,8 +36,7 @@ characters, and a chain step or a callback is one task call (not itself a group)
 from __future__ import annotations
 
 from kindling import dispatch
-from kindling.envelope import MAX_CHAIN_LENGTH
-from kindling.followups import check_chord_id, member_id, next_id
+from kindling.envelope import MAX_CHAIN_LENGTH, check_chord_id, member_id, next_id
 from kindling.handles import ChainHandle, GroupHandle  # where they live; imported from here too
 
 TYPE_CHECKING = False
@@ -104,7 +103,7 @@ class Signature:
         return isinstance(other, Signature) and self.call_object() == other.call_object()
 
     def _call(self, **options):
-        from kindling.client import Call
+        from kindling.envelope import Call
 
         return Call(self.task, self.args, self.kwargs, max_attempts=self.max_attempts, timeout=self.timeout,
                     **options)

@@ -25,12 +25,12 @@ to them (:mod:`kindling.payloads`); without a bucket it is refused with
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from kindling import codec
 from kindling.dynamo import from_item
-from kindling.envelope import Job, encode_job, new_job
+from kindling.envelope import Call, Job, encode_job, new_job  # Call: defined beside Job, imported from here too
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
 from kindling.handles import JobHandle, wait_result
 from kindling.payloads import SIGNATURE_BYTES
@@ -38,24 +38,6 @@ from kindling.registry import Task
 from kindling.routing import parse_queues, queue_name, resolve
 
 SQS_MAX_DELAY = 900
-
-
-class Call:
-    """One job to send with :meth:`Client.enqueue_many`, with its per-job options."""
-
-    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group", "queue", "chain",
-                 "parent")
-
-    def __init__(self, task: str | Task, args: Sequence = (), kwargs: dict | None = None, *,
-                 delay: int = 0, job_id: str | None = None, max_attempts: int | None = None,
-                 timeout: float | None = None, group: str | None = None, queue: str | None = None,
-                 chain: list[dict] | None = None, parent: dict | None = None):
-        self.task, self.args, self.kwargs = task, args, kwargs or {}
-        self.delay, self.job_id, self.max_attempts, self.timeout = delay, job_id, max_attempts, timeout
-        self.group = group  # a FIFO queue's message group: jobs of one group run in order
-        self.queue = queue  # a named queue, over the task's own (kindling.routing)
-        # What kindling.canvas sets: the calls to run after this one, the chord it belongs to.
-        self.chain, self.parent = chain, parent
 
 
 class Client:

@@ -36,7 +36,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.client import Call
+    from kindling.envelope import Call
     from kindling.registry import Registry
 
 __all__ = ["installed", "producer", "reader", "send", "send_many", "set_producer"]

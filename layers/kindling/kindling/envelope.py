@@ -72,6 +72,15 @@ _HEX = frozenset("0123456789abcdef")
 _BUCKET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_.:")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+MAX_CHORD_ID_LENGTH = 100
+"""A chord id leaves room for ``.<index>`` and ``.then`` within the 128 characters of a job id."""
+_NEXT = ".next-"
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from kindling.registry import Task
 
 # The SQS message attributes kindling sets beside a job's body, never inside it: its
 # signature (kindling.jobsig), and, on a message the worker moved to a dead-letter queue,
@@ -138,6 +147,56 @@ def new_job_id(at_ms: int | None = None) -> str:
         out.append(_CROCKFORD[n & 31])
         n >>= 5
     return "".join(reversed(out))
+
+
+# Follow-up ids are derived, never drawn: a follow-up sent twice carries the same id, so the
+# batch's duplicate check runs it once (kindling.followups).
+
+
+def next_id(job_id: str) -> str:
+    """The id of the chain step after ``job_id``: its readable stem (the chain's first id, up
+    to 64 characters) and 80 bits of SHA-256 of ``job_id``, so every step has its own."""
+    from kindling.digest import sha256_hex
+
+    stem = job_id.partition(_NEXT)[0][:64]
+    return f"{stem}{_NEXT}{sha256_hex(job_id)[:20]}"
+
+
+def member_id(chord_id: str, index: int) -> str:
+    """The job id of a chord's member ``index``."""
+    return f"{chord_id}.{index}"
+
+
+def callback_id(chord_id: str) -> str:
+    """The job id of a chord's callback."""
+    return f"{chord_id}.then"
+
+
+def check_chord_id(chord_id: object) -> str:
+    """``chord_id`` if it is a valid job id short enough for its members' ids; else ValueError."""
+    if not (_is_id(chord_id) and len(chord_id) <= MAX_CHORD_ID_LENGTH):  # type: ignore[arg-type]
+        raise ValueError(f"a chord id is 1-{MAX_CHORD_ID_LENGTH} characters of letters, digits and -_.:, "
+                         f"got {chord_id!r:.80}")
+    return chord_id  # type: ignore[return-value]
+
+
+class Call:
+    """One job to send (:meth:`kindling.client.Client.enqueue_many`, a producer's ``send``),
+    with its per-job options."""
+
+    __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group", "queue", "chain",
+                 "parent")
+
+    def __init__(self, task: str | Task, args: Sequence = (), kwargs: dict | None = None, *,
+                 delay: int = 0, job_id: str | None = None, max_attempts: int | None = None,
+                 timeout: float | None = None, group: str | None = None, queue: str | None = None,
+                 chain: list[dict] | None = None, parent: dict | None = None):
+        self.task, self.args, self.kwargs = task, args, kwargs or {}
+        self.delay, self.job_id, self.max_attempts, self.timeout = delay, job_id, max_attempts, timeout
+        self.group = group  # a FIFO queue's message group: jobs of one group run in order
+        self.queue = queue  # a named queue, over the task's own (kindling.routing)
+        # What kindling.canvas sets: the calls to run after this one, the chord it belongs to.
+        self.chain, self.parent = chain, parent
 
 
 def new_job(

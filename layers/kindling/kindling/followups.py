@@ -129,9 +129,10 @@ is already written, so nothing runs twice.
 from __future__ import annotations
 
 from kindling import codec, policy
-from kindling.envelope import new_job, now_ms
+from kindling.envelope import MAX_CHORD_ID_LENGTH, callback_id, check_chord_id, member_id, new_job, next_id, now_ms
 from kindling.errors import PayloadUnavailable
-from kindling.status import COMPLETED, DEAD, DEFERRED, REJECTED, REVOKED, SKIPPED, SUCCEEDED, WAITING
+from kindling.records import CHORD_PREFIX, chord_key
+from kindling.status import COMPLETED, DEAD, DEFERRED, REJECTED, REVOKED, SKIPPED, SUCCEEDED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -141,13 +142,11 @@ if TYPE_CHECKING:
     from kindling.envelope import Job
     from kindling.runner import Runner
 
-__all__ = ["CHORD_PREFIX", "COMPLETED", "MAX_CHORD_ID_LENGTH", "WAITING", "callback", "callback_id", "check_chord_id",
-           "chord_key", "member_id", "next_id", "next_step", "run"]
+# The ids live in kindling.envelope and the chord's record key in kindling.records; they are
+# named here too, where callers found them before.
+__all__ = ["CHORD_PREFIX", "MAX_CHORD_ID_LENGTH", "callback", "callback_id", "check_chord_id", "chord_key", "member_id",
+           "next_id", "next_step", "run"]
 
-CHORD_PREFIX = "chord#"
-MAX_CHORD_ID_LENGTH = 100
-"""A chord id leaves room for ``.<index>`` and ``.then`` within the 128 characters of a job id."""
-_NEXT = ".next-"
 CLAIM_MARGIN_S = 60
 """Seconds a chord's claim outlasts its callback's time limit: for the send, the queue and
 the start of the run (see "The callback, step by step")."""
@@ -159,42 +158,6 @@ class ClaimHeld(Exception):
     def __init__(self, message: str, retry_in: int):
         super().__init__(message)
         self.retry_in = retry_in
-
-
-def next_id(job_id: str) -> str:
-    """The id of the chain step after ``job_id``: its readable stem (the chain's first id, up
-    to 64 characters) and 80 bits of SHA-256 of ``job_id``, so every step has its own."""
-    stem = job_id.partition(_NEXT)[0][:64]
-    return f"{stem}{_NEXT}{_sha256(job_id)[:20]}"
-
-
-def member_id(chord_id: str, index: int) -> str:
-    return f"{chord_id}.{index}"
-
-
-def callback_id(chord_id: str) -> str:
-    return f"{chord_id}.then"
-
-
-def chord_key(chord_id: str) -> str:
-    return CHORD_PREFIX + chord_id
-
-
-def check_chord_id(chord_id: object) -> str:
-    """``chord_id`` if it is a valid job id short enough for its members' ids; else ValueError."""
-    if (not isinstance(chord_id, str) or not 0 < len(chord_id) <= MAX_CHORD_ID_LENGTH
-            or not all(c.isascii() and (c.isalnum() or c in "-_.:") for c in chord_id)):
-        raise ValueError(f"a chord id is 1-{MAX_CHORD_ID_LENGTH} characters of letters, digits and -_.:, "
-                         f"got {chord_id!r:.80}")
-    return chord_id
-
-
-def _sha256(text: str) -> str:
-    try:
-        from _sha2 import sha256
-    except ImportError:  # pragma: no cover - a build without it
-        from hashlib import sha256
-    return sha256(text.encode("utf-8")).hexdigest()
 
 
 # -- which outcomes have follow-ups ---------------------------------------------------------

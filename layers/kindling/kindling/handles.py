@@ -232,20 +232,20 @@ class GroupHandle:
 
     @property
     def member_ids(self) -> list[str]:
-        from kindling.followups import member_id
+        from kindling.envelope import member_id
 
         return [member_id(self.id, i) for i in range(self.size)]
 
     @property
     def callback_id(self) -> str | None:
-        from kindling.followups import callback_id
+        from kindling.envelope import callback_id
 
         return callback_id(self.id) if self.has_callback else None
 
     def record(self) -> dict | None:
         """The chord's record: ``status`` (``waiting``, ``completed`` or ``dead``), ``done``
         and ``dead`` member indexes, ``error`` naming the first member that died."""
-        from kindling.followups import chord_key
+        from kindling.records import chord_key
 
         return require(self.reader).record(chord_key(self.id))
 

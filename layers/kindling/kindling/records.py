@@ -46,7 +46,14 @@ MAX_MESSAGE_BYTES = 4_000
 MAX_TRACEBACK_BYTES = 8_000
 MAX_REF_BYTES = 512
 MAX_ERROR_TYPE_BYTES = 200
+# Record keys that are not a job id: ``<kind>#<...>`` (``#`` occurs in no job id, so none
+# lands on a job's record). Every kind is here.
 REJECTED_PREFIX = "rejected#"
+"""A message that is not a well-formed envelope: ``rejected#<message ref>``."""
+CHORD_PREFIX = "chord#"
+"""A chord's record (:mod:`kindling.followups`): ``chord#<chord id>``."""
+REVIVE_PREFIX = "revive#"
+"""A job's revive ledger (:mod:`kindling.ops.revive`): ``revive#<job id>``."""
 SHARDS = 4
 
 
@@ -68,6 +75,16 @@ def clip(text: str, limit: int) -> tuple[str, int | None]:
 def rejected_key(ref: str) -> str:
     """The record key of a message that is not a well-formed envelope."""
     return REJECTED_PREFIX + clip(str(ref), MAX_REF_BYTES)[0]
+
+
+def chord_key(chord_id: str) -> str:
+    """The record key of a chord."""
+    return CHORD_PREFIX + chord_id
+
+
+def revive_key(job_id: str) -> str:
+    """The record key of a job's revive ledger."""
+    return REVIVE_PREFIX + job_id
 
 
 def encode_result(value: object) -> tuple[str | None, BaseException | None]:
@@ -129,13 +146,10 @@ def _digest(into: dict, name: str, value: str | bytes | None) -> None:
     """Record what ``value`` was (a digest and a size), never the value."""
     if value is None:
         return None
-    try:
-        from _sha2 import sha256
-    except ImportError:  # pragma: no cover - a build without it
-        from hashlib import sha256
+    from kindling.digest import sha256_hex
 
     data = value if isinstance(value, bytes | bytearray) else value.encode("utf-8", "backslashreplace")
-    into[name] = {"sha256": sha256(bytes(data)).hexdigest(), "bytes": len(data)}
+    into[name] = {"sha256": sha256_hex(data), "bytes": len(data)}
 
 
 def renumbered(record: dict, status: str, attempts: int) -> dict:

@@ -157,7 +157,7 @@ class Task:
         your own (a second send of the same id runs once), attempts and time limit, and a
         named ``queue`` over the task's own."""
         from kindling import dispatch
-        from kindling.client import Call
+        from kindling.envelope import Call
 
         args, kwargs = list(args), dict(kwargs or {})
         self.check_call(args, kwargs)  # here, like Celery, not as a worker's "rejected" later

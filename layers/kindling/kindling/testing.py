@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    from kindling.client import Call
+    from kindling.envelope import Call
     from kindling.registry import Registry
 
 __all__ = ["Eager", "EagerHandle", "current_eager", "eager"]
@@ -74,12 +74,12 @@ class Eager:
         return self.run(call, _registry_of(call))
 
     def enqueue_many(self, calls: Iterable[Call | tuple]) -> list[EagerHandle]:
-        from kindling.client import Call
+        from kindling.envelope import Call
 
         return [self.send(c if isinstance(c, Call) else Call(*c)) for c in calls]
 
     def enqueue(self, task, /, *args, **kwargs) -> EagerHandle:
-        from kindling.client import Call
+        from kindling.envelope import Call
 
         return self.send(Call(task, args, kwargs))
 

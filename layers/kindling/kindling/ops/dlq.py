@@ -33,8 +33,8 @@ import time
 from kindling.dynamo import from_item
 from kindling.envelope import REASON_ATTRIBUTE
 from kindling.ops import OpsError, Stack
-from kindling.ops.query import REVIVE_PREFIX
 from kindling.ops.revive import RetryRefused, message_job_id, message_problem, reopen_chord, revive, trusted_job_id
+from kindling.records import REVIVE_PREFIX
 from kindling.sqs import fifo_move
 from kindling.status import REVIVABLE
 

@@ -21,12 +21,11 @@ import time
 
 from kindling.dynamo import from_item
 from kindling.ops import OpsError, Stack
-from kindling.records import SHARDS
+from kindling.records import REVIVE_PREFIX, SHARDS  # REVIVE_PREFIX: imported from here too
 from kindling.status import SUCCEEDED
 
 __all__ = ["list_jobs", "get_job", "fill_errors", "parse_since", "REVIVE_PREFIX"]
 
-REVIVE_PREFIX = "revive#"  # the key of a job's revive ledger (``#`` never occurs in a job id)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 

@@ -63,8 +63,8 @@ from kindling.dynamo import to_item
 from kindling.envelope import JOB_ID_ATTRIBUTE, decode_job
 from kindling.errors import InvalidJob
 from kindling.ops import OpsError, Stack
-from kindling.ops.query import REVIVE_PREFIX, get_job
-from kindling.records import build_record
+from kindling.ops.query import get_job
+from kindling.records import REVIVE_PREFIX, build_record
 from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED, WAITING
 
 __all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "refuse_settled", "find_in_dlq", "RetryRefused",
@@ -232,7 +232,7 @@ def revive(stack: Stack, record: dict, *, now_ms: int | None = None) -> int:
 def chord_member(body: str | bytes) -> tuple[str, str] | None:
     """``(the chord record's key, the member's index)`` of a job sent again, if it is a
     chord's member (its envelope's ``parent``); else ``None``."""
-    from kindling.followups import chord_key
+    from kindling.records import chord_key
 
     try:
         parent = decode_job(body).parent

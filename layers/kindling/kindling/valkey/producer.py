@@ -149,7 +149,7 @@ class StreamProducer:
 
     def enqueue(self, task, /, *args, **kwargs) -> Sent:
         """Put one job running ``task(*args, **kwargs)`` on the stream."""
-        from kindling.client import Call
+        from kindling.envelope import Call
 
         return self.enqueue_many([Call(task, args, kwargs)])[0]
 
@@ -161,7 +161,7 @@ class StreamProducer:
         """Put many jobs on the stream: one pipelined (non-transactional) round trip per
         ``CHUNK`` jobs. ``calls`` holds :class:`kindling.client.Call` objects or
         ``(task, args, kwargs)`` tuples; a ``Call.delay`` becomes the job's ``not_before``."""
-        from kindling.client import Call
+        from kindling.envelope import Call
         from kindling.registry import Task
 
         prepared = []
