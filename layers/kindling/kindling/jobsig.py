@@ -31,12 +31,9 @@ from __future__ import annotations
 from binascii import Error as _Base64Error
 from binascii import a2b_base64, b2a_base64
 
+from kindling.digest import hmac_sha256
 from kindling.envelope import SIGNATURE_ATTRIBUTE
 
-try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
-    from _sha2 import sha256
-except ImportError:  # pragma: no cover - a build without it
-    from hashlib import sha256
 try:
     from _operator import _compare_digest as compare_digest  # what hmac.compare_digest falls back to
 except ImportError:  # pragma: no cover
@@ -51,8 +48,6 @@ ATTRIBUTE = SIGNATURE_ATTRIBUTE
 VERSION = "v1"
 MIN_KEY_BYTES = 16
 _KEY_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
-_IPAD = bytes(b ^ 0x36 for b in range(256))
-_OPAD = bytes(b ^ 0x5C for b in range(256))
 
 
 class KeySetError(ValueError):
@@ -86,14 +81,8 @@ def stream_destination(stream: str | bytes) -> str:
 
 
 def mac(key: bytes, key_id: str, destination: str, body: bytes) -> bytes:
-    """HMAC-SHA256 (RFC 2104) of the signed bytes, without importing hmac or hashlib."""
-    if len(key) > 64:
-        key = sha256(key).digest()
-    key = key.ljust(64, b"\0")
-    inner = sha256(key.translate(_IPAD))
-    inner.update(f"kindling-job-{VERSION}\n{key_id}\n{destination}\n".encode())
-    inner.update(body)
-    return sha256(key.translate(_OPAD) + inner.digest()).digest()
+    """HMAC-SHA256 of the signed bytes: the version, key id and destination, then the body."""
+    return hmac_sha256(key, f"kindling-job-{VERSION}\n{key_id}\n{destination}\n".encode(), body)
 
 
 def sign(key_id: str, key: bytes, destination: str, body: bytes | str) -> str:

@@ -28,12 +28,8 @@ Imported only when a job or a result needs it: a batch of plain jobs never loads
 
 from __future__ import annotations
 
-try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
-    from _sha2 import sha256
-except ImportError:  # pragma: no cover - a build without it
-    from hashlib import sha256
-
 from kindling import codec
+from kindling.digest import sha256
 from kindling.errors import InvalidJob, PayloadTooLarge, PayloadUnavailable
 
 TYPE_CHECKING = False

@@ -150,10 +150,10 @@ def tick_job_id(task: str, fire_ms: int) -> str:
     keeps the two forms apart, and the digest keeps folded names apart."""
     if len(task) <= _PLAIN_NAME_MAX and all(c in ID_CHARS for c in task):
         return f"sched.{task}.{fire_ms}"
-    from hashlib import sha256  # only names that need folding pay for it
+    from kindling.digest import sha256_hex  # only names that need folding pay for it
 
     readable = "".join(c if c in ID_CHARS else "_" for c in task[:_READABLE_PREFIX])
-    digest = sha256(task.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = sha256_hex(task)[:32]
     return f"sched:{readable}.{digest}.{fire_ms}"
 
 

@@ -25,11 +25,6 @@ from __future__ import annotations
 from _thread import allocate_lock
 from time import monotonic
 
-try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
-    from _sha2 import sha256
-except ImportError:  # pragma: no cover - a build without it
-    from hashlib import sha256
-
 from kindling.aws import retry
 from kindling.aws.client import _aws_suffix, _configured_endpoint, _resolve_region
 from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
@@ -38,6 +33,7 @@ from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header, quote
 from kindling.backoff import compute_backoff
+from kindling.digest import sha256
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

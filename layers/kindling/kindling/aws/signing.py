@@ -2,12 +2,8 @@
 
 import time
 
-try:  # HACL* SHA-256, built into CPython 3.12+: hashlib would load OpenSSL's libcrypto
-    from _sha2 import sha256
-except ImportError:  # pragma: no cover - a build without it
-    from hashlib import sha256
-
 from kindling.aws.url import Url, canonical_path, canonical_query, host_header
+from kindling.digest import hmac_sha256, sha256
 
 # Headers botocore leaves out of the signature (botocore.auth.SIGNED_HEADERS_BLACKLIST):
 # hop-by-hop headers and ones that proxies or tracing may rewrite.
@@ -30,17 +26,9 @@ _UNSIGNED_HEADERS = frozenset(
     }
 )
 
-_IPAD = bytes(b ^ 0x36 for b in range(256))
-_OPAD = bytes(b ^ 0x5C for b in range(256))
-
 
 def _hmac(key: bytes, msg: str) -> bytes:
-    """HMAC-SHA256 (RFC 2104), as hmac.new(key, msg, sha256).digest() without importing hmac."""
-    if len(key) > 64:
-        key = sha256(key).digest()
-    key = key.ljust(64, b"\0")
-    inner = sha256(key.translate(_IPAD) + msg.encode("utf-8")).digest()
-    return sha256(key.translate(_OPAD) + inner).digest()
+    return hmac_sha256(key, msg.encode("utf-8"))
 
 
 def sign(
