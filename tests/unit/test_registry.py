@@ -86,3 +86,32 @@ def test_argument_check_agrees_with_calling_the_function(fn, args, kwargs):
     else:
         with pytest.raises(InvalidJob, match="bad arguments for task 't'"):
             t.check_arguments(list(args), dict(kwargs))
+
+
+def test_a_registry_finds_a_task_by_name_and_lists_its_tasks_in_order():
+    reg = Registry()
+
+    @reg.task
+    def b(): ...
+
+    @reg.task(name="a")
+    def other(): ...
+
+    assert reg.find("a") is other and reg.find(b.name) is b
+    assert reg.find("missing") is None  # no exception: "a task this worker does not run" is an answer
+    assert list(reg) == [b, other]  # registration order
+    assert len(reg) == 2
+
+
+def test_no_module_reads_a_registrys_private_table():
+    """Other modules look tasks up through find() and iteration: the table's shape is the
+    registry's own."""
+    import ast
+    from pathlib import Path
+
+    import kindling
+
+    package = Path(kindling.__file__).parent
+    reads = [f"{p.relative_to(package)}:{n.lineno}" for p in sorted(package.rglob("*.py")) if p.name != "registry.py"
+             for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Attribute) and n.attr == "_tasks"]
+    assert reads == []

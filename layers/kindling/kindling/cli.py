@@ -373,7 +373,7 @@ def cmd_schedules(ns) -> int:
     load_tasks(ns.tasks)
     rows = []
     now = int(time.time() * 1000)
-    for t in sorted(default_registry._tasks.values(), key=lambda t: t.name):
+    for t in sorted(default_registry, key=lambda t: t.name):
         if t.schedule is None:
             continue
         fires, start = [], now

@@ -208,7 +208,7 @@ class LambdaWorker:
         from kindling import routing  # batches with chains or chords only
 
         queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
-        task = self.registry._tasks.get(job.task)  # a task this worker does not run: the default queue
+        task = self.registry.find(job.task)  # a task this worker does not run: the default queue
         name = routing.queue_name(None, getattr(task, "queue", None))
         return routing.resolve(name, os.environ.get("KINDLING_QUEUE_URL", ""), queues)
 

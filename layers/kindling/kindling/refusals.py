@@ -41,7 +41,7 @@ def reject(o: Outcome, d: Delivery, reason: str, *, registry: Registry, worker: 
     if unsigned:
         claimed_id, task = _claims(d.body)
     key = job.id if job is not None else rejected_key(d.ref)
-    known = registry._tasks.get(task) if task else None
+    known = registry.find(task) if task else None
     redact = known is not None and known.redact  # its arguments may be in the reason and the body
     o.job_id, o.task, o.status, o.attempts = key, task, REJECTED, d.attempts
     o.reason = "InvalidJob: [redacted]" if redact else reason

@@ -29,7 +29,7 @@ from kindling.policy import MAX_ATTEMPTS, MAX_TASK_LENGTH, MAX_TIMEOUT_S
 
 TYPE_CHECKING = False  # importing typing would cost the cold path a few milliseconds
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any
 
 _OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule",
@@ -274,8 +274,19 @@ class Registry:
         except KeyError:
             raise InvalidJob(f"unknown task {name!r}", task=name) from None
 
+    def find(self, name: str) -> Task | None:
+        """The task called ``name``, or ``None`` if this registry has none."""
+        return self._tasks.get(name)
+
     def __contains__(self, name: object) -> bool:
         return name in self._tasks
+
+    def __iter__(self) -> Iterator[Task]:
+        """The tasks, in the order they were registered."""
+        return iter(list(self._tasks.values()))  # a copy: registering while iterating is allowed
+
+    def __len__(self) -> int:
+        return len(self._tasks)
 
 
 default_registry = Registry()

@@ -415,7 +415,7 @@ class Runner:
         """
         ids = []
         for o in runnable:
-            task = self.registry._tasks.get(o.task)  # type: ignore[arg-type]
+            task = self.registry.find(o.task)  # type: ignore[arg-type]
             if task is None or task.skip_succeeded:  # unknown tasks are rejected by _check anyway
                 ids.append(o.job_id)
         if not ids:

@@ -169,4 +169,4 @@ def due(registry: Registry, now_ms: int) -> list[tuple[Task, int]]:
 
 
 def _scheduled(registry: Registry) -> Iterable[Task]:
-    return [t for t in registry._tasks.values() if t.schedule is not None]
+    return [t for t in registry if t.schedule is not None]

@@ -370,5 +370,5 @@ def _dashboard(ns) -> int:
         from kindling.registry import default_registry
 
         load_tasks(ns.tasks)
-        task_names += sorted(default_registry._tasks)
+        task_names += sorted(t.name for t in default_registry)
     return serve(_stack(ns), host=ns.host, port=ns.port, tasks=task_names)
