@@ -33,7 +33,7 @@ LAYERS = {
     "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors"],
     "shared": ["payloads", "sqs_send", "signed", "logs", "metrics", "otel", "tasklog", "valkey.scheduled",
                "valkey.kick", "valkey.connection", "valkey.keys",
-               "valkey.scripts"],
+               "valkey.scripts", "config"],
     "stores": ["results", "stores", "dynamo", "valkey.results"],
     "engine": ["runner", "execution", "execution.*", "followups"],
     "triggers": ["sqs", "sqs_io", "tick", "handler", "loop", "valkey", "valkey.worker", "valkey.consumer",
@@ -59,10 +59,6 @@ ALLOWED = {
     ("envelope", "registry"): "Task in Call's annotations (typing only)",
     ("schedules", "registry"): "Registry and Task in annotations (typing only)",
     # Same-layer cycles, to break.
-    ("cli", "demo"): "the demo command (function-level)",
-    ("demo", "cli"): "to move: load_tasks belongs in a config module",
-    ("ops.cli", "cli"): "to move: load_tasks and valkey_url belong in a config module",
-    ("cli", "ops.cli"): "the operator subcommands (function-level)",
     ("runner", "followups"): "only chains and chords load it (function-level)",
 }
 

@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import sys
+
+from kindling import config
+from kindling.config import load_tasks, valkey_url  # where they live; imported from here too
 
 # `kindling worker` starts like the Lambda handler: it imports only what its path uses
 # (no pathlib, no shutil, no subprocess unless --processes > 1, no parsers for the other
 # commands). argparse is kept.
-
-
-def load_tasks(specs: list[str]) -> None:
-    """Import task modules given as dotted names or ``.py`` paths, registering their tasks."""
-    for spec in specs:
-        if spec.endswith(".py") or os.sep in spec:
-            path = os.path.realpath(spec)
-            if not os.path.exists(path):
-                raise SystemExit(f"kindling: tasks file {spec} does not exist")
-            sys.path.insert(0, os.path.dirname(path))  # so the file's own imports resolve as in Lambda
-            stem = os.path.splitext(os.path.basename(path))[0]
-            module_spec = importlib.util.spec_from_file_location(stem, path)
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[stem] = module
-            module_spec.loader.exec_module(module)
-        else:
-            importlib.import_module(spec)
 
 
 def _arg(text: str):
@@ -55,40 +39,6 @@ def cmd_worker(ns) -> int:
     counts = worker.run(burst=ns.burst)
     print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs")
     return 0
-
-
-def valkey_url(ns) -> str | None:
-    """The Valkey URL: ``--valkey``, else the first line of ``--valkey-url-file``, else the
-    secret ``--valkey-url-secret`` names, else ``KINDLING_VALKEY_URL``, else the secret
-    ``KINDLING_VALKEY_URL_SECRET`` names; ``None`` for the SQS worker. A secret is read
-    here, when the worker starts (kindling's own AWS client), and its value is never printed."""
-    if ns.valkey:
-        return ns.valkey
-    secret = getattr(ns, "valkey_url_secret", None)
-    if secret:
-        return _url_from_secret(secret)
-    if ns.valkey_url_file:
-        try:
-            with open(ns.valkey_url_file) as f:
-                lines = f.read().split()
-        except OSError as exc:
-            raise SystemExit(f"kindling: --valkey-url-file: {exc}") from None
-        if not lines:
-            raise SystemExit(f"kindling: --valkey-url-file {ns.valkey_url_file} is empty")
-        return lines[0]
-    if not os.environ.get("KINDLING_VALKEY_URL") and os.environ.get("KINDLING_VALKEY_URL_SECRET"):
-        return _url_from_secret(os.environ["KINDLING_VALKEY_URL_SECRET"])
-    return os.environ.get("KINDLING_VALKEY_URL") or None
-
-
-def _url_from_secret(ref: str) -> str:
-    from kindling.errors import KindlingError
-    from kindling.valkey.connection import url_from_secret
-
-    try:
-        return url_from_secret(ref)
-    except KindlingError as exc:  # names the secret and the error code, never a value
-        raise SystemExit(f"kindling: {exc}") from None
 
 
 def worker_argv(ns, processes: int) -> list[str]:
@@ -133,29 +83,21 @@ def _keep_password_off_command_line(ns) -> None:
 
 
 def valkey_worker(ns):
-    """The :class:`kindling.valkey.StreamWorker` for ``kindling worker --valkey URL``.
-
-    Tuning from the environment: ``KINDLING_VALKEY_BATCH`` (100), ``KINDLING_VALKEY_BLOCK_MS``
-    (1000), ``KINDLING_VALKEY_VISIBILITY_MS`` (30000), ``KINDLING_MAX_ATTEMPTS`` (3),
-    ``KINDLING_VALKEY_GROUP`` (kindling), ``KINDLING_LOG=0`` (no per-batch log lines),
-    ``KINDLING_RESULTS=valkey`` (results in Valkey via :class:`kindling.valkey.ValkeyResultStore`,
-    TTL ``KINDLING_RESULT_TTL_S``; default: DynamoDB ``--table``).
+    """The :class:`kindling.valkey.StreamWorker` for ``kindling worker --valkey URL``, tuned by
+    the environment (:func:`kindling.config.valkey_worker_options`); with
+    ``KINDLING_RESULTS=valkey`` outcomes go to :class:`kindling.valkey.ValkeyResultStore`,
+    kept as long as the records say (default: DynamoDB ``--table``).
     """
-    from kindling.valkey import DEFAULT_GROUP, StreamWorker, ValkeyResultStore
+    from kindling.valkey import StreamWorker, ValkeyResultStore
 
-    env = os.environ.get
+    options = config.valkey_worker_options()
     store = None
-    if env("KINDLING_RESULTS") == "valkey":  # results in Valkey instead of DynamoDB
-        store = ValkeyResultStore(ns.valkey, int(env("KINDLING_RESULT_TTL_S", str(7 * 86_400))))
+    if config.get("KINDLING_RESULTS") == "valkey":  # results in Valkey instead of DynamoDB
+        store = ValkeyResultStore(ns.valkey, int(options["ttl_days"] * 86_400))  # as the runner counts it
     elif not ns.table:
         raise SystemExit("kindling: --table / KINDLING_TABLE is required (or KINDLING_RESULTS=valkey)")
-    return StreamWorker(
-        ns.valkey, ns.table, store=store, stream=ns.stream, group=env("KINDLING_VALKEY_GROUP", DEFAULT_GROUP),
-        batch=int(env("KINDLING_VALKEY_BATCH", "100")), block_ms=int(env("KINDLING_VALKEY_BLOCK_MS", "1000")),
-        visibility_ms=int(env("KINDLING_VALKEY_VISIBILITY_MS", "30000")),
-        max_attempts=int(env("KINDLING_MAX_ATTEMPTS", "3")), concurrency=ns.concurrency, threads=ns.concurrency,
-        log=env("KINDLING_LOG", "1") != "0", verifier=_verifier(),
-    )
+    return StreamWorker(ns.valkey, ns.table, store=store, stream=ns.stream, concurrency=ns.concurrency,
+                        threads=ns.concurrency, verifier=_verifier(), **options)
 
 
 def _verifier():
@@ -275,7 +217,7 @@ def _help_formatter(prog: str) -> argparse.HelpFormatter:
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line; given ``command="worker"``, only that command's parser (its start is cold-path)."""
-    env = os.environ.get
+    env = config.get
     p = argparse.ArgumentParser(prog="kindling", description="A cold-start-optimized job runner for AWS Lambda.",
                                 formatter_class=_help_formatter)
     from kindling import __version__  # loaded already with the package: the worker's start pays nothing
@@ -347,7 +289,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the whole path on a local cloud",
                        description="Bring up a local AWS, deploy, enqueue jobs (some failing), drain, report.")
     d.add_argument("--jobs", type=int, default=300)
-    d.add_argument("--cloud", choices=["moto", "localstack"], default=env("KINDLING_DEMO_CLOUD", "moto"))
+    d.add_argument("--cloud", choices=["moto", "localstack"], default=env("KINDLING_DEMO_CLOUD"))
     d.set_defaults(fn=cmd_demo)
 
     i = sub.add_parser("init", help="write a new project: template, worker, layer, tests",

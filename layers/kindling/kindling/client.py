@@ -28,14 +28,14 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from kindling import codec
+from kindling import codec, config
 from kindling.dynamo import from_item
 from kindling.envelope import Call, Job, encode_job, new_job  # Call: defined beside Job, imported from here too
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
 from kindling.handles import JobHandle, wait_result
 from kindling.payloads import SIGNATURE_BYTES
 from kindling.registry import Task
-from kindling.routing import parse_queues, queue_name, resolve
+from kindling.routing import queue_name, resolve
 
 SQS_MAX_DELAY = 900
 
@@ -60,8 +60,8 @@ class Client:
     def __init__(self, queue_url: str | None = None, table: str | None = None, *, queues: dict[str, str] | None = None,
                  session=None, max_send_attempts: int = 5, payload_bucket: str | None = None, signing=None):
         self.queue_url = queue_url or os.environ.get("KINDLING_QUEUE_URL", "")
-        self.table = table or os.environ.get("KINDLING_TABLE", "")
-        self.queues = parse_queues(os.environ.get("KINDLING_QUEUES", "")) if queues is None else dict(queues)
+        self.table = table or config.table()
+        self.queues = config.queues() if queues is None else dict(queues)
         self.max_send_attempts = max_send_attempts
         if payload_bucket is None:
             payload_bucket = os.environ.get("KINDLING_PAYLOAD_BUCKET", "")
@@ -74,7 +74,7 @@ class Client:
             session = boto3.Session()
         self._session = session
         if signing is None:
-            signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
+            signing = config.signing_secret()
         if isinstance(signing, str) and signing:
             from kindling.signed import Keyring, boto3_fetch
 

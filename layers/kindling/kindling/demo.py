@@ -77,8 +77,8 @@ def _run(jobs: int) -> int:
     import boto3
 
     from kindling import codec
-    from kindling.cli import load_tasks
     from kindling.client import Client
+    from kindling.config import load_tasks
     from kindling.loop import SqsWorker
     from kindling.records import rejected_key
 

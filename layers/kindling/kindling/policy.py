@@ -31,6 +31,14 @@ is validated: no trigger holds a message that long, and timers overflow far beyo
 MAX_ATTEMPTS = 1_000
 """The most attempts a job or task may ask for."""
 
+DEFAULT_MAX_ATTEMPTS = 3
+"""Attempts before a failing job is dead when neither the job, its task nor the deployment
+(``KINDLING_MAX_ATTEMPTS``) says: the same for every trigger."""
+
+DEFAULT_RESULT_TTL_DAYS = 14
+"""Days an outcome record is kept (DynamoDB's TTL, a Valkey key's expiry) when the
+deployment does not say (``KINDLING_RESULT_TTL_DAYS``, the template's ``ResultTtlDays``)."""
+
 MAX_TASK_LENGTH = 200
 """The longest task name: names are recorded with every outcome and logged with every failure."""
 

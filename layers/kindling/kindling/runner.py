@@ -139,11 +139,11 @@ class Runner:
             left off. Off, opentelemetry is never imported.
     """
 
-    def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int = 3,
+    def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int = policy.DEFAULT_MAX_ATTEMPTS,
                  attempts_cap: int | None = None, max_deliveries: int | None = None, retry_delay: float | None = None,
                  default_timeout: float = 300.0, concurrency: int = 16, threads: int = 0, safety_ms: int = 1000,
-                 cutoff_ms: int = 500, worker: dict | None = None, ttl_days: float = 14.0, log=_log,
-                 metrics: bool | None = None, payload_bucket: str | None = None, s3=None, verifier=None,
+                 cutoff_ms: int = 500, worker: dict | None = None, ttl_days: float = policy.DEFAULT_RESULT_TTL_DAYS,
+                 log=_log, metrics: bool | None = None, payload_bucket: str | None = None, s3=None, verifier=None,
                  otel: bool | None = None):
         self.registry = registry
         self.store = store

@@ -135,7 +135,7 @@ class Verifier:
 
 def from_env(environ=None) -> Verifier | None:
     """The worker's verifier when ``KINDLING_SIGNING_SECRET`` names a secret, else ``None``."""
-    import os
+    from kindling import config
 
-    secret = (environ if environ is not None else os.environ).get("KINDLING_SIGNING_SECRET", "")
+    secret = config.signing_secret(environ)
     return Verifier(Keyring(secret)) if secret else None

@@ -27,6 +27,8 @@ from __future__ import annotations
 import copy
 import os
 
+from kindling import config
+
 __all__ = ["Stack", "OpsError"]
 
 
@@ -59,7 +61,7 @@ class Stack:
 
     def __init__(self, table: str | None = None, queue_url: str | None = None, dlq_url: str | None = None, *,
                  queues: dict[str, str] | None = None, session=None):
-        self.table = table or os.environ.get("KINDLING_TABLE", "")
+        self.table = table or config.table()
         self.queue_url = queue_url or os.environ.get("KINDLING_QUEUE_URL", "")
         self._dlq_url = dlq_url or os.environ.get("KINDLING_DLQ_URL", "")
         self._queues = dict(queues) if queues is not None else None
@@ -74,11 +76,10 @@ class Stack:
     def queues(self) -> dict[str, str]:
         """The named queues' URLs by name (read from ``KINDLING_QUEUES`` when first asked)."""
         if self._queues is None:
-            from kindling import routing
             from kindling.errors import KindlingError
 
             try:
-                self._queues = routing.parse_queues(os.environ.get("KINDLING_QUEUES", ""))
+                self._queues = config.queues()
             except KindlingError as exc:
                 raise OpsError(str(exc)) from None
         return self._queues
@@ -113,7 +114,7 @@ class Stack:
         """The deployment's signing keys (a :class:`kindling.signed.Keyring` read with this
         session) when ``KINDLING_SIGNING_SECRET`` names them, else ``None``: this operator can
         then neither sign a job nor check a signature."""
-        secret = os.environ.get("KINDLING_SIGNING_SECRET", "")
+        secret = config.signing_secret()
         if not secret:
             return None
         if self._keyring is None or self._keyring.secret != secret:
@@ -126,7 +127,7 @@ class Stack:
         try:
             return use(self.signing)
         except Exception as exc:  # noqa: BLE001 - boto3's errors, a malformed key set: say which and why
-            raise OpsError(f"cannot read the signing keys ({os.environ.get('KINDLING_SIGNING_SECRET')}): "
+            raise OpsError(f"cannot read the signing keys ({config.signing_secret()}): "
                            f"{type(exc).__name__}: {exc}") from None
 
     def signature_attributes(self, queue_url: str, body: str) -> dict:

@@ -16,7 +16,8 @@ __all__ = ["add_parsers"]
 
 
 def add_parsers(sub, env) -> None:
-    """Add ``jobs``, ``dlq`` and ``dashboard`` to the ``kindling`` subparsers ``sub``."""
+    """Add ``jobs``, ``dlq`` and ``dashboard`` to the ``kindling`` subparsers ``sub``; ``env``
+    reads a variable (:func:`kindling.config.get`)."""
 
     def common(p, queue: bool = False) -> None:
         p.add_argument("--table", default=env("KINDLING_TABLE"), help="results table (KINDLING_TABLE)")
@@ -39,7 +40,7 @@ def add_parsers(sub, env) -> None:
                        help="read the Valkey URL from this Secrets Manager secret or SSM parameter")
         from kindling.valkey.keys import DEFAULT_STREAM
 
-        p.add_argument("--stream", default=env("KINDLING_VALKEY_STREAM", DEFAULT_STREAM),
+        p.add_argument("--stream", default=env("KINDLING_VALKEY_STREAM") or DEFAULT_STREAM,
                        help="the job stream (its dead stream is <stream>:dead; default kindling:jobs)")
         p.add_argument("--results", choices=["dynamodb", "valkey"],
                        default="valkey" if env("KINDLING_RESULTS") == "valkey" else "dynamodb",
@@ -319,11 +320,11 @@ def _on_valkey(ns) -> bool:
 
 
 def _valkey_url(ns) -> str:
-    """The URL as the worker takes it (KINDLING_VALKEY_URL, a file, a secret: kindling.cli.valkey_url);
+    """The URL as the worker takes it (KINDLING_VALKEY_URL, a file, a secret: kindling.config.valkey_url);
     one given on the command line is refused if it holds a password."""
     from urllib.parse import urlsplit
 
-    from kindling.cli import valkey_url
+    from kindling.config import valkey_url
 
     if ns.valkey:
         try:
@@ -366,7 +367,7 @@ def _dashboard(ns) -> int:
 
     task_names = list(ns.task_names)
     if ns.tasks:
-        from kindling.cli import load_tasks
+        from kindling.config import load_tasks
         from kindling.registry import default_registry
 
         load_tasks(ns.tasks)

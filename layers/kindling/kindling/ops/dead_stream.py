@@ -99,9 +99,9 @@ class DeadStream:
         if self._verifier is None:
             keyring = self._keyring
             if keyring is None:
-                import os
+                from kindling import config
 
-                secret = os.environ.get("KINDLING_SIGNING_SECRET", "")
+                secret = config.signing_secret()
                 if not secret:
                     return None
                 import boto3

@@ -71,13 +71,13 @@ def default_reader(url: str, client):
     """Where the deployment's workers record outcomes, as ``kindling worker`` and ``kindling
     jobs`` read it: ``KINDLING_RESULTS=valkey`` the Valkey result store at ``url``, else the
     results table ``KINDLING_TABLE``; neither: a :class:`~kindling.handles.NoReader` saying so."""
-    import os
+    from kindling import config
 
-    if os.environ.get("KINDLING_RESULTS") == "valkey":
+    if config.get("KINDLING_RESULTS") == "valkey":
         from kindling.valkey.results import ValkeyResultStore
 
         return ValkeyResultStore(url, client=client)
-    table = os.environ.get("KINDLING_TABLE", "")
+    table = config.table()
     if table:
         from kindling.dynamo import DynamoResultStore
 
@@ -130,7 +130,9 @@ class StreamProducer:
         self.client = client or connect(url, socket_timeout=socket_timeout)
         self.reader = reader if reader is not None else default_reader(url, self.client)
         if signing is None:
-            signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
+            from kindling import config
+
+            signing = config.signing_secret()
         if isinstance(signing, str) and signing:
             from kindling.signed import Keyring
 

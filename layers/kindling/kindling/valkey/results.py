@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from kindling import codec
+from kindling.policy import DEFAULT_RESULT_TTL_DAYS
 from kindling.valkey.connection import connect, text
 from kindling.valkey.keys import DEFAULT_PREFIX, done_key, result_key
 from kindling.valkey.scripts import CLAIM_CHORD as _CLAIM_CHORD
@@ -35,7 +36,8 @@ class ValkeyResultStore:
     reads outcomes through the store (``handle.reader = ValkeyResultStore(url)``).
     """
 
-    def __init__(self, url: str, ttl_s: int = 7 * 86_400, *, prefix: str = DEFAULT_PREFIX, client=None):
+    def __init__(self, url: str, ttl_s: int = DEFAULT_RESULT_TTL_DAYS * 86_400, *, prefix: str = DEFAULT_PREFIX,
+                 client=None):
         self.url = url
         self.ttl_s = ttl_s
         self.prefix = prefix

@@ -24,6 +24,7 @@ from kindling.backoff import Pauses
 from kindling.batch import STORE_OUTAGE, STORE_UNAVAILABLE, Delivery, Outcome
 from kindling.envelope import now_ms
 from kindling.errors import KindlingError, StoreUnavailable
+from kindling.policy import DEFAULT_MAX_ATTEMPTS
 from kindling.records import build_record, describe_error, rejected_key
 from kindling.runner import Runner
 from kindling.status import DEFERRED, REJECTED
@@ -84,8 +85,8 @@ class StreamWorker:
                  dead_maxlen: int | None = None, heartbeat: bool = True, client=None, log=True, **runner_options):
         consumer = consumer or default_consumer()
         if runner is None:
-            runner = _build_runner(table, registry, store, 3 if max_attempts is None else max_attempts, consumer, log,
-                                   runner_options)
+            attempts = DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
+            runner = _build_runner(table, registry, store, attempts, consumer, log, runner_options)
         elif table or registry is not None or store is not None or max_attempts is not None or runner_options:
             raise KindlingError("StreamWorker: give a runner or what to build one from, not both")
         self.url = url
