@@ -72,9 +72,10 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("KINDLING_LOG", "1", "0: `kindling worker --valkey` logs no line per batch", ("config",)),
     Variable("KINDLING_EAGER", None, "1: task handles run jobs inline (tests)", ("dispatch",)),
     # Valkey.
-    Variable("KINDLING_VALKEY_URL", None, "the Valkey server (redis:// or rediss://)", ("valkey.connection",)),
+    Variable("KINDLING_VALKEY_URL", None, "the Valkey server (redis:// or rediss://)",
+             ("config", "valkey.connection")),
     Variable("KINDLING_VALKEY_URL_SECRET", None, "the secret (Secrets Manager or SSM) holding the Valkey URL, "
-             "when KINDLING_VALKEY_URL is not set", ("valkey.connection",)),
+             "when KINDLING_VALKEY_URL is not set", ("config", "valkey.connection")),
     Variable("KINDLING_VALKEY_STREAM", None, "the operator tools' job stream (default "
              "valkey.keys.DEFAULT_STREAM, kindling:jobs)", ("ops.cli",)),
     Variable("KINDLING_VALKEY_STREAMS", None, "the streams Lambda drains read, comma-separated (default "
@@ -203,6 +204,8 @@ def valkey_url(ns) -> str | None:
         if not lines:
             raise SystemExit(f"kindling: --valkey-url-file {ns.valkey_url_file} is empty")
         return lines[0]
+    if not (get("KINDLING_VALKEY_URL") or get("KINDLING_VALKEY_URL_SECRET")):
+        return None  # the SQS worker: it loads nothing of Valkey
     from kindling.errors import KindlingError
     from kindling.valkey.connection import configured_url
 

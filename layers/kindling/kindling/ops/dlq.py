@@ -34,7 +34,7 @@ from kindling.dynamo import from_item
 from kindling.envelope import REASON_ATTRIBUTE
 from kindling.ops import OpsError, Stack
 from kindling.ops.revive import RetryRefused, message_job_id, message_problem, reopen_chord, revive, trusted_job_id
-from kindling.records import REVIVE_PREFIX
+from kindling.records import revive_key
 from kindling.sqs import fifo_move
 from kindling.status import REVIVABLE
 
@@ -273,7 +273,7 @@ def _receive_all(stack: Stack, limit: int, hide_s: int) -> list[dict]:
 def _records(stack: Stack, ids: list[str]) -> dict[str, dict]:
     """Current records of ``ids`` with their generation (from the revive ledgers)."""
     keys = list(dict.fromkeys(ids))
-    keys += [REVIVE_PREFIX + i for i in keys]
+    keys += [revive_key(i) for i in keys]
     items: dict[str, dict] = {}
     for start in range(0, len(keys), 100):
         request = {stack.table: {"Keys": [{"id": {"S": k}} for k in keys[start:start + 100]], "ConsistentRead": True}}
@@ -285,7 +285,7 @@ def _records(stack: Stack, ids: list[str]) -> dict[str, dict]:
     out = {}
     for i in ids:
         if i in items:
-            ledger = items.get(REVIVE_PREFIX + i)
+            ledger = items.get(revive_key(i))
             record = dict(items[i])
             record.setdefault("generation", ledger["generation"] if ledger else 1)
             record["previous"] = ledger.get("history", []) if ledger else []

@@ -21,10 +21,10 @@ import time
 
 from kindling.dynamo import from_item
 from kindling.ops import OpsError, Stack
-from kindling.records import REVIVE_PREFIX, SHARDS  # REVIVE_PREFIX: imported from here too
+from kindling.records import SHARDS, revive_key
 from kindling.status import SUCCEEDED
 
-__all__ = ["list_jobs", "get_job", "fill_errors", "parse_since", "REVIVE_PREFIX"]
+__all__ = ["list_jobs", "get_job", "fill_errors", "parse_since"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -122,7 +122,7 @@ def get_job(stack: Stack, job_id: str) -> dict | None:
     """The job's record (consistent read) with what its revives left: ``generation`` (1 for a
     job never revived) and ``previous`` (the earlier generations' outcomes, oldest first).
     ``None`` when there is no record and no revive."""
-    keys = [{"id": {"S": job_id}}, {"id": {"S": REVIVE_PREFIX + job_id}}]
+    keys = [{"id": {"S": job_id}}, {"id": {"S": revive_key(job_id)}}]
     items: dict[str, dict] = {}
     request = {stack.table: {"Keys": keys, "ConsistentRead": True}}
     while request:
@@ -130,7 +130,7 @@ def get_job(stack: Stack, job_id: str) -> dict | None:
         for item in response.get("Responses", {}).get(stack.table, []):
             items[item["id"]["S"]] = from_item(item)
         request = response.get("UnprocessedKeys") or {}
-    record, ledger = items.get(job_id), items.get(REVIVE_PREFIX + job_id)
+    record, ledger = items.get(job_id), items.get(revive_key(job_id))
     if record is None and ledger is None:
         return None
     record = dict(record or {"id": job_id, "status": None})

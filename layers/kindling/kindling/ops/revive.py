@@ -64,7 +64,7 @@ from kindling.envelope import JOB_ID_ATTRIBUTE, decode_job
 from kindling.errors import InvalidJob
 from kindling.ops import OpsError, Stack
 from kindling.ops.query import get_job
-from kindling.records import REVIVE_PREFIX, build_record
+from kindling.records import build_record, revive_key
 from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED, WAITING
 
 __all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "refuse_settled", "find_in_dlq", "RetryRefused",
@@ -207,7 +207,7 @@ def revive(stack: Stack, record: dict, *, now_ms: int | None = None) -> int:
                "error": {"type": error.get("type", ""), "message": str(error.get("message", ""))[:1000]},
                "revived_at": now_ms}
     history = (list(record.get("previous") or []) + [summary])[-HISTORY:]
-    ledger = {"id": REVIVE_PREFIX + job_id, "job_id": job_id, "generation": generation + 1, "revived_at": now_ms,
+    ledger = {"id": revive_key(job_id), "job_id": job_id, "generation": generation + 1, "revived_at": now_ms,
               "history": history, "expires_at": queued.get("expires_at", now_ms // 1000 + ttl_s)}
     ledger_condition = "attribute_not_exists(#i) OR #g = :g" if generation > 1 else "attribute_not_exists(#i)"
     ledger_values = {":g": {"N": str(generation)}} if generation > 1 else {}
