@@ -8,6 +8,7 @@ module that happens to import it too; the job-id charset is written in
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "layers/kindling/kindling"
@@ -125,3 +126,18 @@ def test_every_record_key_prefix_is_written_in_records_alone():
                 for c in _constants(p) if c.value.endswith("#") and c.value[:-1].isalpha() and c.value.islower()
                 ]
     assert prefixes == []
+
+
+_LUA_STATUS = re.compile(r"status\s*(?:==|~=|=|or)\s*'([a-z ]+)'")
+
+
+def test_the_lua_scripts_write_only_the_status_modules_words():
+    """Lua cannot import kindling.status: the scripts spell the words out, so each one they
+    compare or write must be one the status module defines."""
+    from kindling import status
+
+    known = status.Status.ALL | status.CHORD_STATUSES
+    spelled = {(f"{p.relative_to(PACKAGE)}", word) for p in sorted(PACKAGE.rglob("*.py")) for c in _constants(p)
+               if "redis.call" in c.value for word in _LUA_STATUS.findall(c.value)}
+    assert spelled  # the scripts do spell statuses: the pattern still finds them
+    assert sorted((p, w) for p, w in spelled if w not in known) == []

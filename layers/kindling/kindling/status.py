@@ -119,7 +119,8 @@ CHORD_STATUSES = frozenset({WAITING, COMPLETED, DEAD})
 
 The Lua scripts of the Valkey result store and of the dead stream's revive compare and write
 these words (and ``failed``, ``dead``) as literals: Lua cannot import them. A word changed
-here must change there too (``grep -rn "'waiting'" kindling/valkey kindling/ops``)."""
+here must change there too; tests/tooling/test_vocabulary.py fails on a script's word that
+is not one of these."""
 
 NEWER_GENERATION = "newer generation"
 """What a store's ``write`` reports for a record refused because the stored one is of a
