@@ -86,6 +86,7 @@ def test_the_runner_logs_a_batch_line_and_one_per_failed_job(lambda_env):
     reg.task(name="ok")(lambda: 1)
     buf = io.StringIO()
     bodies = [encode_job(new_job(name)).decode() for name in ("ok", "boom")]
+    logs.invocation()  # as the handler starts each invocation: the trace id comes from the environment
     Runner(reg, MemoryResultStore(), log=logs.LogSink(buf), metrics=False).run(
         [Delivery(f"m{i}", b, 1) for i, b in enumerate(bodies)])
     batch, failed = (codec.loads(line) for line in buf.getvalue().splitlines())
