@@ -93,9 +93,9 @@ def run(jobs: int) -> int:
     bad = sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody="{not json")["MessageId"]
     extra = [rejected_key(bad)]  # a body with no job id is recorded under its message id
     for body in ({"version": 1, "id": "demo-unknown-task", "task": "no_such_task", "args": [], "kwargs": {},
-                  "enqueued_at": 0},
+                  "enqueued_at": 1_700_000_000_000},
                  {"version": 1, "id": "demo-bad-args", "task": "sleep", "args": [1, 2, 3], "kwargs": {},
-                  "enqueued_at": 0}):
+                  "enqueued_at": 1_700_000_000_000}):
         sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody=codec.dumps(body))
         extra.append(body["id"])
     print(f"enqueued {len(handles)} jobs in {enqueue_s * 1000:.0f} ms ({len(handles) / enqueue_s:,.0f} jobs/s) "

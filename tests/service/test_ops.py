@@ -148,7 +148,7 @@ def test_the_runner_reads_a_queued_record_as_no_record_and_counts_attempts_from_
     BROKEN["on"] = True
     runner = Runner(registry, store, log=None)
     body = codec.dumps({"version": 1, "id": "j1", "task": "emails.send", "args": ["a@b"], "kwargs": {},
-                        "enqueued_at": 1})
+                        "enqueued_at": 1_700_000_000_000})
     [o] = runner.run([Delivery("m1", body, attempts=7)])
     assert o.status == FAILED and o.attempts == 1  # a fresh allowance, whatever the deliveries
     assert store.records["j1"]["status"] == FAILED

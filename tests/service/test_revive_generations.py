@@ -32,7 +32,8 @@ def race_work():
     return "done"
 
 
-BODY = codec.dumps({"version": 1, "id": "j", "task": "race.work", "args": [], "kwargs": {}, "enqueued_at": 1})
+BODY = codec.dumps({"version": 1, "id": "j", "task": "race.work", "args": [], "kwargs": {},
+                    "enqueued_at": 1_700_000_000_000})
 
 
 class Memory:

@@ -265,6 +265,8 @@ REFUSED = {
     "a timeout over a day": plain(timeout=86_401),
     "a zero timeout": plain(timeout=0),
     "enqueued_at negative": plain(enqueued_at=-1),
+    "enqueued_at in seconds": plain(enqueued_at=1763725000),
+    "not_before in seconds": plain(not_before=1763725060),
     "enqueued_at in the year 10000": plain(enqueued_at=253_402_300_800_000),
     "an empty chain": plain(version=2, chain=[]),
     "a chain of 101": plain(version=2, chain=[CALL] * 101),

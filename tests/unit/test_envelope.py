@@ -17,8 +17,13 @@ def test_ids_are_unique_and_sort_by_time():
     assert len({new_job_id() for _ in range(1000)}) == 1000
 
 
+NOW_MS = 1_763_725_000_000  # 2025-11-21, a plausible enqueue time
+SECONDS = 1_763_725_000  # the same moment in seconds, as another language's producer may write it
+DAY_MS = 86_400_000
+
+
 def envelope(**changes):
-    base = {"version": 1, "id": "j1", "task": "noop", "args": [], "kwargs": {}, "enqueued_at": 1}
+    base = {"version": 1, "id": "j1", "task": "noop", "args": [], "kwargs": {}, "enqueued_at": NOW_MS}
     base.update(changes)
     return codec.dumps({k: v for k, v in base.items() if v is not ...})
 
@@ -45,12 +50,33 @@ def envelope(**changes):
         (envelope(max_attempts=0), "max_attempts must be an integer from 1 to 1000"),
         (envelope(timeout=-1), "timeout must be a number of seconds above 0"),
         (envelope(not_before=True), "not_before must be epoch milliseconds"),
+        (envelope(enqueued_at=SECONDS), "enqueued_at 1763725000 looks like seconds"),
+        (envelope(not_before=SECONDS), "not_before 1763725000 looks like seconds"),
+        (envelope(enqueued_at=1), "enqueued_at 1 looks like seconds"),
     ],
 )
 def test_every_invalid_message_gets_a_clear_reason(body, reason):
     with pytest.raises(InvalidJob) as err:
         decode_job(body)
     assert reason in err.value.reason
+
+
+def test_an_enqueue_time_more_than_a_day_ahead_of_the_worker_clock_is_refused(monkeypatch):
+    import kindling.envelope as envelope_module
+
+    monkeypatch.setattr(envelope_module, "now_ms", lambda: NOW_MS)
+    decode_job(envelope(enqueued_at=NOW_MS + DAY_MS))  # clocks disagree by up to a day: accepted
+    with pytest.raises(InvalidJob) as err:
+        decode_job(envelope(enqueued_at=NOW_MS + DAY_MS + 1))
+    assert "more than a day ahead" in err.value.reason
+
+
+def test_a_producer_refuses_a_seconds_timestamp_at_the_call():
+    with pytest.raises(InvalidJob, match="looks like seconds"):
+        new_job("t", not_before=SECONDS)
+    job = new_job("t")
+    with pytest.raises(InvalidJob, match="looks like seconds"):
+        replace(job, enqueued_at=SECONDS)
 
 
 def test_a_rejection_names_the_job_when_it_can():
@@ -134,7 +160,7 @@ def test_new_job_refuses_a_bad_chain_before_it_is_sent():
 
 
 def test_replace_carries_every_field_it_is_not_told_to_change_and_validates_the_copy():
-    job = new_job("resize", ["a.png"], {"w": 1}, job_id="r1", max_attempts=2, timeout=3.0, not_before=5,
+    job = new_job("resize", ["a.png"], {"w": 1}, job_id="r1", max_attempts=2, timeout=3.0, not_before=NOW_MS,
                   chain=[{"task": "next", "args": [], "kwargs": {}}],
                   parent={"id": "c1", "index": 0, "size": 2, "then": None})
     copy = replace(job, enqueued_at=job.enqueued_at + 1)

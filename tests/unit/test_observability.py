@@ -137,7 +137,7 @@ def reg():
 def test_one_document_per_registered_task_and_one_of_totals(reg, lambda_env):
     bodies = [encode_job(new_job(n)).decode() for n in ("resize", "resize", "boom")]
     bodies.append(codec.dumps({"version": 1, "id": "x", "task": "made.up", "args": [], "kwargs": {},
-                               "enqueued_at": 1}))
+                               "enqueued_at": 1_700_000_000_000}))
     docs = metrics.documents(run_batch(reg, bodies), reg, cold_start=True, at_ms=1_700_000_000_000)
     for doc in docs:
         assert_valid_emf(doc)

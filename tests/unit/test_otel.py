@@ -64,7 +64,8 @@ def by_task(exporter) -> dict:
 
 def test_one_span_per_job_run_with_its_attributes_and_status(spans):
     runner = Runner(registry(), MemoryResultStore(), log=None, otel=True)
-    batch = [delivery("ok", 1, trace_header=PRODUCER, enqueued_at=1), delivery("flaky"), delivery("doomed"),
+    batch = [delivery("ok", 1, trace_header=PRODUCER, enqueued_at=1_700_000_000_000),
+             delivery("flaky"), delivery("doomed"),
              delivery("later", 2)]
     outcomes = runner.run(batch)
     assert [o.status for o in outcomes] == ["succeeded", "failed", "dead", "succeeded"]
@@ -80,8 +81,8 @@ def test_one_span_per_job_run_with_its_attributes_and_status(spans):
         assert a["kindling.job.queue_wait_ms"] >= 0
         assert a["kindling.job.duration_ms"] == o.record["duration_ms"]
         assert span.end_time - span.start_time == pytest.approx(o.record["duration_ms"] * 1e6, abs=1000)
-    # enqueued at 1 ms after the epoch: its wait is its start, less that millisecond
-    assert got["ok"].attributes["kindling.job.queue_wait_ms"] == outcomes[0].record["started_at"] - 1
+    # enqueued at a fixed time in 2023: its wait is its start, less that time
+    assert got["ok"].attributes["kindling.job.queue_wait_ms"] == outcomes[0].record["started_at"] - 1_700_000_000_000
     assert got["ok"].status.status_code is StatusCode.UNSET and got["later"].status.status_code is StatusCode.UNSET
     for name, message in (("flaky", "flaky broke"), ("doomed", "doomed for good")):
         span = got[name]

@@ -19,7 +19,7 @@ def test_a_redacted_tasks_records_and_log_lines_carry_no_argument_or_result():
     store, buf = MemoryResultStore(), io.StringIO()
     bodies = [encode_job(new_job(name, [SECRET])).decode() for name in ("card.mask", "card.charge")]
     bodies.append(codec.dumps({"version": 1, "id": "bad-args", "task": "card.mask", "args": [SECRET, SECRET],
-                               "kwargs": {}, "enqueued_at": 1}))
+                               "kwargs": {}, "enqueued_at": 1_700_000_000_000}))
     outcomes = Runner(reg, store, log=logs.LogSink(buf), metrics=False).run(
         [Delivery(f"m{i}", b, 1) for i, b in enumerate(bodies)])
     assert [o.status for o in outcomes] == ["succeeded", "failed", "rejected"]

@@ -62,7 +62,7 @@ POISON_BODIES = [
     "[" * 40_000,  # the decoder's recursion limit
     '{"a":' * 40_000,
     '{"version": 1, "id": "x", "task": "add", "args": ' + "[" * 40_000 + "]" * 40_000 + ', "kwargs": {}, '
-    '"enqueued_at": 1}',
+    '"enqueued_at": 1700000000000}',
     b"\xff\xfe not utf-8",
     "",
     "null",
@@ -99,7 +99,7 @@ def test_byte_limits_count_utf8_bytes_not_characters(store):
 
 def test_an_enormous_unknown_task_name_is_refused_with_a_short_record(reg, store):
     body = codec.dumps({"version": 1, "id": "job-1", "task": "t" * 140_000, "args": [], "kwargs": {},
-                        "enqueued_at": 1})
+                        "enqueued_at": 1_700_000_000_000})
     outcomes = Runner(reg, store, log=None).run([Delivery("m-1", body, 1), delivery("add", 1, 1)])
     assert statuses(outcomes) == ["rejected", "succeeded"]
     record = record_of(store, outcomes[0])
@@ -111,7 +111,8 @@ def test_an_enormous_unknown_task_name_is_refused_with_a_short_record(reg, store
 
 @pytest.mark.parametrize("bad_id", ["x" * 3000, "a\x00b", "tab\there", "ünïcode", ""])
 def test_an_invalid_job_id_never_becomes_a_record_key(reg, store, bad_id):
-    body = codec.dumps({"version": 1, "id": bad_id, "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1})
+    body = codec.dumps({"version": 1, "id": bad_id, "task": "add", "args": [1, 2], "kwargs": {},
+                        "enqueued_at": 1_700_000_000_000})
     outcomes = Runner(reg, store, log=None).run([Delivery("m-2", body, 1)])
     assert statuses(outcomes) == ["rejected"]
     assert list(store.records) == ["rejected#m-2"]
@@ -256,8 +257,9 @@ def test_a_malformed_message_carrying_a_real_jobs_id_cannot_touch_its_record(reg
     job_id = new_job_id_of(d)
     Runner(reg, store, log=None).run([d])
     forged = codec.dumps({"version": 1, "id": job_id, "task": "add", "args": [], "kwargs": {}, "junk": 1,
-                          "enqueued_at": 1})
-    unknown = codec.dumps({"version": 1, "id": job_id, "task": "nope", "args": [], "kwargs": {}, "enqueued_at": 1})
+                          "enqueued_at": 1_700_000_000_000})
+    unknown = codec.dumps({"version": 1, "id": job_id, "task": "nope", "args": [], "kwargs": {},
+                           "enqueued_at": 1_700_000_000_000})
     outcomes = Runner(reg, store, log=None).run([Delivery("m-forged", forged, 1), Delivery("m-unknown", unknown, 1)])
     assert store.records[job_id]["status"] == "succeeded"
     assert store.records["rejected#m-forged"]["job_id"] == job_id
@@ -266,7 +268,7 @@ def test_a_malformed_message_carrying_a_real_jobs_id_cannot_touch_its_record(reg
 
 def test_rejected_bodies_sharing_an_id_each_keep_their_own_record(reg, store):
     bodies = [codec.dumps({"version": 1, "id": "same", "task": "add", "args": [], "kwargs": {}, "n": i,
-                           "enqueued_at": 1}) for i in range(9)]
+                           "enqueued_at": 1_700_000_000_000}) for i in range(9)]
     Runner(reg, store, log=None).run([Delivery(f"m-{i}", b, 1) for i, b in enumerate(bodies)])
     assert sorted(store.records) == sorted(f"rejected#m-{i}" for i in range(9))
 
@@ -316,7 +318,8 @@ def test_on_its_last_delivery_an_unfinished_job_is_recorded_dead_not_run(reg, st
 
 
 def test_a_newer_envelope_is_handed_back_not_rejected(reg, store):
-    body = codec.dumps({"version": 3, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1,
+    body = codec.dumps({"version": 3, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {},
+                        "enqueued_at": 1_700_000_000_000,
                         "group": "g"})
     outcomes = Runner(reg, store, log=None).run([Delivery("m-v3", body, 1)])
     assert statuses(outcomes) == ["deferred"] and outcomes[0].retry_in > 0
@@ -428,7 +431,8 @@ def test_index_keys_are_never_empty_and_spread_over_shards(reg, store):
 
 
 def test_a_newer_envelope_on_its_last_delivery_is_recorded_not_dropped(reg, store):
-    body = codec.dumps({"version": 3, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {}, "enqueued_at": 1})
+    body = codec.dumps({"version": 3, "id": "j2", "task": "add", "args": [1, 2], "kwargs": {},
+                        "enqueued_at": 1_700_000_000_000})
     outcomes = Runner(reg, store, max_deliveries=5, log=None).run([Delivery("m-v3", body, 5)])
     assert statuses(outcomes) == ["rejected"]
     record = store.records["rejected#m-v3"]

@@ -6,7 +6,7 @@ from kindling.valkey.consumer import plan_settlement
 from kindling.valkey.keys import FIELD, SIG_FIELD, TRACE_FIELD
 from kindling.valkey.scheduled import member
 
-NOW = 1_000_000
+NOW = 1_700_000_000_000
 
 
 def entry(ref, attempts=1, signature=None, trace=None):

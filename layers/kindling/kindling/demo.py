@@ -45,9 +45,9 @@ def _malformed() -> list[tuple[str | None, str]]:
 
     return [(None, '{"not": "a job"'),
             ("demo-unknown", codec.dumps({"version": 1, "id": "demo-unknown", "task": "no_such_task", "args": [],
-                                          "kwargs": {}, "enqueued_at": 0})),
+                                          "kwargs": {}, "enqueued_at": 1_700_000_000_000})),
             ("demo-badargs", codec.dumps({"version": 1, "id": "demo-badargs", "task": "sleep", "args": [1, 2, 3],
-                                          "kwargs": {}, "enqueued_at": 0}))]
+                                          "kwargs": {}, "enqueued_at": 1_700_000_000_000}))]
 
 
 def main(jobs: int = 300, cloud: str = "moto") -> int:

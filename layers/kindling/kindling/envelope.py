@@ -59,6 +59,11 @@ MAX_CHAIN_LENGTH = 100
 MAX_GROUP_SIZE = 10_000  # members of one group (chord)
 MAX_S3_KEY_BYTES = 1024
 MAX_EPOCH_MS = 253_402_300_800_000  # the year 10000: later times are not times
+# 2020-01-01: no job was enqueued before it, and every epoch time in SECONDS up to the year
+# 2039 is below it, so a producer that wrote seconds is told so instead of its job showing
+# a queue wait of half a million hours.
+MIN_EPOCH_MS = 1_577_836_800_000
+MAX_CLOCK_SKEW_MS = 86_400_000  # an enqueue time more than a day ahead of the reader's clock is not one
 _REQUIRED = ("version", "id", "task", "args", "kwargs", "enqueued_at")
 _OPTIONAL_V1 = ("max_attempts", "timeout", "not_before")
 _OPTIONAL_V2 = ("chain", "parent", "payload")
@@ -323,15 +328,30 @@ def _validate(data: dict) -> None:
     reason = _call_error(data)
     if reason:
         raise bad(reason)
-    if not _is_int(data["enqueued_at"]) or not 0 <= data["enqueued_at"] < MAX_EPOCH_MS:
-        raise bad(f"enqueued_at must be epoch milliseconds, got {data['enqueued_at']!r:.40}")
+    reason = _epoch_ms_error("enqueued_at", data["enqueued_at"], now_ms() + MAX_CLOCK_SKEW_MS)
+    if reason:
+        raise bad(reason)
     nb = data.get("not_before")
-    if nb is not None and (not _is_int(nb) or not 0 <= nb < MAX_EPOCH_MS):
-        raise bad(f"not_before must be epoch milliseconds, got {nb!r:.40}")
+    reason = _epoch_ms_error("not_before", nb, MAX_EPOCH_MS) if nb is not None else None
+    if reason:
+        raise bad(reason)
     if version == 2:
         reason = _v2_error(data)
         if reason:
             raise bad(reason)
+
+
+def _epoch_ms_error(name: str, value: object, latest: int) -> str | None:
+    """What is wrong with an epoch-milliseconds field (``enqueued_at``, ``not_before``)."""
+    if not _is_int(value) or not 0 <= value < MAX_EPOCH_MS:
+        return f"{name} must be epoch milliseconds, got {value!r:.40}"
+    if value < MIN_EPOCH_MS:
+        return (f"{name} {value} looks like seconds (or is before 2020-01-01): it must be epoch milliseconds, "
+                "e.g. time.time_ns() // 1_000_000 or Date.now()")
+    if value > latest:
+        return (f"{name} {value} is more than a day ahead of this clock ({now_ms()} ms): it must be epoch "
+                "milliseconds, not microseconds or a bad clock")
+    return None
 
 
 def _call_error(call: dict) -> str | None:
