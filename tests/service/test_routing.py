@@ -141,8 +141,10 @@ def test_kindling_enqueue_sends_to_a_named_queue(client, queues, capsys):
 
     assert main(["enqueue", "echo", "1", "--queue", "bulk", "--queue-url", queues["default"], "--table", "t"]) == 0
     assert [j.id for j in _drain(queues["bulk"])] == [capsys.readouterr().out.strip()]
-    with pytest.raises(UnknownQueue, match="unknown queue 'nope'"):
-        main(["enqueue", "echo", "--queue", "nope", "--queue-url", queues["default"], "--table", "t"])
+    assert main(["enqueue", "echo", "--queue", "nope", "--queue-url", queues["default"], "--table", "t"]) == 1
+    assert capsys.readouterr().err.startswith("kindling: unknown queue 'nope'")
+    with pytest.raises(UnknownQueue, match="unknown queue 'nope'"):  # --debug: the exception, its traceback
+        main(["--debug", "enqueue", "echo", "--queue", "nope", "--queue-url", queues["default"], "--table", "t"])
 
 
 def test_a_malformed_kindling_queues_fails_when_the_client_is_made(monkeypatch):

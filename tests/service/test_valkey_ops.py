@@ -197,6 +197,18 @@ def test_redrive_revives_dead_jobs_and_they_run_again(url, stream, store, prefix
     assert "smtp refused ada@example.com" in out
 
 
+def test_valkey_is_a_flag_that_never_takes_the_job_id_after_it_for_a_url(url, stream, store, prefix_env, monkeypatch,
+                                                                          capsys):
+    import json
+
+    job_id = kill_jobs(url, stream, store, "ada@example.com")[0].id
+    code, out, err = cli(monkeypatch, capsys, url, "jobs", "show", "--valkey", job_id, "--results", "valkey")
+    assert (code, err) == (0, "") and "smtp refused ada@example.com" in out
+    code, out, _ = cli(monkeypatch, capsys, None, "jobs", "show", f"--valkey={url}", job_id, "--results", "valkey",
+                       "--json")
+    assert code == 0 and json.loads(out)["id"] == job_id
+
+
 def test_without_revive_a_dead_job_goes_straight_back(url, stream, store, prefix_env, monkeypatch, capsys):
     (job,) = kill_jobs(url, stream, store, "ada@example.com")
     code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
@@ -276,12 +288,13 @@ def test_redrive_revives_records_in_the_results_table(url, stream, table, monkey
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--valkey", "redis://:s3cret@127.0.0.1:1/0"], "the URL holds a password"),
+    (["--valkey-url", "redis://:s3cret@127.0.0.1:1/0"], "the URL holds a password"),
+    (["--valkey=redis://:s3cret@127.0.0.1:1/0"], "the URL holds a password"),
     (["--valkey"], "no URL: set KINDLING_VALKEY_URL"),
 ])
 def test_the_url_comes_as_the_worker_takes_it_never_a_password_on_argv(monkeypatch, capsys, argv, message):
     code, out, err = cli(monkeypatch, capsys, None, "dlq", "peek", *argv)
-    assert code == 2 and message in err and "s3cret" not in out + err
+    assert code == 1 and message in err and "s3cret" not in out + err
 
 
 def test_a_missing_url_file_is_said_clearly(monkeypatch, capsys):
@@ -296,14 +309,14 @@ def test_a_url_file_is_read(url, stream, store, monkeypatch, capsys, tmp_path):
     code, out, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url-file", str(path), "--stream", stream)
     assert code == 0 and f"dead stream {stream}:dead: 1 entries" in out
     assert " - " in out.splitlines()[2]  # no results named: the record column says nothing
-    code, again, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey", url, "--stream", stream)
+    code, again, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url", url, "--stream", stream)
     assert code == 0 and again.splitlines()[2:] == out.splitlines()[2:]  # a URL without a password may be given
 
 
 def test_redrive_without_records_asks_for_them_or_no_revive(url, stream, monkeypatch, capsys):
     monkeypatch.delenv("KINDLING_TABLE", raising=False)
     code, _, err = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", "")
-    assert code == 2 and "--no-revive" in err
+    assert code == 1 and "--no-revive" in err
 
 
 def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, store, prefix_env, monkeypatch, capsys):
@@ -375,7 +388,7 @@ def test_a_job_revoked_in_the_valkey_result_store_is_never_run(url, stream, stor
     code, _, err = cli(monkeypatch, capsys, url, "jobs", "revoke", done.id, "--valkey", "--results", "valkey")
     assert code == 1 and "already succeeded: not revoked" in err
     code, _, err = cli(monkeypatch, capsys, url, "jobs", "revoke", done.id, "--valkey")
-    assert code == 2 and "add --results valkey" in err
+    assert code == 1 and "add --results valkey" in err
 
 
 def test_one_dead_job_is_retried_from_the_dead_stream_and_runs_again(url, stream, store, prefix_env, monkeypatch,
@@ -393,10 +406,10 @@ def test_one_dead_job_is_retried_from_the_dead_stream_and_runs_again(url, stream
 
     code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", bob.id, "--valkey", "--stream", stream,
                        "--results", "valkey")
-    assert code == 2 and "already succeeded" in err
+    assert code == 1 and "already succeeded" in err
     code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", "nobody", "--valkey", "--stream", stream,
                        "--results", "valkey")
-    assert code == 2 and "not in" in err and "looked at 1 entries" in err
+    assert code == 1 and "not in" in err and "looked at 1 entries" in err
 
 
 def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_results_table(url, stream, table,
@@ -414,7 +427,7 @@ def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_resul
     assert (done["previous_status"], done["generation"], done["stream"]) == ("dead", 2, stream)
     assert drain(url, stream, dynamo) == {"succeeded": 1}
     code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", job.id, "--valkey", "--stream", stream)
-    assert code == 2 and "--table / KINDLING_TABLE, or --results valkey" in err
+    assert code == 1 and "--table / KINDLING_TABLE, or --results valkey" in err
 
 
 def test_a_job_that_dies_while_retry_searches_the_dead_stream_is_revived(url, stream, store, monkeypatch):

@@ -40,7 +40,7 @@ LAYERS = {
                  "valkey.heartbeat",
                  "valkey.lambda_drain", "valkey.drain_event"],
     "producer": ["client", "handles", "canvas", "dispatch", "valkey.producer"],
-    "tools": ["kindling", "testing", "cli", "demo", "scaffold", "ops", "ops.*", "dashboard", "dashboard.*"],
+    "tools": ["kindling", "testing", "cli", "exits", "demo", "scaffold", "ops", "ops.*", "dashboard", "dashboard.*"],
 }
 ORDER = list(LAYERS)
 PEERS = {frozenset({"stores", "engine"})}

@@ -31,14 +31,25 @@ def cmd_worker(ns) -> int:
     load_tasks(ns.tasks)
     if ns.valkey:
         return run_valkey_worker(ns)
+    from kindling.exits import need
     from kindling.loop import SqsWorker
 
-    worker = SqsWorker(_need(ns.queue_url, "--queue-url / KINDLING_QUEUE_URL"),
-                       _need(ns.table, "--table / KINDLING_TABLE"), wait=ns.wait, concurrency=ns.concurrency,
+    worker = SqsWorker(need(ns.queue_url, "--queue-url", "KINDLING_QUEUE_URL"),
+                       need(ns.table, "--table", "KINDLING_TABLE"), wait=ns.wait, concurrency=ns.concurrency,
                        threads=ns.concurrency)
     counts = worker.run(burst=ns.burst)
-    print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs")
+    _print_counts(ns, counts)
     return 0
+
+
+def _print_counts(ns, counts: dict) -> None:
+    """The worker's closing summary: ``status=count`` pairs, or with ``--json`` an object."""
+    if getattr(ns, "json", False):
+        from kindling import codec
+
+        print(codec.dumps(dict(sorted(counts.items()))), flush=True)
+    else:
+        print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs", flush=True)
 
 
 def worker_argv(ns, processes: int) -> list[str]:
@@ -52,6 +63,8 @@ def worker_argv(ns, processes: int) -> list[str]:
         argv += ["--table", ns.table]
     if ns.burst:
         argv.append("--burst")
+    if getattr(ns, "json", False):
+        argv.append("--json")
     return argv
 
 
@@ -142,46 +155,69 @@ def run_valkey_worker(ns) -> int:
         if code == -signal.SIGTERM and stopped:
             code = 0  # stopped by our SIGTERM before its worker ran (and read) anything
         rc = code or rc
-    print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs", flush=True)
+    _print_counts(ns, counts)
     return rc
+
+
+def _kwargs(text: str | None) -> dict:
+    """``--kwargs``: a JSON object, or a :class:`~kindling.exits.UsageError` saying how to write one."""
+    from kindling import codec
+    from kindling.exits import UsageError
+
+    if not text:
+        return {}
+    try:
+        value = codec.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--kwargs is not valid JSON ({' '.join(str(exc).split())}): give a JSON object, "
+                         """e.g. --kwargs '{"width": 64}'""") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--kwargs must be a JSON object, got {type(value).__name__}: "
+                         """e.g. --kwargs '{"width": 64}'""")
+    return value
 
 
 def cmd_enqueue(ns) -> int:
     from kindling import codec
     from kindling.client import Call, Client
+    from kindling.exits import need
 
-    kwargs = codec.loads(ns.kwargs) if ns.kwargs else {}
+    kwargs = _kwargs(ns.kwargs)
+    if not ns.queue:  # a named queue is resolved from KINDLING_QUEUES instead
+        need(ns.queue_url, "--queue-url", "KINDLING_QUEUE_URL")
     client = Client(queue_url=ns.queue_url, table=ns.table)
     handle = client.send(Call(ns.task, [_arg(a) for a in ns.args], kwargs, delay=ns.delay,
                               job_id=ns.job_id, max_attempts=ns.max_attempts, timeout=ns.timeout,
                               queue=ns.queue))
-    print(handle.id)
+    print(codec.dumps({"id": handle.id, "task": ns.task}) if ns.json else handle.id)
     return 0
 
 
 def cmd_status(ns) -> int:
     from kindling import codec
     from kindling.client import Client
+    from kindling.exits import JOB_FAILED, need
+    from kindling.status import DEAD, REJECTED, REVOKED
 
-    record = Client(table=ns.table, queue_url="-").record(ns.job_id)
-    print(codec.dumps(record) if record else f"{ns.job_id}: no outcome recorded yet (queued or running)")
-    return 0 if record else 1
+    record = Client(table=need(ns.table, "--table", "KINDLING_TABLE"), queue_url="-").record(ns.job_id)
+    if ns.json:
+        print(codec.dumps({"id": ns.job_id, "record": record}))
+    else:
+        print(codec.dumps(record) if record else f"{ns.job_id}: no outcome recorded yet (queued or running)")
+    if record is None:
+        return 1
+    return JOB_FAILED if record.get("status") in (DEAD, REJECTED, REVOKED) else 0
 
 
 def cmd_result(ns) -> int:
     from kindling import codec
     from kindling.client import Client
-    from kindling.errors import JobFailed
+    from kindling.exits import need
 
-    try:
-        value = Client(table=ns.table, queue_url="-").result(ns.job_id, timeout=ns.timeout)
-    except JobFailed as exc:
-        print(f"kindling: {exc}", file=sys.stderr)
-        return 2
-    except TimeoutError as exc:
-        print(f"kindling: {exc}", file=sys.stderr)
-        return 3
-    print(codec.dumps(value))
+    # JobFailed exits 3 and a timeout 4, through main (kindling.exits)
+    value = Client(table=need(ns.table, "--table", "KINDLING_TABLE"), queue_url="-").result(
+        ns.job_id, timeout=ns.timeout)
+    print(codec.dumps({"id": ns.job_id, "result": value}) if ns.json else codec.dumps(value))
     return 0
 
 
@@ -195,12 +231,6 @@ def cmd_init(ns) -> int:
     from kindling.scaffold import cmd_init
 
     return cmd_init(ns)
-
-
-def _need(value: str | None, what: str) -> str:
-    if not value:
-        raise SystemExit(f"kindling: {what} is required")
-    return value
 
 
 def _help_formatter(prog: str) -> argparse.HelpFormatter:
@@ -223,6 +253,8 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     from kindling import __version__  # loaded already with the package: the worker's start pays nothing
 
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--debug", action="store_true",
+                   help="show the traceback of an error (default: one line; also KINDLING_DEBUG=1)")
     sub = p.add_subparsers(dest="command", required=True)
 
     w = sub.add_parser("worker", help="run jobs from SQS (or a Valkey stream) outside Lambda",
@@ -236,8 +268,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     w.add_argument("--concurrency", type=int, default=16,
                    help="jobs at once: async ones, and sync ones in threads (default 16)")
     w.add_argument("--burst", action="store_true", help="stop when the queue is drained")
+    w.add_argument("--json", action="store_true", help="print the closing counts as a JSON object")
     source = w.add_mutually_exclusive_group()
-    source.add_argument("--valkey", metavar="URL",
+    source.add_argument("--valkey", "--valkey-url", dest="valkey", metavar="URL",
                         help="consume a Valkey stream instead of SQS (redis://, rediss://; default: "
                              "KINDLING_VALKEY_URL). Any user can read a command line: give a URL with a "
                              "password in KINDLING_VALKEY_URL or --valkey-url-file")
@@ -264,6 +297,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     e.add_argument("--queue", help="a named queue, resolved from KINDLING_QUEUES (default: the jobs queue)")
     e.add_argument("--queue-url", default=env("KINDLING_QUEUE_URL"))
     e.add_argument("--table", default=env("KINDLING_TABLE"))
+    e.add_argument("--json", action="store_true", help='print {"id": ..., "task": ...}')
     e.set_defaults(fn=cmd_enqueue)
 
     sc = sub.add_parser("schedules", help="print the periodic tasks the code declares",
@@ -272,11 +306,13 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     sc.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
                     help="where the tasks are defined (repeatable)")
     sc.add_argument("--next", type=int, default=3, help="fire times to show per task (default 3)")
+    sc.add_argument("--json", action="store_true", help="a JSON array of {task, schedule, next: [epoch ms]}")
     sc.set_defaults(fn=cmd_schedules)
 
     s = sub.add_parser("status", help="print a job's recorded outcome", description="Print a job's record.")
     s.add_argument("job_id")
     s.add_argument("--table", default=env("KINDLING_TABLE"))
+    s.add_argument("--json", action="store_true", help='print {"id": ..., "record": ... or null}')
     s.set_defaults(fn=cmd_status)
 
     r = sub.add_parser("result", help="wait for a job's result",
@@ -284,6 +320,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     r.add_argument("job_id")
     r.add_argument("--timeout", type=float, default=30.0)
     r.add_argument("--table", default=env("KINDLING_TABLE"))
+    r.add_argument("--json", action="store_true", help='print {"id": ..., "result": ...}')
     r.set_defaults(fn=cmd_result)
 
     d = sub.add_parser("demo", help="run the whole path on a local cloud",
@@ -313,7 +350,7 @@ def cmd_schedules(ns) -> int:
     from kindling.registry import default_registry
 
     load_tasks(ns.tasks)
-    rows = []
+    rows, found = [], []
     now = int(time.time() * 1000)
     for t in sorted(default_registry, key=lambda t: t.name):
         if t.schedule is None:
@@ -324,6 +361,12 @@ def cmd_schedules(ns) -> int:
             start += 7 * 86_400_000
         when = ", ".join(time.strftime("%Y-%m-%d %H:%M", time.gmtime(f / 1000)) for f in fires) or "never"
         rows.append((t.name, t.schedule.expression, when))
+        found.append({"task": t.name, "schedule": t.schedule.expression, "next": fires})
+    if ns.json:
+        from kindling import codec
+
+        print(codec.dumps(found))
+        return 0
     if not rows:
         print("no scheduled tasks")
         return 0
@@ -334,10 +377,37 @@ def cmd_schedules(ns) -> int:
     return 0
 
 
+def _valkey_equals(argv: list[str]) -> list[str]:
+    """``--valkey=URL`` as ``--valkey-url=URL``: ``--valkey`` of the operator's commands is a
+    flag (an optional value would take the job id after it for a URL), and the worker's takes
+    ``--valkey-url`` as well."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg.startswith("--valkey="):
+            out[i] = "--valkey-url=" + arg[len("--valkey="):]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """Run one command; an expected error prints one line on stderr and exits with its code
+    (:mod:`kindling.exits`), and ``--debug`` (or ``KINDLING_DEBUG=1``) shows its traceback."""
+    argv = _valkey_equals(sys.argv[1:] if argv is None else argv)
     ns = parser(argv[0] if argv else None).parse_args(argv)
-    return ns.fn(ns)
+    try:
+        return ns.fn(ns)
+    except Exception as exc:
+        if getattr(ns, "debug", False) or os.environ.get("KINDLING_DEBUG") == "1":
+            raise
+        from kindling.exits import describe
+
+        failure = describe(exc)
+        if failure is None:  # a bug: its traceback is what a report needs
+            raise
+        message, code = failure
+        print(f"kindling: {message}" + ("" if code == 2 else " (--debug shows the traceback)"), file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -32,9 +32,14 @@ def add_parsers(sub, env) -> None:
                             "its own dead-letter queue")
 
     def valkey(p, what: str) -> None:
-        p.add_argument("--valkey", nargs="?", const="", metavar="URL",
-                       help=f"{what}; the URL as the worker takes it: KINDLING_VALKEY_URL, --valkey-url-file, "
-                            "a secret (a URL given here must not hold a password: any user can read a command line)")
+        # A flag, never an option with an optional value: `--valkey JOB_ID` must not take the
+        # job id for a URL. The URL is --valkey-url URL (or --valkey=URL, kindling.cli.main).
+        p.add_argument("--valkey", action="store_true", dest="valkey_flag",
+                       help=f"{what}; the URL as the worker takes it: KINDLING_VALKEY_URL, --valkey-url, "
+                            "--valkey-url-file, a secret")
+        p.add_argument("--valkey-url", dest="valkey", metavar="URL",
+                       help="the Valkey URL (implies --valkey; also --valkey=URL). It must not hold a password: "
+                            "any user can read a command line")
         p.add_argument("--valkey-url-file", metavar="PATH", help="read the Valkey URL from this file")
         p.add_argument("--valkey-url-secret", metavar="ARN",
                        help="read the Valkey URL from this Secrets Manager secret or SSM parameter")
@@ -89,6 +94,7 @@ def add_parsers(sub, env) -> None:
                                          "under way runs on: its success is recorded over the revoke, its failure "
                                          "is not (and it is not retried).")
     revoke.add_argument("job_id")
+    revoke.add_argument("--json", action="store_true", help='print {"id": ..., "status": "revoked"}')
     common(revoke)
     valkey(revoke, "record the revoke in the Valkey result store (with --results valkey)")
     revoke.set_defaults(fn=cmd_jobs_revoke)
@@ -139,13 +145,9 @@ def _queue_stack(ns):
 
 
 def _run(fn, ns) -> int:
-    from kindling.ops import OpsError
-
-    try:
-        return fn(ns)
-    except OpsError as exc:
-        print(f"kindling: {exc}", file=sys.stderr)
-        return 2
+    # An OpsError (and AWS's errors) reach kindling.cli.main, which prints one line and exits
+    # with its code (kindling.exits): 1, never argparse's 2.
+    return fn(ns)
 
 
 def cmd_jobs_list(ns) -> int:
@@ -181,7 +183,12 @@ def _jobs_revoke(ns) -> int:
     except KindlingError as exc:
         print(f"kindling: {exc}", file=sys.stderr)
         return 1
-    print(f"{ns.job_id} revoked: no worker starts it from now on (a run already under way runs on)")
+    if ns.json:
+        from kindling.ops import fmt
+
+        print(fmt.dumps({"id": ns.job_id, "status": "revoked"}))
+    else:
+        print(f"{ns.job_id} revoked: no worker starts it from now on (a run already under way runs on)")
     return 0
 
 
@@ -315,7 +322,8 @@ def _ops_error(message: str):
 
 
 def _on_valkey(ns) -> bool:
-    return (getattr(ns, "valkey", None) is not None or bool(getattr(ns, "valkey_url_file", None))
+    return (getattr(ns, "valkey_flag", False) or getattr(ns, "valkey", None) is not None
+            or bool(getattr(ns, "valkey_url_file", None))
             or bool(getattr(ns, "valkey_url_secret", None)))
 
 
@@ -330,14 +338,14 @@ def _valkey_url(ns) -> str:
         try:
             password = urlsplit(ns.valkey).password
         except ValueError as exc:
-            raise _ops_error(f"--valkey: not a URL: {exc}") from None
+            raise _ops_error(f"--valkey-url: not a URL: {exc}") from None
         if password:
-            raise _ops_error("--valkey: the URL holds a password, which any user can read on the command line "
+            raise _ops_error("--valkey-url: the URL holds a password, which any user can read on the command line "
                              "(ps); pass it in KINDLING_VALKEY_URL or --valkey-url-file instead")
     url = valkey_url(ns)
     if not url:
         raise _ops_error("--valkey: no URL: set KINDLING_VALKEY_URL (or KINDLING_VALKEY_URL_SECRET), or pass "
-                         "--valkey-url-file PATH, --valkey-url-secret ARN, or a URL without a password")
+                         "--valkey-url URL (without a password), --valkey-url-file PATH or --valkey-url-secret ARN")
     return url
 
 

@@ -1,0 +1,65 @@
+"""Every error the command expects maps to one line naming its cause and fix, and an exit
+code that argparse's usage error (2) never shares (kindling.exits)."""
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, NoRegionError
+from kindling.errors import EnqueueError, JobFailed, JobTimeout, KindlingError
+from kindling.exits import ERROR, JOB_FAILED, TIMEOUT, USAGE, UsageError, describe, need
+from kindling.ops import OpsError
+
+
+def client_error(code: str, message: str, operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": message}}, operation)
+
+
+CASES = {
+    "no credentials": (NoCredentialsError(), "no AWS credentials", "AWS_PROFILE", ERROR),
+    "no region": (NoRegionError(), "no AWS region", "AWS_REGION", ERROR),
+    "an endpoint that does not answer": (EndpointConnectionError(endpoint_url="http://127.0.0.1:1/"),
+                                         "cannot reach AWS", "AWS_ENDPOINT_URL", ERROR),
+    "a queue that is not there": (client_error("AWS.SimpleQueueService.NonExistentQueue", "The specified queue "
+                                               "does not exist.", "SendMessage"),
+                                  "queue not found (SendMessage", "KINDLING_QUEUE_URL", ERROR),
+    "a table that is not there": (client_error("ResourceNotFoundException", "Requested resource not found",
+                                               "GetItem"), "table not found (GetItem", "KINDLING_TABLE", ERROR),
+    "credentials the queue refuses": (client_error("AccessDenied", "not authorized", "SendMessage"),
+                                      "AWS refused SendMessage (AccessDenied", "AWS_PROFILE", ERROR),
+    "another AWS error": (client_error("Throttling", "slow\ndown", "Query"), "Query failed (Throttling: slow down)",
+                          "", ERROR),
+    "an operation refused": (OpsError("job x already succeeded"), "job x already succeeded", "", ERROR),
+    "a kindling error": (KindlingError("no such queue"), "no such queue", "", ERROR),
+    "an enqueue that failed": (EnqueueError("1 job(s) not sent", failed={"a": "x"}), "not sent", "", ERROR),
+    "a dead job": (JobFailed("j1", "dead", {"type": "RuntimeError", "message": "boom"}),
+                   "job j1 is dead: RuntimeError: boom", "kindling jobs retry", JOB_FAILED),
+    "a rejected job": (JobFailed("j1", "rejected", {"type": "InvalidJob", "message": "x"}), "is rejected",
+                       "fix the producer", JOB_FAILED),
+    "a revoked job": (JobFailed("j1", "revoked", None), "is revoked", "cancelled", JOB_FAILED),
+    "a wait that timed out": (TimeoutError("job j1: no final outcome after 1s"), "no final outcome", "--timeout",
+                              TIMEOUT),
+    "a job timeout": (JobTimeout("ran past 3s"), "ran past 3s", "--timeout", TIMEOUT),
+    "an argument that does not parse": (UsageError("--kwargs is not valid JSON (x)"), "--kwargs", "JSON", USAGE),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_expected_error_is_one_line_naming_its_cause_and_fix_with_its_own_exit_code(case):
+    exc, cause, fix, code = CASES[case]
+    message, got = describe(exc)
+    assert cause in message and fix in message
+    assert "\n" not in message and "Traceback" not in message
+    assert got == code
+
+
+def test_the_exit_codes_are_distinct_and_none_is_argparses_usage_code_but_usage():
+    assert len({ERROR, USAGE, JOB_FAILED, TIMEOUT, 0}) == 5 and USAGE == 2
+
+
+@pytest.mark.parametrize("exc", [AttributeError("x"), KeyError("k"), ValueError("a bug"), TypeError("t")])
+def test_a_bug_is_not_described_so_it_keeps_its_traceback(exc):
+    assert describe(exc) is None
+
+
+def test_a_missing_setting_names_the_option_and_the_variable():
+    assert need("t", "--table", "KINDLING_TABLE") == "t"
+    with pytest.raises(UsageError, match="--table is required: pass --table or set KINDLING_TABLE"):
+        need(None, "--table", "KINDLING_TABLE")
