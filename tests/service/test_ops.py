@@ -572,20 +572,81 @@ def test_peek_shows_the_dlq_with_each_jobs_record_and_leaves_the_messages_there(
     assert {m["status"] for m in report["messages"]} == {DEAD}
     assert {m["task"] for m in report["messages"]} == {"emails.send"}
     assert all("smtp refused" in m["reason"] for m in report["messages"])
+    assert report["visibility_s"] == 1  # hidden for a second at most: SQS has no peek
     assert len(dlq_bodies(stack)) == 3  # visible again at once
 
 
-def test_redrive_revives_dead_jobs_then_moves_the_dlq_back_by_hand_where_the_move_task_is_missing(stack,
-                                                                                                 monkeypatch):
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # moto answers 500 to the move task: no retries
+def test_peek_on_the_command_line_says_it_received_the_messages_and_for_how_long(stack, capsys):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    client.send(Call("emails.send", ["u@x"], job_id="peeked"))
+    work(stack)
+    base = ["--table", stack.table, "--queue-url", stack.queue_url]
+    assert cli.main(["dlq", "peek", *base]) == 0
+    first = capsys.readouterr()
+    assert "peek received these 1 message(s): each one's receive count went up by 1 and it was hidden for at " \
+           "most 1 s" in first.err
+    assert cli.main(["dlq", "peek", "--json", "--visibility", "0", *base]) == 0
+    again = capsys.readouterr()
+    [row] = codec.loads(again.out)["messages"]
+    assert row["receives"] == 2 and "at most 0 s" in again.err  # the first look counted
+
+
+def test_a_dry_run_lists_what_a_redrive_would_do_and_changes_nothing(stack, capsys):
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    jobs = [client.send(Call("emails.send", [f"u{i}@x"], job_id=f"dry-{i}")) for i in range(3)]
+    work(stack)
+    base = ["--table", stack.table, "--queue-url", stack.queue_url]
+    assert cli.main(["dlq", "redrive", "--dry-run", *base]) == 0
+    out = capsys.readouterr().out
+    assert "looked at 3; nothing was revived or moved" in out and "would: revive and move 3" in out
+    assert all(f"revive and move  {j.id}  (record: dead)" in out for j in jobs), out
+    assert cli.main(["dlq", "redrive", "--dry-run", "--no-revive", "--json", *base]) == 0
+    assert codec.loads(capsys.readouterr().out)["actions"] == {"move": 3}
+    assert {client.status(j.id) for j in jobs} == {DEAD} and len(dlq_bodies(stack)) == 3
+    assert boto3.client("sqs").receive_message(QueueUrl=stack.queue_url).get("Messages", []) == []
+    assert cli.main(["dlq", "redrive", "--json", *base]) == 0
+    captured = capsys.readouterr()
+    assert codec.loads(captured.out)["revived"] == 3 and "chunk 1: received 3" in captured.err
+
+
+class HeldCount:
+    """An SQS client that counts the DLQ messages received and not yet deleted or released."""
+
+    def __init__(self, sqs, dlq_url: str):
+        self.sqs, self.dlq_url, self.held, self.most = sqs, dlq_url, set(), 0
+
+    def __getattr__(self, name):
+        return getattr(self.sqs, name)
+
+    def receive_message(self, **kw):
+        got = self.sqs.receive_message(**kw)
+        if kw["QueueUrl"] == self.dlq_url:
+            self.held |= {m["ReceiptHandle"] for m in got.get("Messages", [])}
+            self.most = max(self.most, len(self.held))
+        return got
+
+    def delete_message_batch(self, **kw):
+        self.held -= {e["ReceiptHandle"] for e in kw["Entries"]}
+        return self.sqs.delete_message_batch(**kw)
+
+    def change_message_visibility_batch(self, **kw):
+        self.held -= {e["ReceiptHandle"] for e in kw["Entries"] if e["VisibilityTimeout"] == 0}
+        return self.sqs.change_message_visibility_batch(**kw)
+
+
+def test_redrive_revives_and_moves_the_dlq_in_bounded_chunks_with_a_line_per_chunk(stack):
     client = Client(queue_url=stack.queue_url, table=stack.table)
     jobs = [client.send(Call("emails.send", [f"u{i}@x"], job_id=f"rd-{i}")) for i in range(12)]
     work(stack)
     assert {client.status(j.id) for j in jobs} == {DEAD}
+    stack._sqs = counted = HeldCount(stack.sqs, stack.dlq_url)
     lines: list[str] = []
-    report = redrive(stack, progress=lines.append)  # moto has no StartMessageMoveTask
+    report = redrive(stack, progress=lines.append, chunk=5)
     assert report["revived"] == 12 and report["moved"] == 12 and report["method"] == "receive/send/delete"
-    assert any("not available here" in line for line in lines), lines
+    assert counted.most <= 5  # never the whole DLQ hidden at once
+    assert lines == ["chunk 1: received 5, moved 5; so far moved 5, revived 5",
+                     "chunk 2: received 5, moved 5; so far moved 10, revived 10",
+                     "chunk 3: received 2, moved 2; so far moved 12, revived 12"]
     assert {client.status(j.id) for j in jobs} == {QUEUED}
     assert dlq_bodies(stack) == []
     BROKEN["on"] = False

@@ -4,8 +4,8 @@ the producer client and run by LocalStack's event source mapping and the Lambda 
 The dashboard is opened in Debian's Chromium (headless, driven by Selenium through Debian's
 chromedriver; infra/chromium/ctl installs both): the charts must be drawn from the run's
 records, a dead job's traceback must open, and its retry button must revive it, after which
-the worker runs it again from attempt 1. The CLI's listing and the DLQ redrive (SQS's own
-message move task) run against the same stack.
+the worker runs it again from attempt 1. The CLI's listing and the DLQ redrive (reviving and
+moving in chunks) run against the same stack.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def test_the_dashboard_charts_a_real_run_opens_a_traceback_and_revives_a_dead_jo
     assert get_job(ops_stack, target)["generation"] == 2
 
 
-def test_the_cli_lists_the_runs_dead_jobs_and_redrive_moves_the_dlq_with_sqs_move_task(run, ops_stack, capsys):
+def test_the_cli_lists_the_runs_dead_jobs_and_redrive_revives_and_moves_the_dlq_in_chunks(run, ops_stack, capsys):
     table = ["--table", ops_stack.table]
     assert cli.main(["jobs", "list", "--status", "dead", "--task", "always_fails", "--since", "30m", *table]) == 0
     out = capsys.readouterr().out
@@ -150,9 +150,9 @@ def test_the_cli_lists_the_runs_dead_jobs_and_redrive_moves_the_dlq_with_sqs_mov
     lines: list[str] = []
     started_ms = int(time.time() * 1000)
     report = redrive(ops_stack, progress=lines.append, poll_s=0.5)
-    assert report["method"] == "StartMessageMoveTask" and report["status"] == "COMPLETED", (report, lines)
+    assert report["method"] == "receive/send/delete" and report["status"] == "COMPLETED", (report, lines)
     assert report["revived"] >= 1 and report["moved"] >= 1
-    assert any(line.startswith("completed: moved") for line in lines), lines
+    assert any(line.startswith("chunk 1: received") for line in lines), lines
     assert get_job(ops_stack, other)["generation"] == 2
     # The worker ran the revived job again (from attempt 1) and it ended dead once more.
     again = records(ops_stack.table, [other], after_ms=started_ms, timeout=90)[other]

@@ -103,16 +103,26 @@ def add_parsers(sub, env) -> None:
     dsub = dlq.add_subparsers(dest="dlq_command", required=True)
     pk = dsub.add_parser("peek", help="the first messages of the DLQ and their jobs' records")
     pk.add_argument("--limit", type=int, default=10)
+    pk.add_argument("--visibility", type=int, default=1, metavar="S",
+                    help="SQS has no peek: the messages are received (their receive count goes up) and hidden for "
+                         "at most S seconds (default 1), released as soon as read")
     pk.add_argument("--json", action="store_true")
     common(pk, queue=True)
     named_queue(pk, "whose DLQ to look at (default: the jobs queue's)")
     valkey(pk, "the Valkey dead stream instead of the SQS DLQ")
     pk.set_defaults(fn=cmd_dlq_peek)
     rd = dsub.add_parser("redrive", help="move the DLQ back to the jobs queue (reviving dead jobs first)",
-                         description="Revive the dead jobs in the DLQ, then move every message back to the jobs "
-                                     "queue with SQS's message move task, printing its progress.")
+                         description="Revive the dead jobs in the DLQ and move their messages back to the jobs "
+                                     "queue, 100 messages at a time (receive, revive, send, delete), printing a line "
+                                     "per chunk; with --no-revive, move them with SQS's message move task.")
     rd.add_argument("--no-revive", action="store_true",
-                    help="move the messages as they are: jobs recorded dead go straight back to the DLQ")
+                    help="move the messages as they are (SQS's move task): jobs recorded dead go straight back to "
+                         "the DLQ")
+    rd.add_argument("--dry-run", action="store_true",
+                    help="list what it would do (revive and move, move, leave) and change nothing; the messages "
+                         "are received once to read them (their receive count goes up)")
+    rd.add_argument("--limit", type=int, default=1000, help="messages a --dry-run looks at (default 1000)")
+    rd.add_argument("--json", action="store_true", help="print the report (or the --dry-run plan) as JSON")
     rd.add_argument("--max-per-second", type=int, help="the move task's rate (default: SQS's)")
     common(rd, queue=True)
     named_queue(rd, "whose DLQ to move back to it (default: the jobs queue's)")
@@ -285,33 +295,66 @@ def _dlq_peek(ns) -> int:
         print(fmt.dumps(report) if ns.json else fmt.dead_stream_table(report, width=fmt.width()))
         return 0
 
-    report = peek(_queue_stack(ns), limit=ns.limit)
+    report = peek(_queue_stack(ns), limit=ns.limit, hide_s=ns.visibility)
     print(fmt.dumps(report) if ns.json else fmt.dlq_table(report, width=fmt.width()))
+    if report["messages"]:  # SQS has no peek: say what looking did
+        print(f"kindling: peek received these {len(report['messages'])} message(s): each one's receive count went up "
+              f"by 1 and it was hidden for at most {report['visibility_s']} s (released as soon as read)",
+              file=sys.stderr)
     return 0
 
 
 def _dlq_redrive(ns) -> int:
-    from kindling.ops.dlq import redrive
+    from kindling.ops import fmt
+    from kindling.ops.dlq import plan, redrive
 
     if _on_valkey(ns) and ns.queue:
         raise _ops_error("--queue names an SQS queue and its DLQ; a Valkey stream is named by --stream")
+    # Progress goes to stderr with --json, so that stdout is the report alone.
+    out = sys.stderr if ns.json else sys.stdout
+
+    def progress(line: str) -> None:
+        print(line, file=out, flush=True)
+
     if _on_valkey(ns):
         from kindling.ops import dead_stream
 
+        if ns.dry_run:
+            raise _ops_error("--dry-run reads an SQS DLQ; for the Valkey dead stream, `kindling dlq peek --valkey` "
+                             "shows its entries without changing them")
         records = None if ns.no_revive else _records(ns)
-        report = dead_stream.redrive(_dead_stream(ns), records, revive_dead=not ns.no_revive,
-                                     progress=lambda line: print(line, flush=True))
-        print(f"done: moved {report['moved']} of {report['total']}, revived {report['revived']}"
-              + (f", {report['revive_refused']} not revived" if report["revive_refused"] else "")
-              + (f", {report['unverified']} not validly signed (left in the dead stream)" if report["unverified"]
-                 else ""))
+        report = dead_stream.redrive(_dead_stream(ns), records, revive_dead=not ns.no_revive, progress=progress)
+        if ns.json:
+            print(fmt.dumps(report))
+        else:
+            print(f"done: moved {report['moved']} of {report['total']}, revived {report['revived']}"
+                  + (f", {report['revive_refused']} not revived" if report["revive_refused"] else "")
+                  + (f", {report['unverified']} not validly signed (left in the dead stream)" if report["unverified"]
+                     else ""))
         return 0 if report["moved"] == report["total"] and not report["revive_refused"] else 1
 
+    if ns.dry_run:
+        done = plan(_queue_stack(ns), revive_dead=not ns.no_revive, limit=ns.limit)
+        if ns.json:
+            print(fmt.dumps(done))
+            return 0
+        depth = done["depth"]
+        print(f"dry run: the DLQ holds {depth['visible']} visible, {depth['in_flight']} in flight (approximate); "
+              f"looked at {done['looked_at']}; nothing was revived or moved")
+        for m in done["messages"]:
+            print(f"  {m['action']:<15}  {m['job_id'] or '-'}  (record: {m['status'] or 'none'})"
+                  + (f"  {m['problem']}" if m["problem"] else ""))
+        print("would: " + (", ".join(f"{k} {v}" for k, v in sorted(done["actions"].items())) or "nothing"))
+        return 0
+
     report = redrive(_queue_stack(ns), revive_dead=not ns.no_revive, max_per_second=ns.max_per_second,
-                     progress=lambda line: print(line, flush=True))
-    print(f"done ({report['method']}): moved {report['moved']}, revived {report['revived']}"
-          + (f", {report['revive_refused']} not revived" if report["revive_refused"] else "")
-          + (f", {report['left']} left in the DLQ" if report.get("left") else ""))
+                     progress=progress)
+    if ns.json:
+        print(fmt.dumps(report))
+    else:
+        print(f"done ({report['method']}): moved {report['moved']}, revived {report['revived']}"
+              + (f", {report['revive_refused']} not revived" if report["revive_refused"] else "")
+              + (f", {report['left']} left in the DLQ" if report.get("left") else ""))
     return 0 if report["status"] == "COMPLETED" and not report["revive_refused"] else 1
 
 
