@@ -799,3 +799,34 @@ def test_with_signed_jobs_a_revived_or_redriven_job_still_passes_the_workers_che
     retry_job(stack, doomed.id)
     work(stack)
     assert client.record(doomed.id)["status"] == SUCCEEDED
+
+
+def test_info_shows_the_queues_depth_and_the_last_hours_jobs_by_status_through_the_indexes(stack, capsys,
+                                                                                           monkeypatch):
+    import botocore.client
+
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    for i in range(2):
+        client.send(Call("emails.send", [f"u{i}@x"], job_id=f"info-dead-{i}"))
+    client.send(Call("ops.ok", [1], job_id="info-ok"))
+    work(stack)
+    client.send(Call("ops.ok", [2], job_id="info-later", delay=60))
+    calls: list[str] = []
+    real = botocore.client.BaseClient._make_api_call
+
+    def record(self, operation, params):
+        calls.append(operation)
+        return real(self, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", record)
+    base = ["--table", stack.table, "--queue-url", stack.queue_url]
+    assert cli.main(["info", "--json", "--task", "ops.ok", *base]) == 0
+    report = codec.loads(capsys.readouterr().out)
+    assert {k: report["queue"][k] for k in ("visible", "in_flight", "delayed")} == {"visible": 0, "in_flight": 0,
+                                                                                   "delayed": 1}
+    assert report["dlq"]["visible"] == 2
+    assert report["by_status"][DEAD] == 2 and report["by_status"][SUCCEEDED] == 1
+    assert "Scan" not in calls and "Query" in calls
+    assert cli.main(["info", *base]) == 0
+    out = capsys.readouterr().out
+    assert "jobs queue" in out and "dead-letter queue" in out and "dead 2" in out and "1 delayed" in out

@@ -129,6 +129,18 @@ def add_parsers(sub, env) -> None:
     valkey(rd, "move the Valkey dead stream back to the job stream (XADD each entry, then XDEL it)")
     rd.set_defaults(fn=cmd_dlq_redrive)
 
+    info = sub.add_parser("info", help="an overview: queue and DLQ depth, jobs by status lately",
+                          description="The jobs queue's and its DLQ's depth (visible, in flight, delayed) and the "
+                                      "jobs that finished since --since by status, through the by_status / by_task "
+                                      "indexes (never a Scan). Succeeded jobs are counted per task: those of the "
+                                      "tasks seen in other statuses, and of each --task.")
+    info.add_argument("--since", default="1h", help="how far back: 30s, 15m, 2h, 7d or an ISO time (default 1h)")
+    info.add_argument("--task", action="append", default=[], dest="task_names", metavar="NAME",
+                      help="a task whose succeeded jobs to count (repeatable)")
+    info.add_argument("--json", action="store_true", help="a JSON object")
+    common(info, queue=True)
+    info.set_defaults(fn=cmd_info)
+
     dash = sub.add_parser("dashboard", help="a local web page over the results table",
                           description="Serve the dashboard (charts by status and task, throughput, durations, "
                                       "failures with tracebacks, retry) on 127.0.0.1. It has no login: see "
@@ -208,6 +220,55 @@ def cmd_dlq_peek(ns) -> int:
 
 def cmd_dlq_redrive(ns) -> int:
     return _run(_dlq_redrive, ns)
+
+
+def cmd_info(ns) -> int:
+    return _run(_info, ns)
+
+
+def _info(ns) -> int:
+    import time
+
+    from kindling.ops import fmt
+    from kindling.ops.query import parse_since
+
+    stack = _stack(ns)
+    if not ns.table and not ns.queue_url:
+        raise _ops_error("nothing to look at: pass --table and --queue-url, or set KINDLING_TABLE and "
+                         "KINDLING_QUEUE_URL")
+    now = int(time.time() * 1000)
+    since = parse_since(ns.since, now)
+    report: dict = {"since": since, "now": now}
+    if ns.queue_url:
+        report["queue"] = {"url": ns.queue_url, **stack.depth(ns.queue_url)}
+        try:
+            report["dlq"] = {"url": stack.dlq_url, **stack.depth(stack.dlq_url)}
+        except Exception as exc:  # no redrive policy, no --dlq-url: a queue without a DLQ
+            from kindling.exits import describe
+
+            report["dlq"] = {"error": (describe(exc) or (str(exc), 1))[0]}
+    if ns.table:
+        from kindling.dashboard.data import summary
+
+        counts = summary(stack, ns.task_names, window_s=max(1, (now - since) // 1000), buckets=1, now_ms=now)
+        report["by_status"] = {k: sum(v) for k, v in sorted(counts["by_status"].items())}
+        report["tasks"], report["capped"] = counts["tasks"], counts["capped"]
+    if ns.json:
+        print(fmt.dumps(report))
+        return 0
+    for key, name in (("queue", "jobs queue"), ("dlq", "dead-letter queue")):
+        if key in report:
+            d = report[key]
+            where = d.get("url", "").rstrip("/").rsplit("/", 1)[-1]
+            print(f"{name} {where}: {d['error']}" if "error" in d else
+                  f"{name} {where}: {d['visible']} visible, {d['in_flight']} in flight, {d['delayed']} delayed "
+                  "(approximate)")
+    if "by_status" in report:
+        counts = ", ".join(f"{k} {v}" for k, v in report["by_status"].items())
+        print(f"jobs since {fmt.when(since)} UTC: {counts}" + (" (capped: more than 5000 in a status)"
+                                                               if report["capped"] else ""))
+        print("succeeded counted for tasks: " + (", ".join(report["tasks"]) or "none seen (name them with --task)"))
+    return 0
 
 
 def cmd_dashboard(ns) -> int:
