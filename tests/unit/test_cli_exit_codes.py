@@ -37,6 +37,8 @@ CASES = {
     "a wait that timed out": (TimeoutError("job j1: no final outcome after 1s"), "no final outcome", "--timeout",
                               TIMEOUT),
     "a job timeout": (JobTimeout("ran past 3s"), "ran past 3s", "--timeout", TIMEOUT),
+    "a port in use": (OSError(98, "Address already in use"), "OSError: [Errno 98] Address already in use", "",
+                      ERROR),
     "an argument that does not parse": (UsageError("--kwargs is not valid JSON (x)"), "--kwargs", "JSON", USAGE),
 }
 

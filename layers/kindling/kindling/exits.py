@@ -67,6 +67,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         return _botocore(exc, name, text), ERROR
     if module.startswith("kindling") and (isinstance(exc, ValueError) or _is_kindling_error(exc)):
         return text, ERROR
+    if isinstance(exc, OSError):  # the machine's side: a port in use, a file not there, a refused connection
+        return f"{name}: {text}", ERROR
     return None
 
 
