@@ -109,6 +109,14 @@ def test_an_enormous_unknown_task_name_is_refused_with_a_short_record(reg, store
     assert "140,000" not in record["error"]["message"] or len(record["error"]["message"]) <= 4000
 
 
+def test_a_body_stamped_in_seconds_is_recorded_rejected_saying_so(reg, store):
+    body = codec.dumps({"version": 1, "id": "secs", "task": "add", "args": [1, 2], "kwargs": {},
+                        "enqueued_at": 1_763_725_000})
+    outcomes = Runner(reg, store, log=None).run([Delivery("m-s", body, 1)])
+    assert statuses(outcomes) == ["rejected"]
+    assert "enqueued_at 1763725000 looks like seconds" in record_of(store, outcomes[0])["error"]["message"]
+
+
 @pytest.mark.parametrize("bad_id", ["x" * 3000, "a\x00b", "tab\there", "ünïcode", ""])
 def test_an_invalid_job_id_never_becomes_a_record_key(reg, store, bad_id):
     body = codec.dumps({"version": 1, "id": bad_id, "task": "add", "args": [1, 2], "kwargs": {},
