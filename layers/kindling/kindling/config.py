@@ -48,6 +48,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              ("handler",)),
     Variable("KINDLING_PAYLOAD_BUCKET", None, "the S3 bucket for arguments and results too large for a message "
              "or a record", ("client", "runner")),
+    Variable("KINDLING_DEBUG", None, "'1': the command line shows an error's traceback, as --debug does",
+             ("cli",)),
     Variable("KINDLING_RESULTS", None, "'valkey': outcomes in the Valkey result store instead of the table",
              ("cli", "ops.cli", "valkey.producer")),
     Variable("KINDLING_RESULT_TTL_DAYS", None, "days an outcome record is kept (default "

@@ -19,6 +19,8 @@ is looked at by class name, never imported) so the mapping is tested without a n
 
 from __future__ import annotations
 
+from kindling.status import FAILED, REJECTED, REVOKED
+
 OK = 0
 ERROR = 1
 USAGE = 2
@@ -56,9 +58,9 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     if isinstance(exc, UsageError):
         return text, USAGE
     if name in ("JobFailed",) and module.startswith("kindling"):
-        status = getattr(exc, "status", "failed")
-        fix = {"revoked": "it was cancelled (kindling jobs revoke)",
-               "rejected": "its message cannot run as sent: fix the producer, then enqueue it again"}.get(
+        status = getattr(exc, "status", FAILED)
+        fix = {REVOKED: "it was cancelled (kindling jobs revoke)",
+               REJECTED: "its message cannot run as sent: fix the producer, then enqueue it again"}.get(
             status, "see its traceback with `kindling jobs show ID`; `kindling jobs retry ID` runs it again")
         return f"{text} ({fix})", JOB_FAILED
     if isinstance(exc, TimeoutError):  # kindling.errors.JobTimeout is one too

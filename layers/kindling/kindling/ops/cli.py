@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from kindling.status import DEAD, RECORDED
+from kindling.status import DEAD, RECORDED, REVOKED
 
 __all__ = ["add_parsers"]
 
@@ -208,7 +208,7 @@ def _jobs_revoke(ns) -> int:
     if ns.json:
         from kindling.ops import fmt
 
-        print(fmt.dumps({"id": ns.job_id, "status": "revoked"}))
+        print(fmt.dumps({"id": ns.job_id, "status": REVOKED}))
     else:
         print(f"{ns.job_id} revoked: no worker starts it from now on (a run already under way runs on)")
     return 0
