@@ -654,6 +654,27 @@ def test_redrive_revives_and_moves_the_dlq_in_bounded_chunks_with_a_line_per_chu
     assert {client.status(j.id) for j in jobs} == {SUCCEEDED}
 
 
+def test_a_job_that_dies_again_while_the_redrive_runs_is_left_for_a_later_redrive_not_revived_again(stack):
+    """A revived job can die again (its worker is fast) before the redrive has read the DLQ to
+    its end: that new message is not the redrive's to move, or the job would be revived round
+    after round while the redrive lasts."""
+    client = Client(queue_url=stack.queue_url, table=stack.table)
+    jobs = [client.send(Call("emails.send", [f"u{i}@x"], job_id=f"da-{i}")) for i in range(3)]
+    work(stack)
+    assert {client.status(j.id) for j in jobs} == {DEAD}
+
+    def worker_meanwhile(line: str) -> None:
+        if line.startswith("chunk 1:"):  # the worker runs the first revived job: it dies again
+            work(stack)
+
+    report = redrive(stack, progress=worker_meanwhile, chunk=1)
+    assert report["revived"] == 3 and report["moved"] == 3 and report["status"] == "COMPLETED"
+    assert report["died_again"] == 1
+    revived_twice = [j.id for j in jobs if get_job(stack, j.id)["generation"] > 2]
+    assert revived_twice == []
+    assert [b["id"] for b in dlq_bodies(stack)] == ["da-0"]  # left in the DLQ for a later redrive
+
+
 def test_redrive_by_hand_on_a_fifo_queue_sends_each_message_back_in_its_own_group(indexed_table, monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # moto answers 500 to the move task: no retries
     stack = _fifo_stack(indexed_table)

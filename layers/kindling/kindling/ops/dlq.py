@@ -206,6 +206,10 @@ def _move_by_hand(stack: Stack, progress, *, revive_dead: bool, chunk: int = CHU
     max_bytes = sqs_send.queue_max_bytes(stack.sqs, queue)
     check = revive_dead or stack.signing is not None
     left: dict[str, dict] = {}
+    # A job this redrive moved back can die again while the redrive still runs: its new
+    # message is not this redrive's to move (moving it would revive it round after round).
+    sent_jobs: set[str] = set()
+    again: dict[str, dict] = {}
     try:
         while True:
             fresh: list[dict] = []
@@ -215,10 +219,15 @@ def _move_by_hand(stack: Stack, progress, *, revive_dead: bool, chunk: int = CHU
                     VisibilityTimeout=_CHUNK_VISIBILITY_S, WaitTimeSeconds=stack.receive_wait_s,
                     AttributeNames=["All"], MessageSystemAttributeNames=["MessageGroupId"],
                     MessageAttributeNames=["All"]).get("Messages", [])
-                new = [m for m in messages if m["MessageId"] not in left]
                 for m in messages:
-                    if m["MessageId"] in left:
-                        left[m["MessageId"]] = m  # its newest receipt handle, to release it with
+                    if m["MessageId"] not in left and m["MessageId"] not in again and message_job_id(m) in sent_jobs:
+                        again[m["MessageId"]] = m
+                        progress(f"left in the DLQ: job {message_job_id(m)} died again during this redrive")
+                new = [m for m in messages if m["MessageId"] not in left and m["MessageId"] not in again]
+                for m in messages:
+                    for held in (left, again):
+                        if m["MessageId"] in held:
+                            held[m["MessageId"]] = m  # its newest receipt handle, to release it with
                 if not new:
                     break
                 fresh += new
@@ -257,6 +266,7 @@ def _move_by_hand(stack: Stack, progress, *, revive_dead: bool, chunk: int = CHU
                 refused += not_revived
             accepted, _ = sqs_send.send(stack.sqs, queue, outgoing, max_bytes=max_bytes, trace=False)
             done = [m for m in fresh if m["MessageId"] in accepted]
+            sent_jobs.update(j for j in (message_job_id(m) for m in done) if j)
             for start in range(0, len(done), 10):
                 stack.sqs.delete_message_batch(QueueUrl=stack.dlq_url, Entries=[
                     {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(done[start:start + 10])])
@@ -270,11 +280,11 @@ def _move_by_hand(stack: Stack, progress, *, revive_dead: bool, chunk: int = CHU
                 status = "INCOMPLETE"
                 break
     finally:
-        _release(stack, list(left.values()))
+        _release(stack, list(left.values()) + list(again.values()))
     if left:
         status = "INCOMPLETE"
     return {"moved": moved, "revived": revived, "revive_refused": refused, "left": len(left),
-            "method": "receive/send/delete", "status": status}
+            "died_again": len(again), "method": "receive/send/delete", "status": status}
 
 
 def _revive_dead(stack: Stack, bodies: dict[str, str], progress) -> tuple[int, int]:
