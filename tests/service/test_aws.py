@@ -53,14 +53,6 @@ def env(monkeypatch):
     return monkeypatch
 
 
-@pytest.fixture
-def sleeps(monkeypatch):
-    """Record backoff delays instead of sleeping."""
-    delays: list[float] = []
-    monkeypatch.setattr(aws.retry, "sleep", delays.append)
-    return delays
-
-
 # ------------------------------------------------------------------ signing vs botocore
 
 

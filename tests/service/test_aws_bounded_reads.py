@@ -36,13 +36,6 @@ def env(monkeypatch):
     return monkeypatch
 
 
-@pytest.fixture
-def sleeps(monkeypatch):
-    delays: list[float] = []
-    monkeypatch.setattr(aws.retry, "sleep", delays.append)
-    return delays
-
-
 class ScriptedSocket:
     """A connected socket whose peer has written ``reply``, handed out at most ``piece`` bytes a
     read. Counts the bytes the connection pulled, its reads, and (under tracemalloc) the memory

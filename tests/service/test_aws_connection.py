@@ -27,14 +27,6 @@ def env(monkeypatch):
 
 
 @pytest.fixture
-def sleeps(monkeypatch):
-    """Record backoff delays instead of sleeping."""
-    delays: list[float] = []
-    monkeypatch.setattr(aws.retry, "sleep", delays.append)
-    return delays
-
-
-@pytest.fixture
 def black_hole():
     """A loopback port that accepts connections (the kernel's backlog) and never answers."""
     with socket.create_server(("127.0.0.1", 0), backlog=16) as sock:

@@ -38,13 +38,6 @@ def env(monkeypatch):
     return monkeypatch
 
 
-@pytest.fixture
-def sleeps(monkeypatch):
-    delays: list[float] = []
-    monkeypatch.setattr(aws.retry, "sleep", delays.append)
-    return delays
-
-
 # -- signing -----------------------------------------------------------------------------
 
 

@@ -1,0 +1,15 @@
+"""Fixtures the service drawer's tests share."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def sleeps(monkeypatch) -> list[float]:
+    """Record the AWS client's backoff delays instead of sleeping them."""
+    from kindling import aws
+
+    delays: list[float] = []
+    monkeypatch.setattr(aws.retry, "sleep", delays.append)
+    return delays
