@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support import wait_until
 
 pytestmark = pytest.mark.valkey
 
@@ -62,15 +63,6 @@ def _counts(output: str) -> dict[str, int]:
     line = output.strip().splitlines()[-1]
     return {k: int(v) for k, v in (part.split("=") for part in line.split())}
 
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def _empty(client, stream: str, group: str = "kindling") -> None:
@@ -128,13 +120,13 @@ def test_killed_worker_entries_are_reclaimed(valkey_url, stream, table, tasks):
     env = {"KINDLING_VALKEY_BATCH": 5, "KINDLING_VALKEY_VISIBILITY_MS": 1000, "KINDLING_VALKEY_BLOCK_MS": 200}
     a = _worker(valkey_url, stream, table, burst=False, **env)
     try:
-        _wait(lambda: len(_scan(table)) >= 5, 30, "worker A's first batch")
+        wait_until(lambda: len(_scan(table)) >= 5, 30, "worker A's first batch")
 
         def held_by_a():
             rows = producer.client.xpending_range(stream, "kindling", "-", "+", 100)
             return rows if len(rows) == 5 else None  # A is in the middle of its next batch
 
-        pending = _wait(held_by_a, 10, "worker A mid-batch")
+        pending = wait_until(held_by_a, 10, "worker A mid-batch")
     finally:
         a.send_signal(signal.SIGKILL)
         a.communicate(timeout=10)
@@ -295,12 +287,12 @@ def test_worker_survives_a_valkey_restart(stream, table, start_valkey):
     try:
         first = StreamProducer(url, stream=stream).enqueue_many([("noop", [], {})] * 50)
         worker = _worker(url, stream, table, burst=False, KINDLING_VALKEY_BLOCK_MS=200)
-        _wait(lambda: len(_scan(table)) >= 50, 30, "the first 50 jobs")
+        wait_until(lambda: len(_scan(table)) >= 50, 30, "the first 50 jobs")
         server.stop()
         time.sleep(1.0)  # the worker is now failing to reach Valkey and backing off
         server.start()  # no persistence: the stream and group are gone
         second = StreamProducer(url, stream=stream).enqueue_many([("noop", [], {})] * 50)
-        _wait(lambda: len(_scan(table)) >= 100, 30, "the 50 jobs sent after the restart")
+        wait_until(lambda: len(_scan(table)) >= 100, 30, "the 50 jobs sent after the restart")
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=20)
         assert worker.returncode == 0, err
@@ -422,7 +414,7 @@ def test_deliveries_handed_back_use_no_attempts(valkey_url, stream, tasks):
 
     store.fail = True
     thread, done = _run_in_thread(worker, burst=True)
-    _wait(lambda: store.calls_while_down >= 5, 20, "five hand-backs")
+    wait_until(lambda: store.calls_while_down >= 5, 20, "five hand-backs")
     store.fail = False
     thread.join(30)
     assert not thread.is_alive()
@@ -652,12 +644,12 @@ def test_the_valkey_password_stays_off_command_lines(valkey_url, secret_url, str
     proc = subprocess.Popen(_cli("--valkey", url, "--stream", stream, "--processes", "3"), cwd=ROOT,
                             env=_cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        children = _wait(lambda: (c := _children(proc.pid)) and len(c) == 2 and c, 30, "two worker children")
+        children = wait_until(lambda: (c := _children(proc.pid)) and len(c) == 2 and c, 30, "two worker children")
         for child in children:
             assert password not in _cmdline(child)
             assert password not in _cmdline(proc.pid)  # it replaced itself before starting them
         store = ValkeyResultStore(valkey_url)
-        _wait(lambda: len(store.get_statuses([s.id for s in sent])) == 20, 30, "the jobs, run with the password")
+        wait_until(lambda: len(store.get_statuses([s.id for s in sent])) == 20, 30, "the jobs, run with the password")
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)

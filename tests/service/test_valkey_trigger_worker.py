@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+from support import wait_until
 
 pytestmark = pytest.mark.valkey
 
@@ -58,15 +59,6 @@ def _in_thread(fn, **kwargs):
     return thread, out
 
 
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
 
 # -- a batch that outlasts the visibility time ------------------------------------------------------
 
@@ -85,7 +77,7 @@ def _long_batch(url, stream, heartbeat: bool):
                       heartbeat=heartbeat)
     a.ensure_group()
     ta, _ = _in_thread(a.run, burst=True)
-    _wait(lambda: producer.client.xpending(stream, "kindling")["pending"] == 40, 10, "A holding all 40")
+    wait_until(lambda: producer.client.xpending(stream, "kindling")["pending"] == 40, 10, "A holding all 40")
     tb, _ = _in_thread(b.run, burst=True)
     ta.join(30)
     tb.join(30)

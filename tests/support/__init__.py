@@ -36,3 +36,17 @@ def examples(thorough: int) -> int:
     import os
 
     return thorough if os.environ.get("KINDLING_THOROUGH") == "1" else max(25, thorough // 8)
+
+
+def wait_until(predicate, timeout: float, what: str, step: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy, and return that; an
+    AssertionError naming ``what`` after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
