@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,11 +28,13 @@ BUCKET = "kindling-sam-artifacts"
 
 
 def deploy(stack: str = "kindling", parameters: dict[str, str] | None = None, *, build: bool = True,
-           build_dir: Path | None = None) -> dict:
+           build_dir: Path | None = None, prepare: Callable[[Path], None] | None = None) -> dict:
     """Build and deploy; return the stack outputs (QueueUrl, ResultsTableName, ...).
 
     ``build_dir``: build there (and deploy what is built there) instead of the repository's
-    .aws-sam, so that the build does not race another of the same template."""
+    .aws-sam, so that the build does not race another of the same template. ``prepare``: called
+    with the built artifacts' directory (``build_dir/build``) before they are deployed, to
+    change what the function ships (a test's own tasks, say)."""
     import boto3
 
     if "AWS_ENDPOINT_URL" not in os.environ:
@@ -41,6 +44,10 @@ def deploy(stack: str = "kindling", parameters: dict[str, str] | None = None, *,
     where = ["--build-dir", str(build_dir / "build"), "--cache-dir", str(build_dir / "cache")] if build_dir else []
     if build:
         _run(["sam", "build", *where, "--cached"], env)
+    if prepare is not None:
+        if build_dir is None:
+            raise ValueError("prepare needs a build_dir of its own: it changes the built artifacts")
+        prepare(build_dir / "build")
     s3 = boto3.client("s3")
     if BUCKET not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
         s3.create_bucket(Bucket=BUCKET)

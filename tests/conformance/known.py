@@ -56,3 +56,28 @@ def verdict(path: str, scenario: str) -> tuple[str, str] | None:
 def excepted(path: str, scenario: str) -> dict[str, str]:
     """``{observation: reason}``: what the cell leaves out of its comparison, and why."""
     return {key[2]: reason for key, reason in EXCEPTIONS.items() if len(key) == 3 and key[:2] == (path, scenario)}
+
+# -- the deployed stack (tests/stack/test_conformance_stack.py, slow) -------------------------------
+
+STACK = "deployed_stack"
+# Cells the deployed stack does not run: each rule is the same LambdaWorker's, proved on
+# sqs_handler above; what the stack adds (its event source mapping, its DLQ, its function's
+# environment) is what the cells it runs compare.
+STACK_NOT_RUN = {
+    "rejected_bad_signature": "signing needs a stack deployed with a signing key: tests/stack/test_signed_stack.py",
+    "rejected_unsigned": "signing needs a stack deployed with a signing key: tests/stack/test_signed_stack.py",
+    "rejected_unsigned_delivered_too_often": "the test cannot kill the deployed function in the middle of a batch",
+    "dead_delivered_too_often": "the test cannot kill the deployed function in the middle of a batch",
+    "retry_after_past_the_cap": "a real 12-hour wait",
+    "retry_delay_zero": "a second deployment (RetryDelay=0) that waits out SQS's 30 s visibility twice",
+}
+EXCEPTIONS[STACK, "delay_past_sqs_maximum"] = EXCEPTIONS["sqs_handler", "delay_past_sqs_maximum"]
+STACK_UNSEEN_DELAYS = ("the deployed function asks for its delays inside LocalStack (its ChangeMessageVisibility "
+                       "calls): the test sees the outcome, not the delay; sqs_handler runs the same LambdaWorker "
+                       "and sees both")
+for _scenario in ("default_retry_delay", "retry_then_success", "backoff", "retry_after", "retry_on_listed",
+                  "dead_after_max_attempts", "configured_retry_delay", "not_before_ahead"):
+    EXCEPTIONS[STACK, _scenario, "delays"] = STACK_UNSEEN_DELAYS
+for _scenario in ("duplicate_skipped", "duplicate_run_again_without_skip_succeeded"):
+    EXCEPTIONS[STACK, _scenario, "runs"] = ("the deployed function runs in LocalStack's Lambda process: the test "
+                                            "counts no runs there (status and attempts are compared)")

@@ -4,7 +4,10 @@ for that observation, an intended difference), ``xfail: <reason>`` (a known diff
 known.py's KNOWN), ``exception: <reason>`` (an intended one for the whole cell, EXCEPTIONS)
 or ``FIXED``/``FAILS`` for a cell the tables no longer describe.
 
-Run: .venv/bin/python tests/conformance/matrix.py [matrix.md] [extra pytest args]
+Run: .venv/bin/python tests/conformance/matrix.py [matrix.md] [--stack] [extra pytest args]
+
+``--stack`` adds the deployed stack's column (tests/stack/test_conformance_stack.py: LocalStack,
+about a minute and a half).
 """
 
 from __future__ import annotations
@@ -21,12 +24,19 @@ HERE = Path(__file__).resolve().parent
 def main(argv: list[str]) -> int:
     target = Path(argv[0]) if argv and not argv[0].startswith("-") else None
     extra = argv[1:] if target else argv
+    stack = "--stack" in extra
+    extra = [a for a in extra if a != "--stack"]
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "matrix.md"
-        env = dict(os.environ, KINDLING_CONFORMANCE_MATRIX=str(out))
-        code = subprocess.call([sys.executable, "-m", "pytest", str(HERE), "-q", "-p", "no:cacheprovider",
-                                "--tb=no", *extra], cwd=HERE.parent.parent, env=env, stdout=subprocess.DEVNULL)
+        out, column = Path(tmp) / "matrix.md", Path(tmp) / "stack.md"
+        env = dict(os.environ, KINDLING_CONFORMANCE_MATRIX=str(out), KINDLING_CONFORMANCE_MATRIX_STACK=str(column))
+        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", *extra]
+        code = subprocess.call([*pytest, str(HERE)], cwd=HERE.parent.parent, env=env, stdout=subprocess.DEVNULL)
+        if stack:
+            code |= subprocess.call([*pytest, str(HERE.parent / "stack/test_conformance_stack.py")],
+                                    cwd=HERE.parent.parent, env=env, stdout=subprocess.DEVNULL)
         text = out.read_text() if out.exists() else ""
+        if stack and column.exists():
+            text += "\n" + column.read_text()
     if target is not None:
         target.write_text(text)
     print(text, end="")

@@ -31,18 +31,19 @@ def _environ(env: Mapping[str, str]) -> Iterator[None]:
         yield
 
 
-def _deploy(name: str, parameters: Mapping[str, str], build_dir: Path | None = None) -> dict:
+def _deploy(name: str, parameters: Mapping[str, str], build_dir: Path | None = None,
+            prepare: Callable[[Path], None] | None = None) -> dict:
     """infra/localstack/deploy.py's deploy(), imported when a module first deploys."""
     if str(ROOT / "infra/localstack") not in sys.path:
         sys.path.insert(0, str(ROOT / "infra/localstack"))
     from deploy import deploy
 
-    return deploy(name, dict(parameters), build_dir=build_dir)
+    return deploy(name, dict(parameters), build_dir=build_dir, prepare=prepare)
 
 
 @pytest.fixture(scope="module")
 def deploy_stack(localstack) -> Iterator[Callable[..., dict]]:
-    """``deploy_stack(name, parameters, build_dir=None)``: template.yaml deployed into LocalStack
+    """``deploy_stack(name, parameters, build_dir=None, prepare=None)``: template.yaml deployed into LocalStack
     as stack ``name`` with ``parameters`` over deploy.py's local defaults; the stack outputs.
 
     os.environ points boto3 at LocalStack from this fixture's start to the module's end, so a
