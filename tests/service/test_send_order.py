@@ -19,7 +19,7 @@ def received_by_group(queue_url: str) -> dict[str, list]:
     """Every message's first argument, per message group, in the order the queue gives them."""
     sqs, groups = boto3.client("sqs"), {}
     while True:
-        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=30,
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=30, WaitTimeSeconds=1,
                                   AttributeNames=["MessageGroupId"]).get("Messages", [])
         if not got:
             return groups

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from kindling import dispatch
 from kindling.errors import JobFailed, KindlingError
-from kindling.registry import Registry
+from support.tasks import recording_registry
 
 pytestmark = pytest.mark.valkey
 
@@ -24,15 +24,7 @@ def stream() -> str:
 
 @pytest.fixture
 def reg():
-    r = Registry()
-    r.ran = []
-
-    @r.task(name="add")
-    def add(a, b):
-        r.ran.append((a, b))
-        return a + b
-
-    return r
+    return recording_registry()
 
 
 @pytest.fixture
@@ -65,7 +57,7 @@ def check_handles(url: str, stream: str, reg, producer, worker_store) -> None:
     assert handle.result(timeout=10) == 3 and handle.status() == "succeeded"
     with pytest.raises(JobFailed, match="revoked"):
         revoked.result(timeout=10)
-    assert reg.ran == [(1, 2)]
+    assert reg.runs == [("add", 1, 2)]
 
 
 def test_delay_through_a_stream_producer_returns_a_handle_reading_the_valkey_result_store(

@@ -42,6 +42,16 @@ def _deploy(name: str, parameters: Mapping[str, str], build_dir: Path | None = N
 
 
 @pytest.fixture(scope="module")
+def aws(localstack) -> Iterator[dict[str, str]]:
+    """os.environ pointing boto3 and kindling.aws at the session's LocalStack for a module that
+    makes its own queues and buckets (no stack deployed): no session token, no named queues."""
+    with _environ(localstack), pytest.MonkeyPatch.context() as patch:
+        patch.delenv("AWS_SESSION_TOKEN", raising=False)
+        patch.delenv("KINDLING_QUEUES", raising=False)
+        yield localstack
+
+
+@pytest.fixture(scope="module")
 def deploy_stack(localstack) -> Iterator[Callable[..., dict]]:
     """``deploy_stack(name, parameters, build_dir=None, prepare=None)``: template.yaml deployed into LocalStack
     as stack ``name`` with ``parameters`` over deploy.py's local defaults; the stack outputs.

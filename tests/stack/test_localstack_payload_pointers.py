@@ -26,16 +26,6 @@ def size(blob):
     return len(blob)
 
 
-@pytest.fixture(scope="module")
-def aws(localstack):
-    """The session's LocalStack (started if none answers: never skipped)."""
-    env = localstack
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
-            patch.setenv(key, value)
-        patch.delenv("AWS_SESSION_TOKEN", raising=False)
-        yield env
-
 
 class CountingS3(S3Client):
     def __init__(self, endpoint):

@@ -31,17 +31,6 @@ def send_mail(to):
     return f"sent to {to}"
 
 
-@pytest.fixture(scope="module")
-def aws(localstack):
-    """The session's LocalStack (started if none answers: never skipped)."""
-    env = localstack
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in env.items():
-            patch.setenv(key, value)
-        patch.delenv("AWS_SESSION_TOKEN", raising=False)
-        patch.delenv("KINDLING_QUEUES", raising=False)
-        yield env
-
 
 @pytest.fixture
 def deployment(aws, monkeypatch):

@@ -13,29 +13,12 @@ from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import STORE_OUTAGE, Delivery, Runner
+from support.tasks import recording_registry
 
 
 @pytest.fixture
 def reg():
-    r = Registry()
-    r.calls = []
-
-    @r.task(name="add")
-    def add(a, b):
-        r.calls.append(("add", a, b))
-        return a + b
-
-    @r.task(name="boom")
-    def boom():
-        raise ValueError("kaboom")
-
-    @r.task(name="nap")
-    def nap(ms):
-        r.calls.append(("nap", ms))
-        time.sleep(ms / 1000)
-        return ms
-
-    return r
+    return recording_registry()
 
 
 @pytest.fixture
@@ -321,7 +304,7 @@ def test_a_job_not_due_comes_back_when_due(reg, store):
 def test_on_its_last_delivery_an_unfinished_job_is_recorded_dead_not_run(reg, store):
     d = delivery("add", 1, 2)
     outcomes = Runner(reg, store, max_deliveries=10, log=None).run([Delivery(d.ref, d.body, 10)])
-    assert statuses(outcomes) == ["dead"] and reg.calls == []
+    assert statuses(outcomes) == ["dead"] and reg.runs == []
     assert record_of(store, outcomes[0])["error"]["type"] == "TooManyDeliveries"
 
 
@@ -452,7 +435,7 @@ def test_a_revoked_job_is_skipped_by_the_read_the_batch_already_makes(reg, store
     job_id = new_job_id_of(d)
     assert store.write([{"id": job_id, "status": "revoked", "attempts": 0}]) == {}
     outcomes = Runner(reg, store, log=None).run([d, delivery("add", 3, 4)])
-    assert statuses(outcomes) == ["skipped", "succeeded"] and reg.calls == [("add", 3, 4)]
+    assert statuses(outcomes) == ["skipped", "succeeded"] and reg.runs == [("add", 3, 4)]
     assert (store.reads, store.writes) == (1, 2)  # the revoke's write, then the batch's one write
 
 
@@ -502,7 +485,7 @@ def test_a_write_is_retried_through_an_outage_until_its_deadline_so_jobs_do_not_
     client = Flaky()
     store = DynamoResultStore("t", client=client)
     outcomes = Runner(reg, store, log=None).run([delivery("add", 1, 2)])
-    assert statuses(outcomes) == ["succeeded"] and reg.calls == [("add", 1, 2)]
+    assert statuses(outcomes) == ["succeeded"] and reg.runs == [("add", 1, 2)]
     assert client.calls.count("BatchWriteItem") == 7
 
 
@@ -518,4 +501,4 @@ def test_a_read_in_an_outage_gives_up_at_once_nothing_has_run(reg):
             raise AwsError("ConnectionError", "refused", 0, True)
 
     outcomes = Runner(reg, DynamoResultStore("t", client=Down()), log=None).run([delivery("add", 1, 2)])
-    assert statuses(outcomes) == ["deferred"] and Down.calls == 1 and reg.calls == []
+    assert statuses(outcomes) == ["deferred"] and Down.calls == 1 and reg.runs == []

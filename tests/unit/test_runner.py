@@ -3,37 +3,17 @@
 import time
 
 import pytest
-from kindling import codec, current_job
+from kindling import codec
 from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
+from support.tasks import recording_registry
 
 
 @pytest.fixture
 def reg():
-    r = Registry()
-    calls = r.calls = []
-
-    @r.task(name="add")
-    def add(a, b):
-        calls.append(("add", a, b))
-        return a + b
-
-    @r.task(name="boom")
-    def boom():
-        raise ValueError("kaboom")
-
-    @r.task(name="nap")
-    def nap(ms):
-        calls.append(("nap", ms))
-        time.sleep(ms / 1000)
-
-    @r.task(name="attempt")
-    def attempt():
-        return current_job().attempt
-
-    return r
+    return recording_registry()
 
 
 @pytest.fixture
@@ -79,14 +59,14 @@ def test_a_duplicate_of_a_succeeded_job_does_not_run_again(reg, store):
     runner.run([first])
     again = runner.run([Delivery("redelivered", first.body, 2)])
     assert statuses(again) == ["skipped"]
-    assert reg.calls == [("add", 1, 1)]
+    assert reg.runs == [("add", 1, 1)]
 
 
 def test_a_job_twice_in_one_batch_runs_once(reg, store):
     d = delivery("add", 2, 2)
     outcomes = Runner(reg, store).run([d, Delivery("copy", d.body, 1)])
     assert statuses(outcomes) == ["succeeded", "skipped"]
-    assert reg.calls == [("add", 2, 2)]
+    assert reg.runs == [("add", 2, 2)]
 
 
 def test_tasks_may_opt_into_rerunning_duplicates(store):
@@ -140,7 +120,7 @@ def test_remaining_time_cutoff_hands_back_unstarted_jobs(reg, store):
     deferred = [o for o in outcomes if o.status == "deferred"]
     assert 1 <= len(started) <= 2 and len(deferred) >= 3
     assert all(o.job_id not in store.records for o in deferred)  # not recorded: redelivered as new
-    assert len(reg.calls) == len(started)
+    assert len(reg.runs) == len(started)
 
 
 def test_a_sync_job_is_stopped_at_its_timeout(reg, store):
@@ -197,7 +177,7 @@ def test_a_store_that_is_down_loses_nothing(reg, store):
     store.fail = True
     outcomes = Runner(reg, store).run([delivery("add", 1, 2), Delivery("bad", "x", 1)])
     assert statuses(outcomes) == ["deferred", "deferred"]
-    assert reg.calls == []  # nothing ran that could not be recorded
+    assert reg.runs == []  # nothing ran that could not be recorded
     assert all("result store unavailable" in o.reason for o in outcomes)
 
 
@@ -219,7 +199,7 @@ def test_a_result_json_cannot_hold_is_a_clear_failure(store):
 
 def test_a_job_not_due_yet_is_deferred(reg, store):
     outcomes = Runner(reg, store).run([delivery("add", 1, 2, not_before=int(time.time() * 1000) + 60_000)])
-    assert statuses(outcomes) == ["deferred"] and reg.calls == []
+    assert statuses(outcomes) == ["deferred"] and reg.runs == []
 
 
 def test_tasks_see_their_attempt_number(reg, store):
@@ -269,7 +249,7 @@ def test_jobs_waiting_for_a_busy_thread_at_the_cutoff_are_handed_back_and_never_
     # the naps are stopped by the invocation's time (recorded as timed out), the rest come back
     assert statuses(outcomes) == ["failed"] * 2 + ["deferred"] * 6
     time.sleep(1.0)  # the naps' threads are free again by now
-    assert sorted(c[0] for c in reg.calls) == ["nap", "nap"]
+    assert sorted(c[0] for c in reg.runs) == ["nap", "nap"]
 
 
 def test_a_threaded_job_started_late_is_held_to_its_own_limit(reg, store):
@@ -285,7 +265,7 @@ def test_a_threaded_job_started_late_is_held_to_its_own_limit(reg, store):
 def test_many_short_threaded_jobs_all_run_once(reg, store):
     outcomes = Runner(reg, store, threads=16).run([delivery("add", i, 1) for i in range(400)])
     assert statuses(outcomes) == ["succeeded"] * 400
-    assert sorted(c[1] for c in reg.calls) == list(range(400))
+    assert sorted(c[1] for c in reg.runs) == list(range(400))
 
 
 def test_a_threaded_job_past_its_timeout_is_recorded_and_the_batch_moves_on(reg, store):

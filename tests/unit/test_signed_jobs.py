@@ -6,10 +6,10 @@ import json
 import pytest
 from kindling import jobsig
 from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
 from kindling.signed import Keyring, Verifier
+from support.tasks import recording_registry
 
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
@@ -37,15 +37,7 @@ class FakeSecret:
 
 @pytest.fixture
 def reg():
-    r = Registry()
-    r.ran = []
-
-    @r.task(name="add")
-    def add(a, b):
-        r.ran.append((a, b))
-        return a + b
-
-    return r
+    return recording_registry()
 
 
 def body(*args) -> str:
@@ -67,7 +59,7 @@ def signed(text, key_id="k2", key=K2, destination=None, ref="m1") -> Delivery:
 
 def test_a_validly_signed_job_runs(reg):
     (o,), store = run(reg, [signed(body(1, 2))])
-    assert o.status == "succeeded" and reg.ran == [(1, 2)]
+    assert o.status == "succeeded" and reg.runs == [("add", 1, 2)]
 
 
 def test_an_older_key_still_listed_is_accepted(reg):
@@ -91,7 +83,7 @@ def test_a_forged_message_is_recorded_rejected_and_never_run(reg, forge, why):
     text = body(1, 2)
     (o,), store = run(reg, [forge(text)])
     assert o.status == "rejected" and why in o.reason
-    assert reg.ran == []
+    assert reg.runs == []
     # recorded under its message's own key, never the job id it claims (a forger could take a real job's)
     claimed = json.loads(text)["id"]
     assert claimed not in store.records
@@ -113,7 +105,7 @@ def test_a_forged_copy_cannot_take_over_a_real_jobs_id(reg):
                       signature=None, source="sqs:123456789012:jobs")
     (bad, good), store = run(reg, [forged, signed(text, ref="m-real")])
     assert (bad.status, good.status) == ("rejected", "succeeded")
-    assert store.records[job.id]["status"] == "succeeded" and reg.ran == [(1, 2)]
+    assert store.records[job.id]["status"] == "succeeded" and reg.runs == [("add", 1, 2)]
 
 
 def test_a_batch_is_handed_back_when_the_keys_cannot_be_read(reg):
@@ -122,7 +114,7 @@ def test_a_batch_is_handed_back_when_the_keys_cannot_be_read(reg):
     outcomes, store = run(reg, [signed(body(1, 2)), Delivery("m2", body(3, 4), 1)], fetch)
     assert [o.status for o in outcomes] == ["deferred", "deferred"]
     assert "signing keys unavailable" in outcomes[0].reason and "secrets manager down" in outcomes[0].reason
-    assert store.records == {} and reg.ran == []
+    assert store.records == {} and reg.runs == []
 
 
 def test_a_new_key_id_is_picked_up_at_once_within_bounds():
