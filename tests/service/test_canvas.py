@@ -14,7 +14,6 @@ from kindling.canvas import MAX_CHAIN, ChainHandle, Signature, chord
 from kindling.envelope import MAX_ID_LENGTH, decode_job, encode_job, new_job
 from kindling.errors import JobFailed, StoreUnavailable
 from kindling.followups import callback_id, chord_key, member_id, next_id
-from kindling.registry import Registry
 from kindling.results import DynamoResultStore, MemoryResultStore
 from kindling.runner import Delivery, Runner
 from kindling.testing import eager
@@ -25,18 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def reg():
-    r = Registry()
-    r.runs = []
-
-    @r.task(name="add")
-    def add(a, b=0):
-        r.runs.append(("add", a, b))
-        return a + b
-
-    @r.task(name="total")
-    def total(results, extra=0):
-        r.runs.append(("total", results, extra))
-        return sum(results) + extra
+    r = chords.registry()  # add and total, noting their runs
 
     @r.task(name="boom", max_attempts=1)
     def boom(*args):

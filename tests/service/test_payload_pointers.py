@@ -7,11 +7,11 @@ from hashlib import sha256
 import boto3
 import pytest
 from kindling import payloads
-from kindling.aws.s3 import S3Client
 from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
+from support.s3 import CountingS3
 
 SECRET = b'{"db_password": "hunter2-hunter2-hunter2"}'  # 43 bytes
 
@@ -26,17 +26,6 @@ def reg():
 
     return r
 
-
-class CountingS3(S3Client):
-    """kindling's S3 client on moto, counting the objects it was asked for."""
-
-    def __init__(self, endpoint):
-        super().__init__(endpoint=endpoint)
-        self.reads: list[tuple[str, str]] = []
-
-    def get_object(self, bucket, key, **kwargs):
-        self.reads.append((bucket, key))
-        return super().get_object(bucket, key, **kwargs)
 
 
 @pytest.fixture

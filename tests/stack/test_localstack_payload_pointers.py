@@ -9,11 +9,11 @@ from hashlib import sha256
 
 import pytest
 from kindling import payloads
-from kindling.aws.s3 import S3Client
 from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
+from support.s3 import CountingS3
 
 pytestmark = pytest.mark.localstack
 
@@ -26,15 +26,6 @@ def size(blob):
     return len(blob)
 
 
-
-class CountingS3(S3Client):
-    def __init__(self, endpoint):
-        super().__init__(endpoint=endpoint)
-        self.reads: list[tuple[str, str]] = []
-
-    def get_object(self, bucket, key, **kwargs):
-        self.reads.append((bucket, key))
-        return super().get_object(bucket, key, **kwargs)
 
 
 @pytest.fixture
