@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 
 from kindling import current_job
+from kindling.batch import Delivery
+from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 
 
@@ -44,3 +46,13 @@ def recording_registry() -> Registry:
         return current_job().attempt
 
     return reg
+
+
+def delivery(task: str, *args, ref: str | None = None, attempts: int = 1, **options) -> Delivery:
+    """One message carrying a new job of ``task``, as a trigger hands it to the runner."""
+    job = new_job(task, args, **options)
+    return Delivery(ref or job.id, encode_job(job).decode(), attempts)
+
+
+def statuses(outcomes) -> list[str]:
+    return [str(o.status) for o in outcomes]

@@ -4,11 +4,10 @@ import time
 
 import pytest
 from kindling import codec
-from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.runner import Delivery, Runner
-from support.tasks import recording_registry
+from support.tasks import delivery, recording_registry, statuses
 
 
 @pytest.fixture
@@ -21,13 +20,6 @@ def store():
     return MemoryResultStore()
 
 
-def delivery(task, *args, ref=None, attempts=1, **opts):
-    job = new_job(task, args, **opts)
-    return Delivery(ref or job.id, encode_job(job).decode(), attempts)
-
-
-def statuses(outcomes):
-    return [o.status for o in outcomes]
 
 
 def test_mixed_batch(reg, store):
