@@ -25,10 +25,11 @@ EAGER_NO_DLQ = "eager mode has no dead letters: a dead job is only its record"
 EAGER_NO_MESSAGE = ("eager mode has no message: a job is built from the call and run inline, so there is no "
                     "body to reject or sign, no delivery to crash, no not_before to hold it back")
 for _scenario in ("default_retry_delay", "retry_then_success", "retry_on_listed", "dead_after_max_attempts",
-                  "backoff", "retry_after", "retry_after_past_the_cap", "configured_retry_delay", "retry_delay_zero"):
+                  "backoff", "retry_after", "retry_after_past_the_cap", "configured_retry_delay", "retry_delay_zero",
+                  "configured_max_attempts"):
     EXCEPTIONS["eager", _scenario, "delays"] = EAGER_NO_DELAY
 for _scenario in ("default_retry_delay", "backoff", "dead_after_max_attempts", "retry_on_unlisted", "no_retry_on",
-                  "timeout", "configured_retry_delay", "retry_delay_zero"):
+                  "timeout", "configured_retry_delay", "retry_delay_zero", "configured_max_attempts"):
     EXCEPTIONS["eager", _scenario, "dead_letter"] = EAGER_NO_DLQ
 for _scenario in ("rejected_not_json", "rejected_bad_signature", "rejected_unsigned",
                   "rejected_unsigned_delivered_too_often", "dead_delivered_too_often", "not_before_ahead"):
@@ -70,6 +71,8 @@ STACK_NOT_RUN = {
     "dead_delivered_too_often": "the test cannot kill the deployed function in the middle of a batch",
     "retry_after_past_the_cap": "a real 12-hour wait",
     "retry_delay_zero": "a second deployment (RetryDelay=0) that waits out SQS's 30 s visibility twice",
+    "configured_max_attempts": "a second deployment (MaxAttempts=2): the stack reads it as sqs_handler does",
+    "configured_result_ttl": "a second deployment (ResultTtlDays=2): the stack reads it as sqs_handler does",
 }
 EXCEPTIONS[STACK, "delay_past_sqs_maximum"] = EXCEPTIONS["sqs_handler", "delay_past_sqs_maximum"]
 STACK_UNSEEN_DELAYS = ("the deployed function asks for its delays inside LocalStack (its ChangeMessageVisibility "

@@ -355,7 +355,8 @@ class SqsLoop(_Sqs):
         import boto3
         from kindling.loop import SqsWorker
 
-        deploy(monkeypatch, {"KINDLING_PAYLOAD_BUCKET": bucket} | (settings or {}))
+        deploy(monkeypatch, {"KINDLING_PAYLOAD_BUCKET": bucket, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS)}
+               | (settings or {}))
         with codec_of(True):
             self.worker = SqsWorker(self.queue_url, table, tasks.registry, wait=0, session=boto3.Session(),
                                     signing=keyring() if signing else "", concurrency=16, threads=16, log=None,
@@ -520,10 +521,11 @@ class StreamWorkerPath(_Stream):
         super().__init__(url, table, bucket, signing, results)
         from kindling.valkey import StreamWorker
 
-        deploy(monkeypatch, {"KINDLING_PAYLOAD_BUCKET": bucket} | (settings or {}))
+        deploy(monkeypatch, {"KINDLING_PAYLOAD_BUCKET": bucket, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS)}
+               | (settings or {}))
         self.worker = StreamWorker(url, table, tasks.registry, store=results, stream=self.stream,
                                    consumer=self.consumer, batch=100, block_ms=1000, visibility_ms=STREAM_VISIBILITY_MS,
-                                   max_attempts=MAX_ATTEMPTS, concurrency=16, threads=16, log=False, metrics=False,
+                                   concurrency=16, threads=16, log=False, metrics=False,
                                    verifier=verifier() if signing else None)
 
     def round(self) -> bool:

@@ -82,6 +82,23 @@ def configured_retry_delay(path):
     return path.observe(job)
 
 
+def configured_max_attempts(path):
+    job = path.enqueue(tasks.fail, "deployment's attempts")
+    path.run_until_settled()
+    return path.observe(job)
+
+
+def configured_result_ttl(path):
+    """How long the record is kept: the deployment's days, to the day, on every path."""
+    import time
+
+    job = path.enqueue(tasks.add, 1, 2)
+    path.run_until_settled()
+    expires_at = (path.record(job) or {}).get("expires_at")
+    return {"status": path.observe(job)["status"],
+            "kept_days": round((int(expires_at) - time.time()) / 86_400) if expires_at else None}
+
+
 def timeout(path):
     job = path.enqueue(tasks.slow, 1.0, max_attempts=1)
     path.run_until_settled()
@@ -110,6 +127,9 @@ SCENARIOS = {
                                                         "result": None, "delays": [3, 6], "dead_letter": True}),
     "retry_delay_zero": (configured_retry_delay, {"status": "dead", "attempts": 3, "error": "RuntimeError",
                                                   "result": None, "delays": [30, 30], "dead_letter": True}),
+    "configured_max_attempts": (configured_max_attempts, {"status": "dead", "attempts": 2, "error": "RuntimeError",
+                                                          "result": None, "delays": [5], "dead_letter": True}),
+    "configured_result_ttl": (configured_result_ttl, {"status": "succeeded", "kept_days": 2}),
     "timeout": (timeout, {"status": "dead", "attempts": 1, "error": "JobTimeout", "result": None, "delays": [],
                           "dead_letter": True}),
 }
@@ -120,6 +140,10 @@ DEPLOYMENT = {
     "configured_retry_delay": {"KINDLING_RETRY_DELAY": "3"},
     # 0: retries are left to the trigger's redelivery, the queue's or stream's 30 s visibility.
     "retry_delay_zero": {"KINDLING_RETRY_DELAY": "0"},
+    # KINDLING_MAX_ATTEMPTS (the template's MaxAttempts) and KINDLING_RESULT_TTL_DAYS (its
+    # ResultTtlDays): every trigger's runner reads them, as the Lambda function does.
+    "configured_max_attempts": {"KINDLING_MAX_ATTEMPTS": "2"},
+    "configured_result_ttl": {"KINDLING_RESULT_TTL_DAYS": "2"},
 }
 
 

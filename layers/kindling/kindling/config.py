@@ -33,7 +33,6 @@ class Variable:
         self.name, self.default, self.meaning, self.readers = name, default, meaning, readers
 
 
-_D = 86_400
 VARIABLES: dict[str, Variable] = {v.name: v for v in (
     # Where jobs and outcomes go.
     Variable("KINDLING_TABLE", None, "the DynamoDB results table",
@@ -54,14 +53,14 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              ("cli", "ops.cli", "valkey.producer")),
     Variable("KINDLING_RESULT_TTL_DAYS", None, "days an outcome record is kept (default "
              "policy.DEFAULT_RESULT_TTL_DAYS, 14; the template's ResultTtlDays); wins over KINDLING_RESULT_TTL_S",
-             ("config", "handler")),
+             ("policy",)),
     Variable("KINDLING_RESULT_TTL_S", None, "seconds an outcome record is kept: the name `kindling worker "
-             "--valkey` read before; honoured when KINDLING_RESULT_TTL_DAYS is not set", ("config",)),
+             "--valkey` read before; honoured when KINDLING_RESULT_TTL_DAYS is not set", ("policy",)),
     Variable("KINDLING_SIGNING_SECRET", None, "the secret holding the job signing keys: producers sign, workers "
              "verify, operator tools check", ("config", "handler", "loop")),
     # How the worker runs jobs.
     Variable("KINDLING_MAX_ATTEMPTS", None, "attempts before a failing job is dead when neither job nor task "
-             "says (default policy.DEFAULT_MAX_ATTEMPTS, 3)", ("config", "handler")),
+             "says (default policy.DEFAULT_MAX_ATTEMPTS, 3; the template's MaxAttempts): every trigger", ("policy",)),
     Variable("KINDLING_MAX_RECEIVES", None, "the queue's maxReceiveCount: the last delivery before the DLQ",
              ("handler",)),
     Variable("KINDLING_CONCURRENCY", "16", "jobs at once within a Lambda batch", ("handler",)),
@@ -132,14 +131,9 @@ def result_ttl_days(environ: Mapping[str, str] | None = None) -> float:
     """How long outcome records are kept, in days: ``KINDLING_RESULT_TTL_DAYS`` (what the
     template sets), else ``KINDLING_RESULT_TTL_S`` (the name ``kindling worker --valkey``
     read before, in seconds), else :data:`kindling.policy.DEFAULT_RESULT_TTL_DAYS`."""
-    days, seconds = get("KINDLING_RESULT_TTL_DAYS", environ), get("KINDLING_RESULT_TTL_S", environ)
-    if days:
-        return float(days)
-    if seconds:
-        return int(seconds) / _D
-    from kindling.policy import DEFAULT_RESULT_TTL_DAYS
+    from kindling.policy import configured_result_ttl_days
 
-    return float(DEFAULT_RESULT_TTL_DAYS)
+    return configured_result_ttl_days(os.environ if environ is None else environ)
 
 
 def valkey_worker_options(environ: Mapping[str, str] | None = None) -> dict:
@@ -147,7 +141,7 @@ def valkey_worker_options(environ: Mapping[str, str] | None = None) -> dict:
     :class:`kindling.valkey.StreamWorker` takes them: the consumer group (when set), entries
     per round, block and visibility (ms), attempts, per-batch log lines, and how long
     outcomes are kept (``ttl_days``, for the records and the Valkey result store alike)."""
-    from kindling.policy import DEFAULT_MAX_ATTEMPTS
+    from kindling.policy import configured_max_attempts
 
     def number(name: str) -> int:
         return int(get(name, environ))  # type: ignore[arg-type]
@@ -155,7 +149,7 @@ def valkey_worker_options(environ: Mapping[str, str] | None = None) -> dict:
     options = {
         "batch": number("KINDLING_VALKEY_BATCH"), "block_ms": number("KINDLING_VALKEY_BLOCK_MS"),
         "visibility_ms": number("KINDLING_VALKEY_VISIBILITY_MS"),
-        "max_attempts": int(get("KINDLING_MAX_ATTEMPTS", environ) or DEFAULT_MAX_ATTEMPTS),
+        "max_attempts": configured_max_attempts(os.environ if environ is None else environ),
         "log": get("KINDLING_LOG", environ) != "0", "ttl_days": result_ttl_days(environ),
     }
     group = get("KINDLING_VALKEY_GROUP", environ)

@@ -71,7 +71,6 @@ import time
 
 from kindling import sqs
 from kindling.errors import KindlingError
-from kindling.policy import DEFAULT_MAX_ATTEMPTS, DEFAULT_RESULT_TTL_DAYS
 from kindling.registry import default_registry
 from kindling.runner import Runner
 from kindling.status import DEAD
@@ -100,14 +99,12 @@ class LambdaWorker:
         self.table = env.get("KINDLING_TABLE", "")
         receives = env.get("KINDLING_MAX_RECEIVES")
         options = {
-            "max_attempts": int(env.get("KINDLING_MAX_ATTEMPTS") or DEFAULT_MAX_ATTEMPTS),
             # Past maxReceiveCount the message is in the DLQ whatever a task asks for.
             "attempts_cap": int(receives) - 1 if receives else None,
             "max_deliveries": int(receives) if receives else None,
             "concurrency": int(env.get("KINDLING_CONCURRENCY", "16")),
             "default_timeout": float(env.get("KINDLING_TIMEOUT", "300")),
             "safety_ms": int(env.get("KINDLING_SAFETY_MS", "1000")),
-            "ttl_days": float(env.get("KINDLING_RESULT_TTL_DAYS") or DEFAULT_RESULT_TTL_DAYS),
             "worker": {
                 "function": env.get("AWS_LAMBDA_FUNCTION_NAME", ""),
                 "version": env.get("AWS_LAMBDA_FUNCTION_VERSION", ""),

@@ -20,7 +20,6 @@ import time
 
 from kindling import codec, sqs
 from kindling.envelope import SIGNATURE_ATTRIBUTE
-from kindling.policy import DEFAULT_MAX_ATTEMPTS
 from kindling.registry import default_registry
 from kindling.results import DynamoResultStore
 from kindling.runner import Runner
@@ -58,7 +57,7 @@ class SqsWorker:
         redrive = codec.loads(policy) if policy else {}
         receives = int(redrive["maxReceiveCount"]) if redrive else None
         self.dlq_url = self._url_of(redrive["deadLetterTargetArn"]) if redrive else None
-        options = {"max_attempts": DEFAULT_MAX_ATTEMPTS, "attempts_cap": receives - 1 if receives else None,
+        options = {"attempts_cap": receives - 1 if receives else None,
                    "max_deliveries": receives, "worker": {"function": "kindling-worker"}}
         if signing is None:
             signing = os.environ.get("KINDLING_SIGNING_SECRET", "")

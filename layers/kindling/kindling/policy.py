@@ -153,6 +153,41 @@ def configured_retry_delay(environ=None) -> float:
     return delay
 
 
+def configured_max_attempts(environ=None) -> int:
+    """The deployment's attempts for a job whose own call and task say none:
+    ``KINDLING_MAX_ATTEMPTS`` (the template's MaxAttempts), else :data:`DEFAULT_MAX_ATTEMPTS`.
+    Every trigger's runner reads it here, so the Lambda function and ``kindling worker`` agree."""
+    import os
+
+    value = (os.environ if environ is None else environ).get("KINDLING_MAX_ATTEMPTS") or ""
+    if not value.strip():
+        return DEFAULT_MAX_ATTEMPTS
+    attempts = int(value)
+    if attempts < 1:
+        raise ValueError(f"KINDLING_MAX_ATTEMPTS must be 1 or more, got {value!r}")
+    return attempts
+
+
+def configured_result_ttl_days(environ=None) -> float:
+    """How long outcome records are kept, in days: ``KINDLING_RESULT_TTL_DAYS`` (the
+    template's ResultTtlDays), else ``KINDLING_RESULT_TTL_S`` (the name ``kindling worker
+    --valkey`` read before, in seconds), else :data:`DEFAULT_RESULT_TTL_DAYS`. Every runner
+    and the Valkey result store read it here."""
+    import os
+
+    env = os.environ if environ is None else environ
+    days, seconds = env.get("KINDLING_RESULT_TTL_DAYS", "").strip(), env.get("KINDLING_RESULT_TTL_S", "").strip()
+    if days:
+        kept = float(days)
+    elif seconds:
+        kept = int(seconds) / 86_400
+    else:
+        return float(DEFAULT_RESULT_TTL_DAYS)
+    if not kept > 0:
+        raise ValueError(f"KINDLING_RESULT_TTL_DAYS must be more than 0, got {days or seconds!r}")
+    return kept
+
+
 def retry_delay_s(attempt: int, base: float) -> int:
     """Seconds before a failed job's next attempt: ``base`` doubling per attempt, capped."""
     if base <= 0:

@@ -139,15 +139,15 @@ class Runner:
             left off. Off, opentelemetry is never imported.
     """
 
-    def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int = policy.DEFAULT_MAX_ATTEMPTS,
+    def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int | None = None,
                  attempts_cap: int | None = None, max_deliveries: int | None = None, retry_delay: float | None = None,
                  default_timeout: float = 300.0, concurrency: int = 16, threads: int = 0, safety_ms: int = 1000,
-                 cutoff_ms: int = 500, worker: dict | None = None, ttl_days: float = policy.DEFAULT_RESULT_TTL_DAYS,
+                 cutoff_ms: int = 500, worker: dict | None = None, ttl_days: float | None = None,
                  log=_log, metrics: bool | None = None, payload_bucket: str | None = None, s3=None, verifier=None,
                  otel: bool | None = None):
         self.registry = registry
         self.store = store
-        self.max_attempts = max_attempts
+        self.max_attempts = policy.configured_max_attempts() if max_attempts is None else max_attempts
         self.attempts_cap = attempts_cap
         self.max_deliveries = max_deliveries
         self.retry_delay = policy.configured_retry_delay() if retry_delay is None else retry_delay
@@ -158,7 +158,7 @@ class Runner:
         self.event_loop: object | None = None  # kindling.execution.asyncrun's, likewise
         self.budget = Budget(safety_ms, cutoff_ms)
         self.worker = worker or {}
-        self.ttl_s = int(ttl_days * DAY_S)
+        self.ttl_s = int((policy.configured_result_ttl_days() if ttl_days is None else ttl_days) * DAY_S)
         self.log = log
         self._finishing = allocate_lock()
         self._batch_worker = self.worker  # the executing batch's

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from kindling import codec
-from kindling.policy import DEFAULT_RESULT_TTL_DAYS
+from kindling.policy import configured_result_ttl_days
 from kindling.valkey.connection import connect, text
 from kindling.valkey.keys import DEFAULT_PREFIX, done_key, result_key
 from kindling.valkey.scripts import CLAIM_CHORD as _CLAIM_CHORD
@@ -36,10 +36,10 @@ class ValkeyResultStore:
     reads outcomes through the store (``handle.reader = ValkeyResultStore(url)``).
     """
 
-    def __init__(self, url: str, ttl_s: int = DEFAULT_RESULT_TTL_DAYS * 86_400, *, prefix: str = DEFAULT_PREFIX,
+    def __init__(self, url: str, ttl_s: int | None = None, *, prefix: str = DEFAULT_PREFIX,
                  client=None):
         self.url = url
-        self.ttl_s = ttl_s
+        self.ttl_s = int(configured_result_ttl_days() * 86_400) if ttl_s is None else ttl_s
         self.prefix = prefix
         self.client = client or connect(url, socket_timeout=10)
 

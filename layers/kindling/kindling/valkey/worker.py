@@ -24,7 +24,6 @@ from kindling.backoff import Pauses
 from kindling.batch import STORE_OUTAGE, STORE_UNAVAILABLE, Delivery, Outcome
 from kindling.envelope import now_ms
 from kindling.errors import KindlingError, StoreUnavailable
-from kindling.policy import DEFAULT_MAX_ATTEMPTS
 from kindling.records import build_record, describe_error, rejected_key
 from kindling.runner import Runner
 from kindling.status import DEFERRED, REJECTED
@@ -69,7 +68,7 @@ class StreamWorker:
         block_ms: how long one ``XREADGROUP`` blocks waiting for entries.
         visibility_ms: how long an entry may stay pending before another consumer reclaims it.
         max_attempts: deliveries before a failing job is dead (a job or task may say less or
-            more); default 3.
+            more); default ``KINDLING_MAX_ATTEMPTS``, else 3 (:func:`kindling.policy.configured_max_attempts`).
         dead_maxlen: entries kept in the dead stream (approximately: ``XADD MAXLEN ~``); the
             count trimmed is logged. Default ``KINDLING_VALKEY_DEAD_MAXLEN`` or 10,000.
         heartbeat: claim the entries of a running batch again every third of
@@ -85,8 +84,7 @@ class StreamWorker:
                  dead_maxlen: int | None = None, heartbeat: bool = True, client=None, log=True, **runner_options):
         consumer = consumer or default_consumer()
         if runner is None:
-            attempts = DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts
-            runner = _build_runner(table, registry, store, attempts, consumer, log, runner_options)
+            runner = _build_runner(table, registry, store, max_attempts, consumer, log, runner_options)
         elif table or registry is not None or store is not None or max_attempts is not None or runner_options:
             raise KindlingError("StreamWorker: give a runner or what to build one from, not both")
         self.url = url
@@ -489,7 +487,7 @@ def store_down(outcomes) -> str | None:
     return None
 
 
-def _build_runner(table, registry, store, max_attempts: int, consumer: str, log, runner_options: dict) -> Runner:
+def _build_runner(table, registry, store, max_attempts: int | None, consumer: str, log, runner_options: dict) -> Runner:
     if store is None:
         if not table:
             raise KindlingError("StreamWorker needs a results table (or a store)")
