@@ -148,3 +148,26 @@ def test_only_the_init_command_loads_the_scaffold():
     probe = ("import sys, kindling.cli as c; c.parser(); assert 'kindling.scaffold' not in sys.modules; "
              "c.parser('worker'); assert 'kindling.scaffold' not in sys.modules")
     subprocess.run([sys.executable, "-c", probe], check=True)
+
+
+def _function_build(function: Path, *args: str) -> subprocess.CompletedProcess:
+    (function / "requirements.txt").write_text("orjson\n")
+    return subprocess.run(["make", "-s", "-C", str(function), "-n", "build-WorkerFunction", f"PYTHON={sys.executable}",
+                           "ARTIFACTS_DIR=/nonexistent", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("arch, platform", [("x86_64", "manylinux2014_x86_64"), ("arm64", "manylinux2014_aarch64")])
+def test_the_functions_requirements_are_built_for_the_templates_architecture(tmp_path, arch, platform):
+    """A requirements.txt beside the tasks gets wheels for Lambda's Linux and ARCH, as the
+    layer's orjson does: never the build machine's."""
+    _init(tmp_path)
+    done = _function_build(tmp_path / "functions/worker", f"ARCH={arch}")
+    assert done.returncode == 0, done.stderr
+    assert f"--platform {platform} " in done.stdout and "--only-binary=:all:" in done.stdout
+
+
+def test_the_function_refuses_an_architecture_lambda_does_not_have(tmp_path):
+    _init(tmp_path)
+    done = _function_build(tmp_path / "functions/worker", "ARCH=aarch64")
+    assert done.returncode != 0
+    assert "ARCH=aarch64" in done.stdout + done.stderr
