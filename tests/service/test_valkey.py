@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kindling.valkey.keys import dead_key
 from support import wait_until
 
 pytestmark = pytest.mark.valkey
@@ -207,7 +208,7 @@ def test_poison_retries_and_dead_stream(valkey_url, stream, table, tasks):
     assert records[crashy.id]["error"]["type"] == "TooManyDeliveries"
     assert counts["dead"] == 2 and counts["rejected"] == 4 and counts["failed"] == 3, counts
 
-    dead = {f[b"job_id"].decode(): f for _, f in r.xrange(f"{stream}:dead")}
+    dead = {f[b"job_id"].decode(): f for _, f in r.xrange(dead_key(stream))}
     assert set(dead) == {fails.id, crashy.id}
     assert b"boom" in dead[fails.id][b"error"] and dead[fails.id][b"attempts"] == b"3"
     assert dead[fails.id][b"job"].startswith(b"{")
@@ -470,7 +471,7 @@ def _assert_poison_settled(r, stream: str, records: dict, poison: list[str], mat
         assert record["raw"].startswith("[[[[")
     for sent in mates:
         assert records[sent.id]["status"] == "succeeded" and records[sent.id]["attempts"] == 1
-    assert r.xlen(f"{stream}:dead") == 0  # not a job that died: nothing to decode again there
+    assert r.xlen(dead_key(stream)) == 0  # not a job that died: nothing to decode again there
     _empty(r, stream)
 
 

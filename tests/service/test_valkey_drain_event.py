@@ -15,6 +15,7 @@ import time
 import uuid
 
 import pytest
+from kindling.valkey.keys import dead_key, flag_key
 
 pytestmark = pytest.mark.valkey
 
@@ -100,20 +101,21 @@ def test_a_flag_naming_the_stream_key_is_refused_and_every_job_stays(configured,
     assert client.xlen(stream) == 50
 
 
-@pytest.mark.parametrize("flag", ["{s}:scheduled", "{s}:dead", "{s}-b:kick", "{s}:kick:x", "{s}:kick:0",
-                                  "{s}:kick:-1", "{s}:kick:100000", "other:kick"])
+@pytest.mark.parametrize("flag", ["{{{s}}}:scheduled", "{{{s}}}:dead", "{{{s}-b}}:kick", "{{{s}}}:kick:x",
+                                  "{{{s}}}:kick:0", "{{{s}}}:kick:-1", "{{{s}}}:kick:100000", "{{other}}:kick",
+                                  "{s}:kick"])
 def test_a_flag_that_is_not_one_of_the_streams_kick_keys_is_refused(configured, stream, flag):
     _enqueue(configured, stream, 2)
     client = _client(configured)
-    client.set(f"{stream}:dead", b"keep")
+    client.set(dead_key(stream), b"keep")
     ledger = Ledger()
 
     summary = ledger.drain({"kindling": "drain", "stream": stream, "flag": flag.format(s=stream)})
 
     _assert_refused(ledger, summary)
     assert client.xlen(stream) == 2
-    assert client.get(f"{stream}:dead") == b"keep"
-    assert not client.exists(flag.format(s=stream)) or flag == "{s}:dead"
+    assert client.get(dead_key(stream)) == b"keep"
+    assert not client.exists(flag.format(s=stream)) or flag == "{{{s}}}:dead"
 
 
 def test_an_event_cannot_point_the_drain_at_another_server_or_stream(configured, stream, start_valkey):
@@ -199,7 +201,7 @@ def test_a_producers_kick_still_drains_and_gives_up_its_flag(configured, stream)
     events: list[dict] = []
     producer = StreamProducer(configured, stream=stream, invoker=events.append, max_drains=2, backlog_per_drain=2)
     producer.enqueue_many([("job", [str(i)], {}) for i in range(4)])
-    assert [e["flag"] for e in events] == [f"{stream}:kick", f"{stream}:kick:1"]
+    assert [e["flag"] for e in events] == [flag_key(stream), flag_key(stream, 1)]
     ledger = Ledger()
 
     summaries = [ledger.drain(event) for event in events]
@@ -208,7 +210,7 @@ def test_a_producers_kick_still_drains_and_gives_up_its_flag(configured, stream)
     assert sorted(ledger.runs) == ["0", "1", "2", "3"]
     assert ledger.refusals() == []
     client = _client(configured)
-    assert not client.exists(f"{stream}:kick") and not client.exists(f"{stream}:kick:1")
+    assert not client.exists(flag_key(stream)) and not client.exists(flag_key(stream, 1))
 
 
 def test_the_schedule_drains_the_first_configured_stream_and_a_kick_selects_another(configured, stream):
@@ -217,7 +219,7 @@ def test_the_schedule_drains_the_first_configured_stream_and_a_kick_selects_anot
     ledger = Ledger()
 
     first = ledger.drain({"kindling": "drain"})
-    second = ledger.drain({"kindling": "drain", "stream": f"{stream}-b", "flag": f"{stream}-b:kick"})
+    second = ledger.drain({"kindling": "drain", "stream": f"{stream}-b", "flag": flag_key(f"{stream}-b")})
 
     assert (first["stream"], second["stream"]) == (stream, f"{stream}-b")
     assert ledger.runs == ["0", "0"]
@@ -229,12 +231,12 @@ def test_a_drain_hands_on_with_an_event_the_next_drain_accepts(configured, strea
     handed: list[dict] = []
     ledger = Ledger()
 
-    summary = ledger.drain({"kindling": "drain", "stream": stream, "flag": f"{stream}:kick"}, budget_ms=600,
+    summary = ledger.drain({"kindling": "drain", "stream": stream, "flag": flag_key(stream)}, budget_ms=600,
                            invoker=handed.append)
 
     assert summary["kicked"] is True
     (event,) = handed
-    assert event["consumer"] == summary["consumer"] and event["flag"] == f"{stream}:kick"
+    assert event["consumer"] == summary["consumer"] and event["flag"] == flag_key(stream)
     after = ledger.drain(event, budget_ms=20_000)
     assert after["kindling"] == "drained" and ledger.refusals() == []
     assert sorted(ledger.runs, key=int) == [str(i) for i in range(30)]

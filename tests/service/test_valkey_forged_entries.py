@@ -17,6 +17,7 @@ import time
 import uuid
 
 import pytest
+from kindling.valkey.keys import dead_key
 
 pytestmark = pytest.mark.valkey
 
@@ -137,7 +138,7 @@ def assert_nothing_acted_on(client, stream, dep: Deployment, outcomes, victim_id
     assert chord_key(CHORD) not in dep.store.records  # the chord is not failed
     assert dep.evil_ran == []
     assert client.xlen(stream) == 0  # no chain step enqueued; the forgeries acknowledged
-    assert client.xlen(f"{stream}:dead") == 0
+    assert client.xlen(dead_key(stream)) == 0
 
 
 def test_the_stream_worker_rejects_a_forged_entry_delivered_past_its_attempts(url, stream):
@@ -228,7 +229,7 @@ def test_a_signed_entry_delivered_past_its_own_attempts_is_recorded_dead_and_one
                                                                       patient.id: ("succeeded", 4)}
     dead = dep.store.records[crashy.id]
     assert dead["error"]["type"] == "TooManyDeliveries" and "delivered 4 times" in dead["error"]["message"]
-    ((_, fields),) = client.xrange(f"{stream}:dead")
+    ((_, fields),) = client.xrange(dead_key(stream))
     assert fields[b"job_id"].decode() == crashy.id and fields[b"sig"].startswith(b"v1:k1:")
 
 
@@ -280,7 +281,7 @@ def forged_dead_entry(client, stream, victim_id: str) -> str:
 
     body = encode_job(new_job("boom", ["forged"], job_id=victim_id,
                               parent={"id": CHORD, "index": 0, "size": 2, "then": THEN}))
-    entry = client.xadd(f"{stream}:dead", {b"job": body, b"job_id": victim_id, b"error": b"x", b"attempts": b"1"})
+    entry = client.xadd(dead_key(stream), {b"job": body, b"job_id": victim_id, b"error": b"x", b"attempts": b"1"})
     return entry.decode() if isinstance(entry, bytes) else entry
 
 
@@ -293,7 +294,7 @@ def test_a_retry_acts_only_on_the_signed_entry_of_the_job_never_a_forged_one(url
     (job,) = dying.send(1)
     forged = forged_dead_entry(client, stream, job.id)  # older than the real entry: searched first
     assert dying.worker.run(burst=True) == {"dead": 1}
-    ((_, real_fields),) = [(i, f) for i, f in client.xrange(f"{stream}:dead") if f.get(b"sig")]
+    ((_, real_fields),) = [(i, f) for i, f in client.xrange(dead_key(stream)) if f.get(b"sig")]
     dead_stream, records = dying.ops()
     from kindling.ops.dead_stream import retry
 
@@ -302,7 +303,7 @@ def test_a_retry_acts_only_on_the_signed_entry_of_the_job_never_a_forged_one(url
     assert (done["previous_status"], done["generation"]) == ("dead", 2)
     ((_, sent),) = client.xrange(stream)
     assert sent[b"job"] == real_fields[b"job"] and sent[b"sig"] == real_fields[b"sig"]
-    assert [i.decode() for i, _ in client.xrange(f"{stream}:dead")] == [forged]  # left where it is
+    assert [i.decode() for i, _ in client.xrange(dead_key(stream))] == [forged]  # left where it is
     assert dying.store.record(chord_key(CHORD)) is None
 
 
@@ -314,8 +315,8 @@ def test_a_retry_refuses_a_job_whose_only_dead_entry_is_not_validly_signed(url, 
     dying = Dying(url, stream)
     client = connect(url)
     (job,) = dying.kill(2)
-    ((real_entry, _),) = client.xrange(f"{stream}:dead")
-    client.xdel(f"{stream}:dead", real_entry)  # trimmed: only the forger's entry names the job now
+    ((real_entry, _),) = client.xrange(dead_key(stream))
+    client.xdel(dead_key(stream), real_entry)  # trimmed: only the forger's entry names the job now
     forged_dead_entry(client, stream, job.id)
     dead_stream, records = dying.ops()
 
@@ -324,7 +325,7 @@ def test_a_retry_refuses_a_job_whose_only_dead_entry_is_not_validly_signed(url, 
 
     record = dying.store.get(job.id)
     assert (record["status"], record.get("generation", 1)) == ("dead", 1)  # not revived
-    assert client.xlen(stream) == 0 and client.xlen(f"{stream}:dead") == 1
+    assert client.xlen(stream) == 0 and client.xlen(dead_key(stream)) == 1
 
 
 def test_a_redrive_moves_and_revives_only_validly_signed_entries(url, stream):
@@ -335,8 +336,8 @@ def test_a_redrive_moves_and_revives_only_validly_signed_entries(url, stream):
     dying = Dying(url, stream)
     client = connect(url)
     real, victim = dying.kill(3, 4)
-    victim_entry = next(i for i, f in client.xrange(f"{stream}:dead") if f[b"job_id"] == victim.id.encode())
-    client.xdel(f"{stream}:dead", victim_entry)
+    victim_entry = next(i for i, f in client.xrange(dead_key(stream)) if f[b"job_id"] == victim.id.encode())
+    client.xdel(dead_key(stream), victim_entry)
     forged = forged_dead_entry(client, stream, victim.id)
     dead_stream, records = dying.ops()
     lines: list[str] = []
@@ -350,7 +351,7 @@ def test_a_redrive_moves_and_revives_only_validly_signed_entries(url, stream):
     assert dying.store.record(chord_key(CHORD)) is None
     ((_, sent),) = client.xrange(stream)
     assert sent[b"sig"].startswith(b"v1:k1:")
-    assert [i.decode() for i, _ in client.xrange(f"{stream}:dead")] == [forged]
+    assert [i.decode() for i, _ in client.xrange(dead_key(stream))] == [forged]
 
 
 def test_the_redrive_command_checks_signatures_with_the_deployments_secret(url, stream, moto_endpoint, monkeypatch,
@@ -374,6 +375,6 @@ def test_the_redrive_command_checks_signatures_with_the_deployments_secret(url, 
 
     out = capsys.readouterr().out
     assert code == 1 and "moved 1 of 2" in out and "1 not validly signed (left in the dead stream)" in out, out
-    assert [i.decode() for i, _ in client.xrange(f"{stream}:dead")] == [forged]
+    assert [i.decode() for i, _ in client.xrange(dead_key(stream))] == [forged]
     ((_, sent),) = client.xrange(stream)
     assert sent[b"sig"].startswith(b"v1:k1:")

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from kindling.valkey.keys import flag_key
 
 pytestmark = pytest.mark.valkey
 
@@ -88,7 +89,7 @@ def test_a_lost_reply_is_an_uncertain_outcome_naming_the_jobs_and_the_drain_is_s
     assert set(error.unknown) == _ids_on(producer.client, stream) and len(error.unknown) == 5
     assert all(i in str(error) for i in error.unknown)
     assert error.failed == {} and error.sent == []  # nothing known to be lost, nothing known to be sent
-    assert kicks == [{"kindling": "drain", "stream": stream, "flag": f"{stream}:kick"}]
+    assert kicks == [{"kindling": "drain", "stream": stream, "flag": flag_key(stream)}]
 
     # The drain it kicked holds and frees the flag; the next producer's kick works.
     assert _drain(kicks[0])["processed"] == 5
@@ -110,7 +111,7 @@ def test_a_lost_reply_and_a_failed_invoke_release_the_flag_for_the_next_producer
     with pytest.raises(EnqueueUncertain):
         producer.enqueue_many([("job", [i], {}) for i in range(5)])
 
-    assert producer.client.exists(f"{stream}:kick") == 0
+    assert producer.client.exists(flag_key(stream)) == 0
     others: list[dict] = []
     StreamProducer(server.url, stream=stream, invoker=others.append).enqueue("job", 9)
     assert len(others) == 1
@@ -159,7 +160,7 @@ def test_refused_additions_are_not_sent_but_a_flag_taken_is_still_kicked(server,
         producer.enqueue_many([("job", [i], {}) for i in range(3)])
     assert not isinstance(caught.value, EnqueueUncertain)
     assert len(caught.value.failed) == 3 and all("WRONGTYPE" in r for r in caught.value.failed.values())
-    assert producer.client.exists(f"{stream}:kick") == 0 or len(kicks) == 1
+    assert producer.client.exists(flag_key(stream)) == 0 or len(kicks) == 1
 
 
 def test_a_lost_reply_to_the_extra_drains_flags_still_kicks_those_drains(server, stream, lose_next_pipeline_reply):
@@ -171,4 +172,4 @@ def test_a_lost_reply_to_the_extra_drains_flags_still_kicks_those_drains(server,
     sent = producer.enqueue_many([("job", [i], {}) for i in range(6)])
 
     assert len(sent) == 6 and not lose_next_pipeline_reply["armed"]
-    assert [k["flag"] for k in kicks] == [f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2"]
+    assert [k["flag"] for k in kicks] == [flag_key(stream), flag_key(stream, 1), flag_key(stream, 2)]

@@ -13,6 +13,7 @@ from kindling.registry import Registry
 from kindling.results import MemoryResultStore
 from kindling.valkey import StreamProducer, StreamWorker
 from kindling.valkey.connection import connect
+from kindling.valkey.keys import dead_key
 
 pytestmark = pytest.mark.valkey
 
@@ -68,7 +69,7 @@ def test_the_stream_worker_opens_a_span_per_job_with_the_producers_trace(url, st
     assert got["doomed"].attributes["kindling.job.status"] == "dead"
     assert got["doomed"].events[0].attributes["exception.message"] == "doomed 2"
     # the dead stream keeps the trace, for a redrive
-    (_, dead), = connect(url).xrange(f"{stream}:dead")
+    (_, dead), = connect(url).xrange(dead_key(stream))
     assert dead[b"trace"] == PRODUCER.encode()
 
 
@@ -157,7 +158,7 @@ def test_peek_shows_the_dead_entries_with_their_records(url, stream, store, pref
     code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--results", "valkey")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith(f"dead stream {stream}:dead: 2 entries; oldest dead ")
+    assert lines[0].startswith(f"dead stream {dead_key(stream)}: 2 entries; oldest dead ")
     assert lines[1].split() == ["DEAD", "AT", "(UTC)", "JOB", "ID", "TASK", "RECORD", "ATT", "REASON"]
     for line, job in zip(lines[2:], sent, strict=True):
         assert job.id in line and " mail " in line and " dead " in line
@@ -183,7 +184,7 @@ def test_redrive_revives_dead_jobs_and_they_run_again(url, stream, store, prefix
     assert code == 0, out
     assert "3 entries in" in out and "moved 3 of 3" in out and "revived 3" in out
     client = connect(url)
-    assert client.xlen(f"{stream}:dead") == 0 and client.xlen(stream) == 3
+    assert client.xlen(dead_key(stream)) == 0 and client.xlen(stream) == 3
     for job in sent:
         assert store.get(job.id)["status"] == "queued"
     assert drain(url, stream, store) == {"succeeded": 3}
@@ -214,7 +215,7 @@ def test_without_revive_a_dead_job_goes_straight_back(url, stream, store, prefix
     code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 0 and "moved 1 of 1" in out
     assert drain(url, stream, store) == {"dead": 1}  # "already dead; not run again"
-    (_, fields), = connect(url).xrange(f"{stream}:dead")
+    (_, fields), = connect(url).xrange(dead_key(stream))
     assert fields[b"error"] == b"already dead; not run again"
 
 
@@ -223,7 +224,7 @@ def test_redrive_keeps_the_trace_and_the_body_unchanged(url, stream, store, monk
     kill_jobs(url, stream, store, "ada@example.com")
     monkeypatch.delenv("_X_AMZN_TRACE_ID")
     client = connect(url)
-    (_, dead), = client.xrange(f"{stream}:dead")
+    (_, dead), = client.xrange(dead_key(stream))
     code, _, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 0
     (_, fields), = client.xrange(stream)
@@ -232,7 +233,7 @@ def test_redrive_keeps_the_trace_and_the_body_unchanged(url, stream, store, monk
 
 def test_redrive_keeps_a_signed_jobs_signature(url, stream, monkeypatch, capsys):
     client = connect(url)
-    client.xadd(f"{stream}:dead", {"job": b'{"id": "j1"}', "sig": b"v1:abc", "error": b"x", "job_id": b"j1"})
+    client.xadd(dead_key(stream), {"job": b'{"id": "j1"}', "sig": b"v1:abc", "error": b"x", "job_id": b"j1"})
     code, _, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 0
     (_, fields), = client.xrange(stream)
@@ -247,7 +248,7 @@ def test_an_entry_is_deleted_only_once_its_copy_was_added(url, stream, store, mo
     code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 1
     assert "2 entries could not be added" in out and "WRONGTYPE" in out
-    assert client.xlen(f"{stream}:dead") == 2
+    assert client.xlen(dead_key(stream)) == 2
     client.delete(stream)
 
 
@@ -262,14 +263,14 @@ def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(url, stream,
 
     def xdel_then_die_again(name, *ids):
         done = original(name, *ids)
-        client.xadd(f"{stream}:dead", {"job": b"{}", "job_id": "late"})  # a job dying meanwhile
+        client.xadd(dead_key(stream), {"job": b"{}", "job_id": "late"})  # a job dying meanwhile
         return done
 
     dead.client.xdel = xdel_then_die_again
     report = redrive(dead, revive_dead=False, progress=lines.append, chunk=3)
     assert report == {"moved": 7, "revived": 0, "revive_refused": 0, "unverified": 0, "total": 7}
     assert lines[1:] == ["moved 3 of 7", "moved 6 of 7", "moved 7 of 7"]
-    assert client.xlen(stream) == 7 and client.xlen(f"{stream}:dead") == 3
+    assert client.xlen(stream) == 7 and client.xlen(dead_key(stream)) == 3
 
 
 def test_redrive_revives_records_in_the_results_table(url, stream, table, monkeypatch, capsys):
@@ -307,7 +308,7 @@ def test_a_url_file_is_read(url, stream, store, monkeypatch, capsys, tmp_path):
     path = tmp_path / "url"
     path.write_text(url + "\n")
     code, out, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url-file", str(path), "--stream", stream)
-    assert code == 0 and f"dead stream {stream}:dead: 1 entries" in out
+    assert code == 0 and f"dead stream {dead_key(stream)}: 1 entries" in out
     assert " - " in out.splitlines()[2]  # no results named: the record column says nothing
     code, again, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url", url, "--stream", stream)
     assert code == 0 and again.splitlines()[2:] == out.splitlines()[2:]  # a URL without a password may be given
@@ -399,7 +400,7 @@ def test_one_dead_job_is_retried_from_the_dead_stream_and_runs_again(url, stream
     assert code == 0, err
     assert f"job {bob.id} enqueued again on stream {stream} (revived as generation 2; entry " in out
     client = connect(url)
-    assert client.xlen(stream) == 1 and client.xlen(f"{stream}:dead") == 1  # ada's entry stays dead
+    assert client.xlen(stream) == 1 and client.xlen(dead_key(stream)) == 1  # ada's entry stays dead
     assert drain(url, stream, store) == {"succeeded": 1}
     assert (store.get(bob.id)["status"], store.get(bob.id)["generation"]) == ("succeeded", 2)
     assert store.get(ada.id)["status"] == "dead"

@@ -17,6 +17,7 @@ import time
 import uuid
 
 import pytest
+from kindling.valkey.keys import dead_key, scheduled_key
 
 pytestmark = pytest.mark.valkey
 
@@ -95,14 +96,14 @@ def settle_one(worker):
 
 
 def scheduled(client, stream) -> list[tuple[bytes, float]]:
-    return client.zrangebyscore(f"{stream}:scheduled", "-inf", "+inf", withscores=True)
+    return client.zrangebyscore(scheduled_key(stream), "-inf", "+inf", withscores=True)
 
 
 def bring_due(client, stream) -> None:
     """Move every scheduled job onto the stream, as a worker whose clock has reached them does."""
     from kindling.valkey.scheduled import MOVE_DUE, move_args
 
-    client.register_script(MOVE_DUE)(keys=[f"{stream}:scheduled", stream], args=move_args(_now_ms() + 10**9))
+    client.register_script(MOVE_DUE)(keys=[scheduled_key(stream), stream], args=move_args(_now_ms() + 10**9))
 
 
 def _now_ms() -> int:
@@ -160,7 +161,7 @@ def test_a_tasks_backoff_is_honoured_by_the_stream_worker_attempt_after_attempt(
     (o,), _, _ = settle_one(w)
     assert (o.status, o.attempts) == ("dead", 4)
     assert tasks.runs == ["backing_off"] * 4
-    assert scheduled(client, stream) == [] and client.xlen(f"{stream}:dead") == 1
+    assert scheduled(client, stream) == [] and client.xlen(dead_key(stream)) == 1
 
 
 def test_the_deployments_retry_delay_is_the_default_of_a_stream_worker(url, stream, monkeypatch):

@@ -11,6 +11,7 @@ import json
 import uuid
 
 import pytest
+from kindling.valkey.keys import dead_key
 
 pytestmark = pytest.mark.valkey
 
@@ -135,5 +136,5 @@ def test_signing_keeps_the_signature_on_the_dead_stream(url, stream):
     producer(url, stream, signing=keyring()).enqueue("boom")
     (o,) = worker.process(worker.fetch(50))
     assert o.status == "dead"
-    ((_, fields),) = connect(url).xrange(f"{stream}:dead")
+    ((_, fields),) = connect(url).xrange(dead_key(stream))
     assert fields[b"sig"].startswith(b"v1:k1:")

@@ -15,6 +15,7 @@ import time
 import uuid
 
 import pytest
+from kindling.valkey.keys import flag_key, scheduled_key
 
 pytestmark = pytest.mark.valkey
 
@@ -148,9 +149,9 @@ def test_a_burst_of_enqueues_causes_one_invocation(url, stream):
     for i in range(100):
         producer.enqueue("job", str(i))
     producer.enqueue_many([("job", [f"b{i}"], {}) for i in range(1200)])
-    assert events == [{"kindling": "drain", "stream": stream, "flag": f"{stream}:kick"}]
+    assert events == [{"kindling": "drain", "stream": stream, "flag": flag_key(stream)}]
     r = producer.client
-    assert r.get(f"{stream}:kick") == b"1" and 890_000 < r.execute_command("PTTL", f"{stream}:kick") <= 900_000
+    assert r.get(flag_key(stream)) == b"1" and 890_000 < r.execute_command("PTTL", flag_key(stream)) <= 900_000
     assert r.xlen(stream) == 1300
 
 
@@ -158,9 +159,9 @@ def test_a_backlog_kicks_more_drains_each_with_its_own_flag(url, stream):
     events = []
     producer = _producer(url, stream, events.append, max_drains=3, backlog_per_drain=200)
     producer.enqueue_many([("job", [str(i)], {}) for i in range(150)])
-    assert [e["flag"] for e in events] == [f"{stream}:kick"]  # below the threshold: one drain
+    assert [e["flag"] for e in events] == [flag_key(stream)]  # below the threshold: one drain
     producer.enqueue_many([("job", [str(i)], {}) for i in range(150, 1000)])
-    assert [e["flag"] for e in events] == [f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2"]
+    assert [e["flag"] for e in events] == [flag_key(stream), flag_key(stream, 1), flag_key(stream, 2)]
     producer.enqueue("job", "more")  # every flag held: nothing more
     assert len(events) == 3
 
@@ -175,7 +176,7 @@ def test_a_failed_invocation_leaves_no_flag_behind(url, stream):
     producer = _producer(url, stream, refused)
     sent = producer.enqueue("job", "a")  # the job is on the stream whatever the kick did
     assert sent.entry and producer.client.xlen(stream) == 1
-    assert producer.client.exists(f"{stream}:kick") == 0
+    assert producer.client.exists(flag_key(stream)) == 0
     assert producer.kicker.failures == 1 and isinstance(producer.kicker.last_error, OSError)
     producer.enqueue("job", "b")
     assert len(calls) == 2  # the next enqueue tries again
@@ -193,7 +194,7 @@ def test_a_drain_runs_the_jobs_and_gives_up_its_flag(url, stream):
     assert summary["processed"] == 250 and summary["ended"] == "empty" and not summary["kicked"], summary
     assert {s.id for s in sent} == set(ledger.store.records)
     r = producer.client
-    assert r.exists(f"{stream}:kick") == 0 and r.xlen(stream) == 0
+    assert r.exists(flag_key(stream)) == 0 and r.xlen(stream) == 0
     assert summary["consumer"] not in {c["name"].decode() for c in r.xinfo_consumers(stream, "kindling")}
     producer.enqueue("job", "again")
     assert len(events) == 2  # the flag is free: the next job kicks a new drain
@@ -222,7 +223,7 @@ def test_a_job_added_between_the_last_read_and_the_handshake_is_run(url, stream,
     assert len(events) == 1  # the late job caused no invocation ...
     assert summary["processed"] == 2, summary  # ... and the finishing drain ran it
     assert set(ledger.store.records) == {first.id, late[0].id}
-    assert producer.client.exists(f"{stream}:kick") == 0
+    assert producer.client.exists(flag_key(stream)) == 0
 
 
 def test_checking_before_deleting_the_flag_would_strand_that_job(url, stream):
@@ -231,11 +232,11 @@ def test_checking_before_deleting_the_flag_would_strand_that_job(url, stream):
     events = []
     producer = _producer(url, stream, events.append)
     r = producer.client
-    r.set(f"{stream}:kick", b"1")  # a drain is running
+    r.set(flag_key(stream), b"1")  # a drain is running
     assert r.xlen(stream) == 0  # naive drain: "empty" ...
     producer.enqueue("job", "late")  # ... a producer adds a job and sees the flag: no kick ...
-    r.delete(f"{stream}:kick")  # ... the naive drain deletes the flag and stops
-    assert events == [] and r.xlen(stream) == 1 and r.exists(f"{stream}:kick") == 0  # stranded
+    r.delete(flag_key(stream))  # ... the naive drain deletes the flag and stops
+    assert events == [] and r.xlen(stream) == 1 and r.exists(flag_key(stream)) == 0  # stranded
 
 
 def test_many_producers_while_drains_finish_strand_nothing(url, stream):
@@ -291,7 +292,7 @@ def test_many_producers_while_drains_finish_strand_nothing(url, stream):
     r = _producer(url, stream, None).client
     assert all(rec["status"] == "succeeded" for rec in ledger.store.records.values())
     assert all(n == 1 for n in ledger.runs.values()), {k: n for k, n in ledger.runs.items() if n > 1}
-    assert r.xlen(stream) == 0 and r.exists(f"{stream}:kick") == 0
+    assert r.xlen(stream) == 0 and r.exists(flag_key(stream)) == 0
     # debounced: far fewer invocations than enqueues, yet drains came and went round after round
     enqueues = sum(1 for _ in sent)
     assert rounds <= len(fake.events) < enqueues / 3, (len(fake.events), enqueues)
@@ -312,14 +313,14 @@ def test_a_drain_out_of_time_hands_on_with_its_flag_and_consumer(url, stream):
     assert summary["ended"] == "time" and summary["kicked"], summary
     assert 0 < summary["processed"] < 30
     (event,) = handed
-    assert event["flag"] == f"{stream}:kick" and event["consumer"] == summary["consumer"]
-    assert producer.client.exists(f"{stream}:kick") == 1  # still held, for the next invocation
+    assert event["flag"] == flag_key(stream) and event["consumer"] == summary["consumer"]
+    assert producer.client.exists(flag_key(stream)) == 1  # still held, for the next invocation
     producer.enqueue("job", "meanwhile")
     assert len(events) == 1
     summary2 = _drain(url, ledger, event, budget_ms=10_000, batch=50, visibility_ms=1000)
     assert summary2["ended"] == "empty", summary2
     assert set(ledger.store.records) >= {s.id for s in sent}
-    assert len(ledger.store.records) == 31 and producer.client.exists(f"{stream}:kick") == 0
+    assert len(ledger.store.records) == 31 and producer.client.exists(flag_key(stream)) == 0
 
 
 def test_a_drain_that_cannot_hand_on_frees_the_flag(url, stream):
@@ -333,7 +334,7 @@ def test_a_drain_that_cannot_hand_on_frees_the_flag(url, stream):
 
     summary = _drain(url, ledger, events[0], budget_ms=900, invoker=refused, batch=5)
     assert summary["ended"] == "time" and not summary["kicked"]
-    assert producer.client.exists(f"{stream}:kick") == 0  # so the next enqueue kicks at once
+    assert producer.client.exists(flag_key(stream)) == 0  # so the next enqueue kicks at once
     producer.enqueue("job", "x")
     assert len(events) == 2
 
@@ -345,13 +346,13 @@ def test_a_drain_waits_for_a_soon_due_delayed_job(url, stream):
     events = []
     producer = _producer(url, stream, events.append)
     (later,) = producer.enqueue_many([Call("job", ["later"], delay=0.6)])
-    assert later.entry is None and producer.client.zcard(f"{stream}:scheduled") == 1
+    assert later.entry is None and producer.client.zcard(scheduled_key(stream)) == 1
     t0 = time.monotonic()
     summary = _drain(url, ledger, events[0], budget_ms=5000)
     assert time.monotonic() - t0 >= 0.5
     assert summary["processed"] == 1 and summary["ended"] == "empty", summary
     assert ledger.store.records[later.id]["attempts"] == 1
-    assert producer.client.zcard(f"{stream}:scheduled") == 0
+    assert producer.client.zcard(scheduled_key(stream)) == 0
 
 
 def test_a_drain_out_of_time_with_a_soon_due_job_hands_on(url, stream):
@@ -378,7 +379,7 @@ def test_a_far_delayed_job_is_left_to_the_next_kick(url, stream):
     summary = _drain(url, ledger, events[0], budget_ms=5000)
     assert summary["ended"] == "empty" and summary["processed"] == 0
     assert 590_000 < summary["next_due_in_ms"] <= 600_000
-    assert producer.client.exists(f"{stream}:kick") == 0
+    assert producer.client.exists(flag_key(stream)) == 0
 
 
 def test_a_failed_job_is_retried_by_the_drain_that_handed_it_back(url, stream, monkeypatch):
@@ -411,8 +412,8 @@ def test_the_safety_net_schedule_drains_without_a_flag(url, stream):
     producer = _producer(url, stream, None)  # no kicks (a long-lived worker's producer, say)
     producer.enqueue_many([("job", [str(i)], {}) for i in range(10)])
     summary = _drain(url, ledger, {"kindling": "drain", "stream": stream})
-    assert summary["processed"] == 10 and summary["flag"] == f"{stream}:kick"
-    assert producer.client.exists(f"{stream}:kick") == 0
+    assert summary["processed"] == 10 and summary["flag"] == flag_key(stream)
+    assert producer.client.exists(flag_key(stream)) == 0
 
 
 # -- kindling's own Lambda Invoke ------------------------------------------------------------------------

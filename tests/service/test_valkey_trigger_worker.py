@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+from kindling.valkey.keys import dead_key, scheduled_key
 from support import wait_until
 
 pytestmark = pytest.mark.valkey
@@ -132,7 +133,7 @@ def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_
     r = producer.client
     t0 = now_ms()
     (later,) = producer.enqueue_many([Call("slow", ["later", 1], delay=2)])
-    assert later.entry is None and r.xlen(stream) == 0 and r.zcard(f"{stream}:scheduled") == 1
+    assert later.entry is None and r.xlen(stream) == 0 and r.zcard(scheduled_key(stream)) == 1
     # an older producer's delayed job straight on the stream: moved to the set when first read
     legacy = new_job("slow", ["legacy", 1], not_before=t0 + 2000)
     r.xadd(stream, {"job": encode_job(legacy)})
@@ -144,7 +145,7 @@ def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_
         assert records[job_id]["status"] == "succeeded" and records[job_id]["attempts"] == 1
         assert records[job_id]["started_at"] >= t0 + 2000
     assert ledger.runs == {"later": 1, "legacy": 1}
-    assert r.zcard(f"{stream}:scheduled") == 0 and r.xlen(stream) == 0
+    assert r.zcard(scheduled_key(stream)) == 0 and r.xlen(stream) == 0
     assert not [e for e in ledger.log if e.get("kindling") == "deferred"]
 
 
@@ -160,10 +161,10 @@ def test_the_dead_stream_is_capped_and_the_trimmed_count_logged(valkey_url, stre
     worker = ledger.worker(valkey_url, stream, batch=100, block_ms=50, dead_maxlen=100)
     counts = worker.run(burst=True)
     assert counts == {"dead": 600}
-    length = producer.client.xlen(f"{stream}:dead")
+    length = producer.client.xlen(dead_key(stream))
     assert 100 <= length <= 200, length  # MAXLEN ~: whole nodes (100 entries) are trimmed
     trimmed = [e for e in ledger.log if e.get("kindling") == "dead_trimmed"]
-    assert trimmed and all(e["maxlen"] == 100 and e["stream"] == f"{stream}:dead" for e in trimmed)
+    assert trimmed and all(e["maxlen"] == 100 and e["stream"] == dead_key(stream) for e in trimmed)
     assert sum(e["trimmed"] for e in trimmed) == 600 - length
     assert len(ledger.store.records) == 600  # the records are all kept
 

@@ -119,3 +119,130 @@ class ValkeyServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ValkeyCluster:
+    """A Valkey Cluster on 127.0.0.1: ``primaries`` primaries, each with ``replicas`` replicas
+    (3 and 1: six valkey-server processes), made by ``valkey-cli --cluster create``.
+
+    A node that stops answering is failed over after ``node_timeout_ms``; :meth:`kill`
+    SIGKILLs a primary, :meth:`wait_promoted` waits until a replica serves its slots.
+    Also a context manager: every node stopped on exit.
+    """
+
+    def __init__(self, primaries: int = 3, replicas: int = 1, node_timeout_ms: int = 1000):
+        self.servers = [ValkeyServer("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                     "--cluster-node-timeout", str(node_timeout_ms),
+                                     "--cluster-require-full-coverage", "no", "--cluster-replica-validity-factor", "0",
+                                     "--cluster-port", str(free_port()))  # not port + 10000: may be taken
+                        for _ in range(primaries * (1 + replicas))]
+        self.replicas = replicas
+
+    @property
+    def url(self) -> str:
+        """The URL of the first node: a client finds the others from it."""
+        return self.servers[0].url
+
+    @property
+    def ports(self) -> list[int]:
+        return [s.port for s in self.servers]
+
+    def start(self, timeout: float = 30.0) -> ValkeyCluster:
+        try:
+            for server in self.servers:
+                server.start()
+            cli = shutil.which("valkey-cli") or shutil.which("redis-cli") or "valkey-cli"
+            subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+                            "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                           check=True, capture_output=True, timeout=timeout)
+            self.wait_ok(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _info(self, port: int, *args: str) -> str:
+        cli = shutil.which("valkey-cli") or shutil.which("redis-cli") or "valkey-cli"
+        done = subprocess.run([cli, "-h", "127.0.0.1", "-p", str(port), *args], capture_output=True, text=True,
+                              timeout=10)
+        return done.stdout
+
+    def alive(self) -> list[ValkeyServer]:
+        return [s for s in self.servers if s.proc is not None and s.proc.poll() is None]
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every live node says cluster_state:ok and sees every slot served."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            infos = [self._info(s.port, "CLUSTER", "INFO") for s in self.alive()]
+            links = [self._info(s.port, "INFO", "replication") for s in self.alive()]
+            if all("cluster_state:ok" in i and "cluster_slots_ok:16384" in i for i in infos) and \
+                    all("role:master" in i or "master_link_status:up" in i for i in links):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the cluster on ports {self.ports} did not become ok within {timeout} s")
+
+    def _primaries(self) -> dict[int, list[tuple[int, int]]]:
+        """Each live primary's port and slot ranges, as a live node sees them (CLUSTER NODES)."""
+        out = self._info(self.alive()[0].port, "CLUSTER", "NODES")
+        primaries = {}
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) < 8 or "master" not in fields[2] or "fail" in fields[2]:
+                continue
+            port = int(fields[1].split("@")[0].rsplit(":", 1)[1])
+            spans = [span.partition("-") for span in fields[8:] if not span.startswith("[")]
+            primaries[port] = [(int(lo), int(hi or lo)) for lo, _, hi in spans]
+        return primaries
+
+    def primary_ports(self) -> list[int]:
+        """The ports of the live primaries that serve slots."""
+        return sorted(port for port, spans in self._primaries().items() if spans)
+
+    def owner_port(self, key: str) -> int:
+        """The port of the primary serving ``key``'s slot."""
+        from kindling.valkey.cluster import key_slot
+
+        slot = key_slot(key)
+        for port, spans in self._primaries().items():
+            if any(lo <= slot <= hi for lo, hi in spans):
+                return port
+        raise RuntimeError(f"no live primary serves slot {slot}")
+
+    def server(self, port: int) -> ValkeyServer:
+        return next(s for s in self.servers if s.port == port)
+
+    def kill(self, port: int) -> None:
+        """SIGKILL the node on ``port``: no goodbye, its connections reset."""
+        self._before = set(self.primary_ports())
+        proc = self.server(port).proc
+        assert proc is not None
+        proc.kill()
+        proc.wait()
+
+    def wait_promoted(self, killed: int, timeout: float = 30.0) -> int:
+        """Until a replica of the killed primary serves its slots and the cluster is ok again;
+        the new primary's port."""
+        deadline = time.monotonic() + timeout
+        before = self._before - {killed}
+        while time.monotonic() < deadline:
+            try:
+                now = set(self.primary_ports()) - {killed}
+            except (IndexError, ValueError):
+                now = set()
+            promoted = now - before
+            if promoted:
+                self.wait_ok(max(1.0, deadline - time.monotonic()))
+                return promoted.pop()
+            time.sleep(0.1)
+        raise RuntimeError(f"no replica of the primary on port {killed} was promoted within {timeout} s")
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> ValkeyCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

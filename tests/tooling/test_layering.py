@@ -29,10 +29,12 @@ PACKAGE = Path(__file__).resolve().parents[2] / "layers/kindling/kindling"
 
 LAYERS = {
     "core": ["errors", "status", "digest", "codec", "policy", "backoff", "envelope", "records", "registry", "routing",
-             "schedules", "jobsig", "batch", "refusals", "result_store"],
-    "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors"],
+             "schedules", "jobsig", "batch", "refusals", "result_store",
+             "valkey.keys"],  # no imports; the cluster client (drivers) reads its hash-tag rule
+    "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors",
+                "valkey.cluster"],
     "shared": ["payloads", "sqs_send", "signed", "logs", "metrics", "otel", "tasklog", "valkey.scheduled",
-               "valkey.kick", "valkey.connection", "valkey.keys",
+               "valkey.kick", "valkey.connection",
                "valkey.scripts", "config"],
     "stores": ["results", "stores", "dynamo", "valkey.results"],
     "engine": ["runner", "execution", "execution.*", "followups"],

@@ -47,8 +47,14 @@ XLEN, XPENDING, XRANGE, PING, ...); a write (XADD, XREADGROUP, XACK, SET, EVALSH
 is never sent twice by the client: :class:`~kindling.valkey.errors.ConnectionError` says
 it may or may not have run, and the caller decides. Timeouts are never retried.
 
+Valkey Cluster (and ElastiCache with cluster mode enabled, or Serverless): the same URL.
+The first reply that says the server is one node of a cluster (MOVED, ASK or CROSSSLOT:
+nothing ran) turns the client into a cluster client, :mod:`.cluster` imported then and not
+before; ``?cluster=true`` (``cluster=True``) does it at the first command instead. A single
+node never loads it.
+
 Not supported: speaking RESP3 (the parser reads it; the client sends no HELLO),
-``decode_responses=True``, pub/sub, WATCH, cluster and sentinel, unix sockets. TLS
+``decode_responses=True``, pub/sub, WATCH, sentinel, unix sockets. TLS
 checks the server's host name by default (valkey-py does not; ``?ssl_check_hostname=false``
 turns it off).
 """
@@ -94,8 +100,19 @@ def _to_bool(value: str) -> bool | None:
 
 _QUERY_TYPES = {
     "db": int, "socket_timeout": float, "socket_connect_timeout": float, "socket_keepalive": _to_bool,
-    "health_check_interval": int, "ssl_check_hostname": _to_bool,
+    "health_check_interval": int, "ssl_check_hostname": _to_bool, "cluster": _to_bool,
+    "wait_replicas": int,
 }
+
+# The first word of an error reply that means "this key lives on another node of a cluster":
+# the command did not run, and a cluster client sends it where it belongs.
+REDIRECTS = ("MOVED", "ASK", "CROSSSLOT")
+
+
+def redirected(reply) -> bool:
+    """Whether ``reply`` is a cluster's refusal to run a command here (nothing ran)."""
+    return isinstance(reply, ResponseError) and type(reply) is ResponseError and bool(reply.args) \
+        and str(reply.args[0]).split(" ", 1)[0] in REDIRECTS
 
 
 def unquote(text: str) -> str:
@@ -189,7 +206,8 @@ class Valkey(Commands):
                  ssl_keyfile: str | None = None, ssl_certfile: str | None = None, ssl_cert_reqs="required",
                  ssl_ca_certs: str | None = None, ssl_ca_path: str | None = None, ssl_ca_data=None,
                  ssl_check_hostname: bool | None = True, ssl_password=None, health_check_interval: float = 0,
-                 client_name: str | None = None, decode_responses: bool = False) -> None:
+                 client_name: str | None = None, decode_responses: bool = False, cluster: bool | None = None,
+                 wait_replicas: int = 0) -> None:
         if decode_responses:
             raise DataError("kindling's Valkey client returns bytes only (decode_responses=False)")
         self.host, self.port, self.db = host, int(port), int(db or 0)
@@ -206,6 +224,28 @@ class Valkey(Commands):
         }
         self._ssl_context = None
         self._idle: list[Connection] = []
+        self.cluster = bool(cluster)
+        self.wait_replicas = int(wait_replicas or 0)  # on a cluster: WAIT for this many replicas after writes
+        self.router = None  # a kindling.valkey.cluster.Router once this client speaks to a cluster
+        self._options = dict(
+            db=db, password=password, socket_timeout=socket_timeout, socket_connect_timeout=socket_connect_timeout,
+            socket_keepalive=socket_keepalive, username=username, ssl=ssl, ssl_keyfile=ssl_keyfile,
+            ssl_certfile=ssl_certfile, ssl_cert_reqs=ssl_cert_reqs, ssl_ca_certs=ssl_ca_certs, ssl_ca_path=ssl_ca_path,
+            ssl_ca_data=ssl_ca_data, ssl_check_hostname=ssl_check_hostname, ssl_password=ssl_password,
+            health_check_interval=health_check_interval, client_name=client_name)
+
+    def for_node(self, host: str, port: int) -> Valkey:
+        """A client of another node with this one's options (credentials, TLS, timeouts),
+        speaking to that node only: what a cluster client keeps for each node."""
+        return type(self)(host, port, **self._options)
+
+    def cluster_router(self):
+        """The router of this client's cluster, made (and :mod:`.cluster` imported) at first need."""
+        if self.router is None:
+            from kindling.valkey.cluster import Router
+
+            self.router = Router(self)
+        return self.router
 
     @classmethod
     def from_url(cls, url: str, **options) -> Valkey:
@@ -227,16 +267,22 @@ class Valkey(Commands):
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+        if self.router is not None:
+            self.router.close()
 
     def pipeline(self, transaction: bool = True, shard_hint=None) -> Pipeline:
         return Pipeline(self, transaction)
 
     def execute_command(self, *args, deadline: float | None = None, **options):
         """Send one command and return its reply, shaped as valkey-py shapes it."""
+        if self.router is not None or self.cluster:
+            return self.cluster_router().execute_command(args, options, deadline)
         name = command_name(args)
         out: list[bytes] = []
         resp.pack_command(args, out)
         (reply,) = self._run(out, 1, name, name in IDEMPOTENT, deadline)
+        if redirected(reply):  # one node of a cluster: nothing ran here
+            return self.cluster_router().execute_command(args, options, deadline)
         if isinstance(reply, ResponseError):
             if "_empty" in options:
                 return options["_empty"]
@@ -542,6 +588,23 @@ class Pipeline(Commands):
         self.reset()
         if not stack:
             return []
+        client = self.client
+        if client.router is None and not client.cluster:
+            replies = self.raw_replies(stack, scripts, deadline, redirects=True)
+            if not any(redirected(r) for r in replies):
+                return self._shape(stack, replies, raise_on_error)
+            # One node of a cluster: what it refused did not run; the rest did and stays done.
+            done = None if self.transaction else [None if redirected(r) else (r,) for r in replies]
+        else:
+            done = None
+        replies = client.cluster_router().pipeline_replies(stack, scripts, self.transaction, deadline, done)
+        return self._shape(stack, replies, raise_on_error)
+
+    def raw_replies(self, stack: list, scripts: list, deadline: float | None, redirects: bool = False) -> list:
+        """Send ``stack`` (``(args, options)`` pairs) to this pipeline's client and return a
+        reply per command, unshaped, errors in place (a cluster client sends each node its
+        part with this). With ``redirects``, a transaction a cluster refused (MOVED, ...)
+        returns that refusal for each of its commands: none of them ran."""
         out: list[bytes] = []
         for script in scripts:  # in the same write: no round trip of its own, as SCRIPT EXISTS would cost
             resp.pack_command(("SCRIPT", "LOAD", script.script), out)
@@ -562,7 +625,15 @@ class Pipeline(Commands):
                 raise reply
         replies = replies[len(scripts) :]
         if self.transaction:
+            refusal = next((r for r in replies[1:-1] if redirected(r)), None) if redirects else None
+            if refusal is not None:
+                return [refusal] * len(stack)
             replies = self._exec_replies(stack, replies)
+        return replies
+
+    @staticmethod
+    def _shape(stack: list, replies: list, raise_on_error: bool) -> list:
+        names = [command_name(args) for args, _ in stack]
         results = []
         for (_, options), name, reply in zip(stack, names, replies, strict=True):
             if isinstance(reply, ResponseError):

@@ -3,13 +3,21 @@
 A deployment's keys all derive from two names: the job stream (``kindling:jobs`` unless
 configured) and the result store's prefix (``kindling``)::
 
-    <stream>                  the job stream, read by the consumer group <group>
-    <stream>:scheduled        delayed jobs, a sorted set scored by due time (epoch ms)
-    <stream>:dead             dead jobs, capped (XADD MAXLEN ~)
-    <stream>:kick[:<n>]       the flag of drain n (none for the first): a drain is on its way
-    <prefix>:result:<id>      a job's record (JSON), chords' under <prefix>:result:chord#<id>
-    <prefix>:done:<id>        a token pushed when the record is final, for blocking waiters
-    <prefix>:revive:<id>      the job's revive ledger (kindling jobs retry --valkey)
+    <stream>                      the job stream, read by the consumer group <group>
+    {<stream>}:scheduled          delayed jobs, a sorted set scored by due time (epoch ms)
+    {<stream>}:dead               dead jobs, capped (XADD MAXLEN ~)
+    {<stream>}:kick[:<n>]         the flag of drain n (none for the first): a drain is on its way
+    <prefix>:result:<id>          a job's record (JSON), chords' under <prefix>:result:chord#<id>
+    {<prefix>:result:<id>}:done   a token pushed when the record is final, for blocking waiters
+    {<prefix>:result:<id>}:revive the job's revive ledger (kindling jobs retry --valkey)
+
+Keys one script or one step touches together share a hash slot, so the same names work on a
+single node and on a Valkey Cluster: a key derived from another carries that key as its hash
+tag (:func:`beside`). ``{kindling:jobs}:scheduled`` hashes as ``kindling:jobs`` does, so a
+stream keeps its own name (its entries, its group, its pending entries stay where they are)
+and only the keys beside it are named anew. A name that has a hash tag of its own
+(``{orders}:jobs``) keeps it: ``{orders}:jobs:scheduled``. Several streams, several slots: on
+a cluster they spread over its nodes.
 
 A job entry holds :data:`FIELD` (the envelope), and when present :data:`SIG_FIELD` (its
 signature, :mod:`kindling.jobsig`) and :data:`TRACE_FIELD`. A dead entry adds the
@@ -47,24 +55,46 @@ DEAD_ATTEMPTS = "attempts"
 DEAD_AT = "dead_at"
 
 
+def hash_tag(key: str) -> str | None:
+    """The part of ``key`` a cluster hashes when it is not the whole key: the text between
+    the first ``{`` and the first ``}`` after it, if not empty (the Valkey Cluster rule)."""
+    start = key.find("{")
+    if start < 0:
+        return None
+    end = key.find("}", start + 1)
+    return key[start + 1 : end] if end > start + 1 else None
+
+
+def beside(key: str, suffix: str) -> str:
+    """The name of a key kept beside ``key`` in its hash slot: ``{key}suffix``, or
+    ``key + suffix`` when ``key`` has a hash tag of its own. A name with braces that do not
+    make a tag (``a}b``, ``a{}b``) cannot be given a key in its slot: ValueError."""
+    if hash_tag(key) is not None:
+        return key + suffix
+    if "}" in key:
+        raise ValueError(f"Valkey key {key!r} has a '}}' but no hash tag: no key can be named in its slot; "
+                         "rename it, or give it a tag such as {name}")
+    return f"{{{key}}}{suffix}"
+
+
 def scheduled_key(stream: str) -> str:
-    return f"{stream}:scheduled"
+    return beside(stream, ":scheduled")
 
 
 def dead_key(stream: str) -> str:
-    return f"{stream}:dead"
+    return beside(stream, ":dead")
 
 
 def flag_key(stream: str, n: int = 0) -> str:
-    """The flag of drain ``n``: ``<stream>:kick`` for the first, ``<stream>:kick:<n>`` for the others."""
-    return f"{stream}:kick" if n == 0 else f"{stream}:kick:{n}"
+    """The flag of drain ``n``: ``{<stream>}:kick`` for the first, ``{<stream>}:kick:<n>`` for the others."""
+    return beside(stream, ":kick" if n == 0 else f":kick:{n}")
 
 
 def flag_number(stream: str, flag: str) -> int | None:
     """The ``n`` of ``flag`` if it is one of ``stream``'s flags (:func:`flag_key`'s inverse), else ``None``."""
     if flag == flag_key(stream):
         return 0
-    prefix = f"{stream}:kick:"
+    prefix = flag_key(stream) + ":"
     digits = flag[len(prefix):]
     if flag.startswith(prefix) and 0 < len(digits) < 10 and digits.isascii() and digits.isdigit() and digits[0] != "0":
         return int(digits)
@@ -81,8 +111,19 @@ def result_key(prefix: str, job_id: str) -> str:
 
 
 def done_key(prefix: str, job_id: str) -> str:
-    return f"{prefix}:done:{job_id}"
+    """Beside the record (one script writes both): ``{<prefix>:result:<id>}:done``."""
+    return beside(result_key(prefix, job_id), ":done")
 
 
 def revive_key(prefix: str, job_id: str) -> str:
-    return f"{prefix}:revive:{job_id}"
+    """Beside the record (:data:`~kindling.valkey.scripts.REVIVE` writes both)."""
+    return beside(result_key(prefix, job_id), ":revive")
+
+
+def legacy_keys(stream: str, flags: int = 1) -> dict[str, str]:
+    """The names kindling used before keys were hash-tagged, each to its name now: what
+    ``python -m kindling.valkey.migrate`` renames (the stream and the records keep theirs)."""
+    moved = {f"{stream}:scheduled": scheduled_key(stream), f"{stream}:dead": dead_key(stream)}
+    for n in range(flags):
+        moved[f"{stream}:kick" if n == 0 else f"{stream}:kick:{n}"] = flag_key(stream, n)
+    return {old: new for old, new in moved.items() if old != new}
