@@ -6,4 +6,4 @@ url = os.environ["KINDLING_VALKEY_URL"]
 calls = [("tasks.resize", ["a.png"], {})]
 
 producer = StreamProducer(url, function_name="<WorkerFunctionName>")   # or KINDLING_WORKER_FUNCTION
-producer.enqueue_many(calls)     # XADDs, then SET <stream>:kick NX in the same round trip
+producer.enqueue_many(calls)     # XADDs, then SET {<stream>}:kick NX in the same round trip

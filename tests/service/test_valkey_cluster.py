@@ -222,3 +222,16 @@ def test_the_result_store_and_a_chord_on_the_cluster(cluster):
     jobs.store.write([{"id": i, "status": "succeeded", "attempts": 1} for i in ids])
     assert set(jobs.store.read_states(ids).values()) == {("succeeded", 1)}
     assert jobs.store.wait("r7", timeout=1)["status"] == "succeeded"
+
+
+def test_the_migration_moves_a_streams_keys_from_their_old_names(valkey_url):
+    from kindling.valkey.migrate import main
+
+    client = _client(valkey_url)
+    stream = f"old:{uuid.uuid4().hex[:6]}"
+    client.zadd(f"{stream}:scheduled", {b'{"id": "a"}': 1, b'{"id": "b"}': 2})
+    client.xadd(f"{stream}:dead", {"job": b"{}", "job_id": b"d1"})
+    client.xadd(dead_key(stream), {"job": b"{}", "job_id": b"d2"})  # one died under the new name already
+    assert main([valkey_url, "--stream", stream]) == 0
+    assert client.zcard(scheduled_key(stream)) == 2 and client.xlen(dead_key(stream)) == 2
+    assert not client.exists(f"{stream}:scheduled", f"{stream}:dead")

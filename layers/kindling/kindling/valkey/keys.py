@@ -122,7 +122,7 @@ def revive_key(prefix: str, job_id: str) -> str:
 
 def legacy_keys(stream: str, flags: int = 1) -> dict[str, str]:
     """The names kindling used before keys were hash-tagged, each to its name now: what
-    ``python -m kindling.valkey.migrate`` renames (the stream and the records keep theirs)."""
+    ``python -m kindling.valkey.migrate`` moves (the stream and the records keep theirs)."""
     moved = {f"{stream}:scheduled": scheduled_key(stream), f"{stream}:dead": dead_key(stream)}
     for n in range(flags):
         moved[f"{stream}:kick" if n == 0 else f"{stream}:kick:{n}"] = flag_key(stream, n)
