@@ -33,6 +33,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from chaos_support import RESULTS, ROOT, Net, record_summary
+from kindling.valkey.keys import dead_key
 
 TASKS = Path(__file__).resolve().parent / "chaos_tasks.py"
 MAX_RESTARTS = 5
@@ -213,7 +214,7 @@ class StreamRun:
             summary = self._check(drain_s)
         finally:
             self.ddb.delete_table(TableName=self.table)
-            self.valkey.delete(self.stream, f"{self.stream}:dead")
+            self.valkey.delete(self.stream, dead_key(self.stream))
         print(f"\n[chaos] {summary['fault']}: jobs={summary['jobs']} faults={summary['faults_injected']} "
               f"lost={summary['lost']} duplicate_executions={summary['duplicate_executions']} "
               f"(after SIGKILL {summary['duplicates_after_kill']}) drain_after_fault={drain_s}s "
@@ -286,7 +287,7 @@ class StreamRun:
         unexplained = {i: p for i, p in duplicates.items() if i not in after_kill}
         dup_count = sum(len(p) - 1 for p in duplicates.values())
         dup_after_kill = sum(len(p) - 1 for p in after_kill.values())
-        dead = [(i, f) for i, f in self.valkey.xrange(f"{self.stream}:dead")]
+        dead = [(i, f) for i, f in self.valkey.xrange(dead_key(self.stream))]
         dead_unrecorded = [_s(f.get(b"job_id", b"")) for _, f in dead
                            if records.get(_s(f.get(b"job_id", b"")), {}).get("status") != "dead"]
         left = self.valkey.xlen(self.stream)

@@ -505,7 +505,9 @@ class _Stream(Path):
         return _Sqs.records(self._dynamo)
 
     def dead_letters(self) -> list[str]:
-        entries = self.valkey.xrange(f"{self.stream}:dead")
+        from kindling.valkey.keys import dead_key
+
+        entries = self.valkey.xrange(dead_key(self.stream))
         return [(f.get(b"job_id") or b"").decode() for _, f in entries]
 
 

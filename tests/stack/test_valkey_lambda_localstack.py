@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from kindling.valkey.keys import derived_keys, flag_key
 
 pytestmark = [pytest.mark.localstack, pytest.mark.valkey, pytest.mark.slow]
 
@@ -22,8 +23,7 @@ def _fresh_stream(url: str) -> str:
     from kindling.valkey.connection import connect
 
     client = connect(url)
-    client.delete(STREAM, f"{STREAM}:scheduled", f"{STREAM}:dead", *(f"{STREAM}:kick:{n}" for n in range(1, 16)),
-                  f"{STREAM}:kick")
+    client.delete(STREAM, *derived_keys(STREAM), *(flag_key(STREAM, n) for n in range(16)))
     return STREAM
 
 
@@ -107,11 +107,11 @@ def test_a_thousand_jobs_wake_the_deployed_worker_and_run_once(valkey_stack, val
 
     r = producer.client
     deadline = time.monotonic() + 30  # the drains finish: flags released, consumers removed
-    while time.monotonic() < deadline and (r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2")
+    while time.monotonic() < deadline and (r.exists(*(flag_key(stream, n) for n in range(3)))
                                            or r.xinfo_consumers(stream, "kindling")):
         time.sleep(0.5)
     assert r.xlen(stream) == 0 and r.xpending(stream, "kindling")["pending"] == 0
-    assert r.exists(f"{stream}:kick", f"{stream}:kick:1", f"{stream}:kick:2") == 0
+    assert r.exists(*(flag_key(stream, n) for n in range(3))) == 0
     assert r.xinfo_consumers(stream, "kindling") == []
 
 
