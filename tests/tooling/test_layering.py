@@ -68,8 +68,7 @@ ALLOWED = {
 # Private names taken across modules: (importer, imported, name).
 # Private names taken across modules, each to be made public or moved: (importer, imported, name).
 PRIVATE_ALLOWED = {
-    ("aws.s3", "aws.client", "_aws_suffix"), ("aws.s3", "aws.client", "_configured_endpoint"),
-    ("aws.s3", "aws.client", "_resolve_region"), ("valkey.kick", "aws.client", "_resolve_endpoint"),
+    ("valkey.kick", "aws.client", "_resolve_endpoint"),
     ("valkey.kick", "aws.client", "_resolve_region"),
     ("ops.dead_stream", "ops.dlq", "_records"), ("ops.dlq", "ops.revive", "_release"),
     ("ops.revive", "client", "_fifo_options"),

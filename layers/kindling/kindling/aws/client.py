@@ -8,41 +8,22 @@ from kindling import codec  # codec.loads/dumps are rebound by codec.use_orjson(
 from kindling.aws import retry
 from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
 from kindling.aws.credentials import get_credentials
+from kindling.aws.endpoints import configured_endpoint, resolve_region
+from kindling.aws.endpoints import resolve as resolve_endpoint
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header
 from kindling.policy import compute_backoff
 
-
-def _resolve_region(region: str | None) -> str:
-    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if not region:
-        raise AwsError("MissingRegion", "no region: set AWS_REGION or AWS_DEFAULT_REGION")
-    return region
-
-
-def _configured_endpoint(service: str, endpoint: str | None) -> str | None:
-    """Explicit endpoint, else AWS_ENDPOINT_URL_<SERVICE>, else AWS_ENDPOINT_URL, else None.
-
-    The environment variables are skipped when AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true,
-    as in the AWS SDKs.
-    """
-    if endpoint:
-        return endpoint
-    env = os.environ
-    if env.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() != "true":
-        service_id = service.upper().replace("-", "_").replace(" ", "_")
-        return env.get(f"AWS_ENDPOINT_URL_{service_id}") or env.get("AWS_ENDPOINT_URL") or None
-    return None
-
-
-def _aws_suffix(region: str) -> str:
-    return "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+# Kept under their old names for the callers outside this package (the Valkey kick):
+# the rules live in kindling.aws.endpoints.
+_resolve_region = resolve_region
+_configured_endpoint = configured_endpoint
 
 
 def _resolve_endpoint(service: str, region: str, endpoint: str | None) -> str:
-    """The configured endpoint (see ``_configured_endpoint``), else AWS's own for the region."""
-    return _configured_endpoint(service, endpoint) or f"https://{service}.{region}.{_aws_suffix(region)}"
+    """The configured endpoint, else AWS's own for the region (see :mod:`kindling.aws.endpoints`)."""
+    return resolve_endpoint(service, region, endpoint).url
 
 
 class JsonClient:
@@ -50,7 +31,7 @@ class JsonClient:
 
     One persistent HTTP/1.1 connection per client, opened at the first call; calls on
     one client are serialized by a lock (a connection carries one request at a time).
-    Region and endpoint are resolved when the client is created (see ``_resolve_endpoint``);
+    Region and endpoint are resolved when the client is created (see :mod:`kindling.aws.endpoints`);
     credentials on every call.
 
     Retries: transport failures (but not a server certificate that fails verification),
@@ -97,8 +78,10 @@ class JsonClient:
         self.service = service
         self.max_response_bytes = max_response_bytes
         self.target_prefix = target_prefix
-        self.region = _resolve_region(region)
-        self.endpoint = _resolve_endpoint(service, self.region, endpoint)
+        self.region = resolve_region(region)
+        resolved = resolve_endpoint(service, self.region, endpoint)
+        self.endpoint = resolved.url
+        self.signing_region = resolved.signing_region  # not the region for a global endpoint (aws-global)
         self.timeout = timeout
         self.max_attempts = max_attempts
         parts = Url(self.endpoint)
@@ -302,7 +285,7 @@ class PendingCall:
                 self._headers,
                 self._body,
                 service=client.service,
-                region=client.region,
+                region=client.signing_region,
                 access_key=access_key,
                 secret_key=secret_key,
                 session_token=token,
@@ -387,7 +370,7 @@ def _cached(service: str, target_prefix: str, json_version: str = "1.0",
     now: a process that points AWS_ENDPOINT_URL elsewhere gets a client for it, never one
     still talking to the old endpoint."""
     global _clients_pid
-    region = _resolve_region(None)
+    region = resolve_region(None)
     key = (service, region, _resolve_endpoint(service, region, None))
     with _clients_lock:
         pid = os.getpid()

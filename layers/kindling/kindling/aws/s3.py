@@ -7,7 +7,8 @@ Addressing: path-style (``{endpoint}/{bucket}/{key}``) whenever an endpoint URL 
 configured (an explicit ``endpoint``, ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``):
 LocalStack and other local clouds serve every bucket from one host, and the bucket's own
 host name would not resolve there. On AWS, virtual-hosted style
-(``https://{bucket}.s3.{region}.amazonaws.com/{key}``) for a bucket whose name can be a
+(``https://{bucket}.s3.{region}.amazonaws.com/{key}``, or the FIPS, dual-stack or other
+partition's host :mod:`kindling.aws.endpoints` resolves) for a bucket whose name can be a
 host name under the wildcard certificate (no dots), path-style otherwise, as botocore
 chooses.
 
@@ -26,9 +27,9 @@ from _thread import allocate_lock
 from time import monotonic
 
 from kindling.aws import retry
-from kindling.aws.client import _aws_suffix, _configured_endpoint, _resolve_region
 from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
 from kindling.aws.credentials import get_credentials
+from kindling.aws.endpoints import aws_endpoint, configured_endpoint, flags, resolve_region
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header, quote
@@ -97,9 +98,14 @@ class S3Client:
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        self.region = _resolve_region(region)
-        self.endpoint = _configured_endpoint("s3", endpoint)
+        self.region = resolve_region(region)
+        self.endpoint = configured_endpoint("s3", endpoint)
+        self._flags = flags()  # FIPS, dual-stack: AWS's endpoints only
         self.path_style = self.endpoint is not None
+        # The region requests are signed for: not the region itself for aws-global. Resolved
+        # now, so a FIPS / dual-stack setting the partition lacks fails here, not at a GET.
+        self.signing_region = (self.region if self.path_style
+                               else aws_endpoint("s3", self.region, *self._flags).signing_region)
         if self.endpoint is not None:
             parts = Url(self.endpoint)
             if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
@@ -178,12 +184,11 @@ class S3Client:
             scheme, hostname, port, prefix = self._base
             target = f"{prefix}/{quote(bucket, safe='')}{path_key}"
         else:
-            suffix = _aws_suffix(self.region)
-            scheme, port = "https", None
-            if is_virtual_hostable(bucket):
-                hostname, target = f"{bucket}.s3.{self.region}.{suffix}", path_key
-            else:
-                hostname, target = f"s3.{self.region}.{suffix}", f"/{quote(bucket, safe='')}{path_key}"
+            virtual = is_virtual_hostable(bucket)
+            endpoint = aws_endpoint("s3", self.region, *self._flags, bucket=bucket if virtual else None)
+            parts = Url(endpoint.url)
+            scheme, hostname, port = parts.scheme, parts.hostname, parts.port
+            target = path_key if virtual else f"/{quote(bucket, safe='')}{path_key}"
         host = host_header(scheme, hostname, port)
         return (scheme, hostname, port or DEFAULT_PORTS[scheme]), host, target, f"{scheme}://{host}{target}"
 
@@ -222,7 +227,7 @@ class S3Client:
     def _attempt(self, method: str, where: tuple[str, str, int], target: str, url: str, body: bytes,
                  headers: dict[str, str], deadline: float | None, max_body: int) -> tuple[int, dict[str, str], Body]:
         access_key, secret_key, token = self._credentials(deadline)
-        signed = sign(method, url, headers, body, service="s3", region=self.region, access_key=access_key,
+        signed = sign(method, url, headers, body, service="s3", region=self.signing_region, access_key=access_key,
                       secret_key=secret_key, session_token=token)
         conn = self._conns.get(where)
         if conn is None:
@@ -275,7 +280,7 @@ def error_from_response(status: int, headers: dict[str, str], data: bytes | byte
                     attempts=attempts)
 
 
-_clients: dict[tuple[int, str, str | None], S3Client] = {}
+_clients: dict[tuple[int, str, str | None, tuple[bool, bool]], S3Client] = {}
 _clients_lock = allocate_lock()
 
 
@@ -284,8 +289,8 @@ def client() -> S3Client:
     :func:`kindling.aws.client.dynamodb`'s: a changed endpoint gets a client of its own)."""
     import os
 
-    region = _resolve_region(None)
-    key = (os.getpid(), region, _configured_endpoint("s3", None))
+    region = resolve_region(None)
+    key = (os.getpid(), region, configured_endpoint("s3", None), flags())
     with _clients_lock:
         found = _clients.get(key)
         if found is None:

@@ -1,0 +1,155 @@
+"""kindling's AWS endpoints are botocore's: every region of every partition (and a region of
+each partition that none lists yet), every service kindling's own client calls, FIPS and
+dual-stack on and off. botocore is the reference, resolved through its endpoint rulesets."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.endpoint_provider import EndpointProvider
+from botocore.exceptions import EndpointResolutionError
+from botocore.loaders import create_loader
+from kindling.aws import JsonClient
+from kindling.aws.endpoints import aws_endpoint, partition_of
+
+# The services kindling.aws calls: JSON clients (client.py), S3 (s3.py), Lambda (the
+# Valkey kick), STS (web identity credentials).
+JSON_SERVICES = ("dynamodb", "sqs", "secretsmanager", "ssm", "lambda", "sts")
+FLAGS = ((False, False), (False, True), (True, False), (True, True))
+UNLISTED = {"aws": "us-kindling-7", "aws-cn": "cn-kindling-7", "aws-us-gov": "us-gov-kindling-7",
+            "aws-iso": "us-iso-kindling-7", "aws-iso-b": "us-isob-kindling-7", "aws-iso-e": "eu-isoe-kindling-7",
+            "aws-iso-f": "us-isof-kindling-7", "aws-eusc": "eusc-de-kindling-7"}
+
+
+@pytest.fixture(scope="module")
+def botocore_data():
+    loader = create_loader()
+    partitions = loader.load_data("partitions")
+    providers = {}
+    for service in (*JSON_SERVICES, "s3"):
+        version = loader.determine_latest_version(service, "endpoint-rule-set-1")
+        providers[service] = EndpointProvider(loader.load_service_model(service, "endpoint-rule-set-1", version),
+                                              partitions)
+    regions = [(p["id"], r) for p in partitions["partitions"] for r in p["regions"]]
+    regions += [(pid, region) for pid, region in UNLISTED.items()]
+    return partitions, providers, regions
+
+
+def botocore_endpoint(provider, region, fips, dualstack, **params):
+    try:
+        endpoint = provider.resolve_endpoint(Region=region, UseFIPS=fips, UseDualStack=dualstack, **params)
+    except EndpointResolutionError:
+        return None
+    signing = next((s["signingRegion"] for s in endpoint.properties.get("authSchemes", ())
+                    if s.get("signingRegion")), region)
+    return endpoint.url, signing
+
+
+def kindling_json_endpoint(monkeypatch, service, region, fips, dualstack):
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true" if fips else "false")
+    monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "true" if dualstack else "false")
+    try:
+        client = JsonClient(service, "Target", region=region)
+    except Exception as exc:  # refused, as botocore refuses
+        if getattr(exc, "code", None) == "EndpointResolutionError":
+            return None
+        raise
+    return client.endpoint, client.signing_region
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("AWS_ENDPOINT_URL", "AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT",
+                 *(f"AWS_ENDPOINT_URL_{s.upper()}" for s in (*JSON_SERVICES, "s3", "secrets_manager"))):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_json_services_resolve_as_botocore_in_every_region_with_every_flag(botocore_data, monkeypatch, clean_env):
+    _, providers, regions = botocore_data
+    compared, mismatches = 0, []
+    for service in JSON_SERVICES:
+        for _, region in regions:
+            for fips, dualstack in FLAGS:
+                want = botocore_endpoint(providers[service], region, fips, dualstack)
+                got = kindling_json_endpoint(monkeypatch, service, region, fips, dualstack)
+                compared += 1
+                if got != want:
+                    mismatches.append((service, region, fips, dualstack, got, want))
+    print(f"compared {len(regions)} regions x {len(JSON_SERVICES)} services x {len(FLAGS)} flag settings"
+          f" = {compared}; mismatches: {len(mismatches)}")
+    assert compared == len(regions) * len(JSON_SERVICES) * len(FLAGS)
+    assert mismatches == [], f"{len(mismatches)} of {compared} differ from botocore, e.g. {mismatches[:5]}"
+
+
+@pytest.mark.parametrize("bucket", ["kindling-payloads", "payloads.with.dots"])
+def test_s3_resolves_as_botocore_in_every_region_with_every_flag(botocore_data, bucket):
+    """Virtual-hosted for a bucket that can be a DNS label, path-style (the bucket-less host)
+    for one with dots, as botocore does over https."""
+    _, providers, regions = botocore_data
+    compared, mismatches = 0, []
+    for _, region in regions:
+        for fips, dualstack in FLAGS:
+            want = botocore_endpoint(providers["s3"], region, fips, dualstack, Bucket=bucket)
+            if want is not None and "." in bucket:  # path-style: botocore's URL ends in /bucket
+                want = (want[0].removesuffix(f"/{bucket}"), want[1])
+            try:
+                endpoint = aws_endpoint("s3", region, fips, dualstack, bucket=None if "." in bucket else bucket)
+                got = (endpoint.url, endpoint.signing_region)
+            except Exception as exc:
+                assert getattr(exc, "code", None) == "EndpointResolutionError", exc
+                got = None
+            compared += 1
+            if got != want:
+                mismatches.append((region, fips, dualstack, got, want))
+    print(f"s3 ({bucket}): compared {len(regions)} regions x {len(FLAGS)} flag settings = {compared};"
+          f" mismatches: {len(mismatches)}")
+    assert mismatches == [], f"{len(mismatches)} of {compared} differ from botocore, e.g. {mismatches[:5]}"
+
+
+def test_every_partition_is_found_for_its_regions_and_its_pattern(botocore_data):
+    import re
+
+    partitions, _, regions = botocore_data
+    for pid, region in regions:
+        assert partition_of(region) == pid, region
+    samples = ["us-east-1", "us-gov-x-1", "usgov-east-1", "us-east-01", "eu-isoe-west-12", "eusc-fr-east-1",
+               "xx-east-1", "us-east", "us-iso-east-1-", "us-is_o-east-1", "me-central-1"]
+    for sample in samples:
+        want = next((p["id"] for p in partitions["partitions"] if sample in p["regions"]), None) or next(
+            (p["id"] for p in partitions["partitions"] if re.match(p["regionRegex"], sample)), "aws")
+        assert partition_of(sample) == want, sample
+
+
+def test_the_issue_s_hosts(monkeypatch, clean_env):
+    """What the issue saw kindling get wrong: FIPS, dual-stack, GovCloud, ISO and ISO-E hosts."""
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
+    assert JsonClient("dynamodb", "T", region="us-east-1").endpoint == "https://dynamodb-fips.us-east-1.amazonaws.com"
+    monkeypatch.delenv("AWS_USE_FIPS_ENDPOINT")
+    monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "true")
+    assert JsonClient("sqs", "T", region="eu-west-1").endpoint == "https://sqs.eu-west-1.api.aws"
+    monkeypatch.delenv("AWS_USE_DUALSTACK_ENDPOINT")
+    assert JsonClient("dynamodb", "T", region="us-iso-east-1").endpoint == "https://dynamodb.us-iso-east-1.c2s.ic.gov"
+    assert JsonClient("sqs", "T", region="eu-isoe-west-1").endpoint == "https://sqs.eu-isoe-west-1.cloud.adc-e.uk"
+
+
+def test_a_service_endpoint_variable_uses_the_sdks_service_id(monkeypatch, clean_env):
+    """AWS_ENDPOINT_URL_SECRETS_MANAGER, as botocore spells Secrets Manager's id."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", "http://127.0.0.1:4566")
+    assert JsonClient("secretsmanager", "secretsmanager", region="us-east-1").endpoint == "http://127.0.0.1:4566"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9999")
+    assert JsonClient("dynamodb", "T", region="us-east-1").endpoint == "http://127.0.0.1:8000"
+    assert JsonClient("sqs", "T", region="us-east-1").endpoint == "http://127.0.0.1:9999"
+    monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    assert JsonClient("sqs", "T", region="us-east-1").endpoint == "https://sqs.us-east-1.amazonaws.com"
+
+
+def test_the_generated_table_is_botocore_s():
+    """The table in kindling is what infra/endpoints/generate.py makes of the installed botocore."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, str(root / "infra/endpoints/generate.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
