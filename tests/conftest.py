@@ -11,6 +11,10 @@ from support.valkey import ValkeyServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# No test reaches EC2 instance metadata's link-local address: the credential chain's last
+# source (kindling.aws.imds, and botocore's) stays off unless a test points it at a loopback fake.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
 
 def pytest_sessionfinish(session):
     if not hasattr(session.config, "workerinput"):  # the run itself, not one of its workers

@@ -23,6 +23,7 @@ from botocore.credentials import Credentials
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kindling import aws, codec
+from kindling.aws import chain, container, temporary
 from support import examples
 
 AWS_ENV = (
@@ -50,6 +51,10 @@ def env(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret/TEST+key")
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    # without keys, the chain's next sources: none of this machine's own shared files
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/kindling-test/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/kindling-test/config")
+    chain.reset()
     return monkeypatch
 
 
@@ -482,7 +487,7 @@ def test_parse_utc_matches_calendar(seconds):
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
     if not stamp[:4].isdigit():  # strftime does not zero-pad years < 1000 everywhere
         return
-    assert aws.credentials._parse_utc(stamp) == calendar.timegm(time.gmtime(seconds))
+    assert temporary.parse_utc(stamp) == calendar.timegm(time.gmtime(seconds))
 
 
 def test_keep_alive_reuses_one_connection(env, server):
@@ -777,7 +782,7 @@ def test_container_credentials(env, server, tmp_path):
         "Expiration": "2999-01-01T00:00:00Z",
     }
     server.replies = [Reply(body=creds), Reply()]
-    aws.credentials._container_cache.clear()
+    container._container_cache.clear()
     client = client_for(server)
     client.call("A", {})
     client.call("B", {})  # credentials cached: no second fetch
@@ -787,7 +792,7 @@ def test_container_credentials(env, server, tmp_path):
     for req in (first, second):
         assert "Credential=AKIDBOX/" in req["headers"]["Authorization"]
         assert req["headers"]["X-Amz-Security-Token"] == "boxtok"
-    aws.credentials._container_cache.clear()
+    container._container_cache.clear()
 
 
 # ------------------------------------------------------------------- moto round trip
@@ -992,7 +997,7 @@ def test_container_credentials_behind_a_bad_certificate_are_not_retried(env, sle
     srv = UntrustedTlsServer(self_signed_cert)
     env.delenv("AWS_ACCESS_KEY_ID")
     env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", srv.url + "/creds")
-    aws.credentials._container_cache.clear()
+    container._container_cache.clear()
     with pytest.raises(aws.AwsError) as info:
         aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint="http://127.0.0.1:9", max_attempts=3).call("A", {})
     err = info.value
@@ -1073,8 +1078,8 @@ def test_the_token_is_not_sent_over_plain_http_off_the_allowed_hosts(env, sleeps
     env.delenv("AWS_ACCESS_KEY_ID")
     env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri)
     env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "secret-token")
-    monkeypatch.setattr(aws.credentials, "Connection", NoConnection)
-    aws.credentials._container_cache.clear()
+    monkeypatch.setattr(container, "Connection", NoConnection)
+    container._container_cache.clear()
     with pytest.raises(aws.AwsError) as info:
         aws.credentials.get_credentials()
     err = info.value
@@ -1103,22 +1108,22 @@ def test_the_token_goes_to_the_allowed_hosts(env, monkeypatch, uri, where):
     env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri)
     env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "secret-token")
     FakeCredentialsEndpoint.opened = []
-    monkeypatch.setattr(aws.credentials, "Connection", FakeCredentialsEndpoint)
-    aws.credentials._container_cache.clear()
+    monkeypatch.setattr(container, "Connection", FakeCredentialsEndpoint)
+    container._container_cache.clear()
     assert aws.credentials.get_credentials() == ("AKIDBOX", "s", "t")
     assert FakeCredentialsEndpoint.opened == [where]
-    aws.credentials._container_cache.clear()
+    container._container_cache.clear()
 
 
 def test_the_relative_uri_goes_to_the_container_endpoint(env, monkeypatch):
     env.delenv("AWS_ACCESS_KEY_ID")
     env.setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/abc")
     FakeCredentialsEndpoint.opened = []
-    monkeypatch.setattr(aws.credentials, "Connection", FakeCredentialsEndpoint)
-    aws.credentials._container_cache.clear()
+    monkeypatch.setattr(container, "Connection", FakeCredentialsEndpoint)
+    container._container_cache.clear()
     assert aws.credentials.get_credentials() == ("AKIDBOX", "s", "t")
     assert FakeCredentialsEndpoint.opened == [("http", "169.254.170.2", 80)]
-    aws.credentials._container_cache.clear()
+    container._container_cache.clear()
 
 
 @pytest.mark.parametrize("token", ["abc\r\nX-Injected: 1", "abc\ndef"])
@@ -1126,8 +1131,8 @@ def test_a_token_with_a_line_break_is_refused_before_any_connection(env, sleeps,
     env.delenv("AWS_ACCESS_KEY_ID")
     env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:9/creds")
     env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", token)
-    monkeypatch.setattr(aws.credentials, "Connection", NoConnection)
-    aws.credentials._container_cache.clear()
+    monkeypatch.setattr(container, "Connection", NoConnection)
+    container._container_cache.clear()
     with pytest.raises(aws.AwsError, match="line break") as info:
         aws.credentials.get_credentials()
     assert info.value.code == "CredentialsError"

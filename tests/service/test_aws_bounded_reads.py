@@ -299,7 +299,7 @@ def test_json_clients_are_bounded_by_default(env):
 
 
 def test_container_credentials_over_their_bound_are_refused_at_once(env, monkeypatch):
-    from kindling.aws import credentials
+    from kindling.aws import container as credentials
 
     replies = []
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from kindling import aws
+from kindling.aws import container
 from kindling.aws.connection import Connection
 from kindling.aws.errors import DeadlineExceeded
 
@@ -283,7 +284,7 @@ def test_stale_connection_found_at_read_is_reopened(env, sleeps):
 def test_container_credentials_fetch_is_bounded_by_the_deadline(env, black_hole):
     env.delenv("AWS_ACCESS_KEY_ID")
     env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url_of(black_hole) + "/creds")
-    aws.credentials._container_cache.clear()
+    container._container_cache.clear()
     began = time.monotonic()
     with pytest.raises(aws.AwsError) as info:
         client("http://127.0.0.1:9").call("GetItem", {}, deadline=began + 0.3)

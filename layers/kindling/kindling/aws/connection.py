@@ -333,3 +333,30 @@ class Connection:
                 return body
             body += chunk
         raise ResponseTooLarge(status, limit)
+
+
+def request_url(
+    method: str,
+    url: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    *,
+    timeout: float | None,
+    deadline: float | None = None,
+    max_body: int | None = None,
+) -> tuple[int, dict[str, str], Body]:
+    """One request on a connection of its own, closed after: for the credential endpoints
+    (instance metadata, STS), called once an hour or so, where a kept-alive socket would
+    only go stale."""
+    from kindling.aws.url import DEFAULT_PORTS, Url, host_header
+
+    parts = Url(url)
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise ValueError(f"not an http:// or https:// URL: {url!r}")
+    conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], timeout)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        return conn.request(method, target, body, {"Host": host_header(parts.scheme, parts.hostname, parts.port),
+                                                   **(headers or {})}, deadline, max_body)
+    finally:
+        conn.close()

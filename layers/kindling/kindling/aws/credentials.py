@@ -1,142 +1,23 @@
-"""Credentials from the environment Lambda provides, re-read on every call.
+"""Credentials: the environment's first, re-read on every call, then the rest of the chain.
 
-``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, or, when those
-are absent (SnapStart functions get no key variables), the container credentials endpoint
-``AWS_CONTAINER_CREDENTIALS_FULL_URI`` (or ``_RELATIVE_URI``) with
-``AWS_CONTAINER_AUTHORIZATION_TOKEN`` (or ``_TOKEN_FILE``). As botocore does, the token is
-sent over plain HTTP only to a loopback address, localhost or the container metadata
-addresses (169.254.170.2, 169.254.170.23, fd00:ec2::23); over https, to any host.
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, as Lambda sets
+them: inside Lambda nothing else is read or imported. When they are absent (outside Lambda;
+SnapStart functions get no key variables) :mod:`kindling.aws.chain` is imported and walks
+botocore's chain: profiles and the shared files, web identity, the container endpoint
+(:mod:`kindling.aws.container`), EC2 instance metadata.
 """
 
 import os
-import time
-from _thread import allocate_lock  # threading.Lock without importing threading
-
-from kindling import codec  # codec.loads is rebound by codec.use_orjson()
-from kindling.aws import retry
-from kindling.aws.connection import Connection
-from kindling.aws.errors import AwsError, DeadlineExceeded, ResponseTooLarge
-from kindling.aws.url import DEFAULT_PORTS, Url, host_header, is_loopback
-
-# botocore's ContainerMetadataFetcher: over plain HTTP the authorization token goes only to
-# a loopback address or one of these hosts; over https, anywhere.
-_CONTAINER_HOSTS = ("169.254.170.2", "169.254.170.23", "fd00:ec2::23", "localhost")
-_container_cache: dict[tuple[str, str], tuple[tuple[str, str, str | None], float]] = {}
-_container_lock = allocate_lock()
-_CONTAINER_REFRESH_MARGIN = 300.0  # refresh container credentials 5 min before expiry
-MAX_CREDENTIALS_BYTES = 65536  # the endpoint's JSON is ~1.5 KB: four short fields
 
 
 def get_credentials(deadline: float | None = None) -> tuple[str, str, str | None]:
-    """(access key, secret key, session token or None), from the environment or the container
-    endpoint (fetched by ``deadline``, a time.monotonic value, if given)."""
+    """(access key, secret key, session token or None), from the environment or the rest of
+    the chain (fetched by ``deadline``, a time.monotonic value, if given)."""
     env = os.environ
     access_key = env.get("AWS_ACCESS_KEY_ID")
     secret_key = env.get("AWS_SECRET_ACCESS_KEY")
     if access_key and secret_key:
         return access_key, secret_key, env.get("AWS_SESSION_TOKEN") or None
-    full_uri = env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-    relative_uri = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-    if full_uri or relative_uri:
-        return container_credentials(full_uri or f"http://169.254.170.2{relative_uri}", deadline)
-    raise AwsError(
-        "MissingCredentials",
-        "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-        "(plus AWS_SESSION_TOKEN for temporary credentials), or "
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    )
+    from kindling.aws import chain  # not in Lambda: it sets the variables above
 
-
-def _parse_utc(stamp: str) -> float:
-    """Seconds since the epoch for "YYYY-MM-DDTHH:MM:SS[.fff]Z" (UTC), without importing
-    _strptime/calendar/datetime: on SnapStart functions this runs on every cold start."""
-    year, month, day = int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10])
-    hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
-    # days_from_civil (H. Hinnant): days since 1970-01-01 in the proleptic Gregorian calendar
-    year -= month <= 2
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    days = era * 146097 + day_of_era - 719468
-    return days * 86400.0 + hour * 3600 + minute * 60 + second
-
-
-def container_credentials(uri: str, deadline: float | None = None) -> tuple[str, str, str | None]:
-    """Fetch (and cache until shortly before expiry) credentials from the container endpoint."""
-    parts = Url(uri)
-    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
-    if parts.scheme == "http" and not (parts.hostname in _CONTAINER_HOSTS or is_loopback(parts.hostname)):
-        raise AwsError(
-            "CredentialsError",
-            f"unsupported host {parts.hostname!r} in container credentials URI {uri!r}: over plain HTTP, "
-            f"credentials are fetched only from a loopback address or one of {', '.join(_CONTAINER_HOSTS)}",
-        )
-    env = os.environ
-    token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
-    token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
-    if not token and token_file:
-        try:
-            with open(token_file) as f:
-                token = f.read().strip()
-        except OSError as exc:
-            raise AwsError("CredentialsError", f"cannot read {token_file}: {exc}") from exc
-    if token and ("\r" in token or "\n" in token):  # as botocore: no header injection through the token
-        raise AwsError("CredentialsError", "the container authorization token holds a line break")
-    key = (uri, token or "")
-    if not retry.acquire(_container_lock, deadline):  # another thread is fetching them
-        raise AwsError("DeadlineExceeded", f"container credentials from {uri}: the deadline passed", 0, True)
-    try:
-        return _fetch_container_credentials(uri, parts, token, key, deadline)
-    finally:
-        _container_lock.release()
-
-
-def _fetch_container_credentials(
-    uri: str, parts: Url, token: str | None, key: tuple[str, str], deadline: float | None
-) -> tuple[str, str, str | None]:
-    cached = _container_cache.get(key)
-    if cached is not None and time.time() < cached[1]:
-        return cached[0]
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = {"Authorization": token} if token else {}
-    last = ""
-    for attempt in range(3):
-        if attempt:
-            delay = 0.05 * attempt
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {last}", 0, True)
-            retry.sleep(delay)
-        conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
-        host = host_header(parts.scheme, parts.hostname, parts.port)
-        try:
-            status, _, data = conn.request(
-                "GET", target, b"", {"Host": host, **headers}, deadline, MAX_CREDENTIALS_BYTES)
-        except ResponseTooLarge as exc:  # not credentials, and would not be on another try
-            raise AwsError("CredentialsError", f"container credentials from {uri}: {exc}") from exc
-        except DeadlineExceeded as exc:
-            raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {exc}", 0, True) from exc
-        except retry.TRANSPORT_ERRORS as exc:
-            if retry.is_tls_verification_failure(exc):
-                raise AwsError("TLSVerificationFailed", f"container credentials from {uri}: {exc}") from exc
-            last = f"{type(exc).__name__}: {exc}"
-            continue
-        finally:
-            conn.close()
-        if status != 200:
-            last = f"HTTP {status}: {data[:200]!r}"
-            if status < 500:
-                break
-            continue
-        try:
-            doc = codec.loads(data)
-            creds = (doc["AccessKeyId"], doc["SecretAccessKey"], doc.get("Token") or None)
-            expires = time.time() + 600.0  # no Expiration given: refresh after 10 minutes
-            if doc.get("Expiration"):
-                expires = _parse_utc(doc["Expiration"]) - _CONTAINER_REFRESH_MARGIN
-        except (ValueError, KeyError, TypeError) as exc:
-            raise AwsError("CredentialsError", f"bad response from {uri}: {exc}") from exc
-        _container_cache[key] = (creds, expires)
-        return creds
-    raise AwsError("CredentialsError", f"container credentials from {uri}: {last}", 0, True)
+    return chain.get(deadline)

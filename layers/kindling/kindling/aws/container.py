@@ -1,0 +1,107 @@
+"""Credentials from the container endpoint: ECS, EKS Pod Identity, Lambda SnapStart.
+
+``AWS_CONTAINER_CREDENTIALS_FULL_URI`` (or ``_RELATIVE_URI``) with
+``AWS_CONTAINER_AUTHORIZATION_TOKEN`` (or ``_TOKEN_FILE``, re-read at every fetch: EKS
+rotates it). As botocore does, the token is sent over plain HTTP only to a loopback
+address, localhost or the container metadata addresses (169.254.170.2, 169.254.170.23,
+fd00:ec2::23); over https, to any host.
+"""
+
+import os
+import time
+from _thread import allocate_lock  # threading.Lock without importing threading
+
+from kindling import codec  # codec.loads is rebound by codec.use_orjson()
+from kindling.aws import retry
+from kindling.aws.connection import Connection
+from kindling.aws.errors import AwsError, DeadlineExceeded, ResponseTooLarge
+from kindling.aws.temporary import parse_utc
+from kindling.aws.url import DEFAULT_PORTS, Url, host_header, is_loopback
+
+# botocore's ContainerMetadataFetcher: over plain HTTP the authorization token goes only to
+# a loopback address or one of these hosts; over https, anywhere.
+_CONTAINER_HOSTS = ("169.254.170.2", "169.254.170.23", "fd00:ec2::23", "localhost")
+_container_cache: dict[tuple[str, str], tuple[tuple[str, str, str | None], float]] = {}
+_container_lock = allocate_lock()
+_CONTAINER_REFRESH_MARGIN = 300.0  # refresh container credentials 5 min before expiry
+MAX_CREDENTIALS_BYTES = 65536  # the endpoint's JSON is ~1.5 KB: four short fields
+
+
+def container_credentials(uri: str, deadline: float | None = None) -> tuple[str, str, str | None]:
+    """Fetch (and cache until shortly before expiry) credentials from the container endpoint."""
+    parts = Url(uri)
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
+    if parts.scheme == "http" and not (parts.hostname in _CONTAINER_HOSTS or is_loopback(parts.hostname)):
+        raise AwsError(
+            "CredentialsError",
+            f"unsupported host {parts.hostname!r} in container credentials URI {uri!r}: over plain HTTP, "
+            f"credentials are fetched only from a loopback address or one of {', '.join(_CONTAINER_HOSTS)}",
+        )
+    env = os.environ
+    token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
+    token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+    if not token and token_file:
+        try:
+            with open(token_file) as f:
+                token = f.read().strip()
+        except OSError as exc:
+            raise AwsError("CredentialsError", f"cannot read {token_file}: {exc}") from exc
+    if token and ("\r" in token or "\n" in token):  # as botocore: no header injection through the token
+        raise AwsError("CredentialsError", "the container authorization token holds a line break")
+    key = (uri, token or "")
+    if not retry.acquire(_container_lock, deadline):  # another thread is fetching them
+        raise AwsError("DeadlineExceeded", f"container credentials from {uri}: the deadline passed", 0, True)
+    try:
+        return _fetch_container_credentials(uri, parts, token, key, deadline)
+    finally:
+        _container_lock.release()
+
+
+def _fetch_container_credentials(
+    uri: str, parts: Url, token: str | None, key: tuple[str, str], deadline: float | None
+) -> tuple[str, str, str | None]:
+    cached = _container_cache.get(key)
+    if cached is not None and time.time() < cached[1]:
+        return cached[0]
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {"Authorization": token} if token else {}
+    last = ""
+    for attempt in range(3):
+        if attempt:
+            delay = 0.05 * attempt
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {last}", 0, True)
+            retry.sleep(delay)
+        conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
+        host = host_header(parts.scheme, parts.hostname, parts.port)
+        try:
+            status, _, data = conn.request(
+                "GET", target, b"", {"Host": host, **headers}, deadline, MAX_CREDENTIALS_BYTES)
+        except ResponseTooLarge as exc:  # not credentials, and would not be on another try
+            raise AwsError("CredentialsError", f"container credentials from {uri}: {exc}") from exc
+        except DeadlineExceeded as exc:
+            raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {exc}", 0, True) from exc
+        except retry.TRANSPORT_ERRORS as exc:
+            if retry.is_tls_verification_failure(exc):
+                raise AwsError("TLSVerificationFailed", f"container credentials from {uri}: {exc}") from exc
+            last = f"{type(exc).__name__}: {exc}"
+            continue
+        finally:
+            conn.close()
+        if status != 200:
+            last = f"HTTP {status}: {data[:200]!r}"
+            if status < 500:
+                break
+            continue
+        try:
+            doc = codec.loads(data)
+            creds = (doc["AccessKeyId"], doc["SecretAccessKey"], doc.get("Token") or None)
+            expires = time.time() + 600.0  # no Expiration given: refresh after 10 minutes
+            if doc.get("Expiration"):
+                expires = parse_utc(doc["Expiration"]) - _CONTAINER_REFRESH_MARGIN
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AwsError("CredentialsError", f"bad response from {uri}: {exc}") from exc
+        _container_cache[key] = (creds, expires)
+        return creds
+    raise AwsError("CredentialsError", f"container credentials from {uri}: {last}", 0, True)
