@@ -269,3 +269,21 @@ def test_a_profile_s_keys_come_before_the_container_endpoint(no_keys, fakes, tmp
     (tmp_path / "no-credentials").write_text("[default]\naws_access_key_id = AKIDFILE\naws_secret_access_key = s\n")
     no_keys.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"{endpoint.url}/v1/credentials")
     assert get_credentials()[0] == "AKIDFILE" and endpoint.requests == []
+
+
+def test_the_container_endpoint_is_never_proxied_but_instance_metadata_is_as_botocore(no_keys, fakes):
+    """botocore's ContainerMetadataFetcher ignores HTTP_PROXY; its IMDS fetcher honours it."""
+    endpoint = fakes(lambda *a: (200, f'{{"AccessKeyId": "AKIDPOD", "SecretAccessKey": "s", '
+                                      f'"Expiration": "{stamp(3600)}"}}'))
+    proxied = []
+    proxy = fakes(lambda method, path, headers, body: (proxied.append(path), (502, ""))[1])
+    no_keys.setenv("HTTP_PROXY", proxy.url)
+    no_keys.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"{endpoint.url}/v1/credentials")
+    assert get_credentials()[0] == "AKIDPOD" and proxied == []
+    no_keys.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    metadata = fakes(imds(stamp(3600)))
+    no_keys.setenv("AWS_EC2_METADATA_DISABLED", "false")
+    no_keys.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", metadata.url)
+    with pytest.raises(aws.AwsError):
+        get_credentials()  # the proxy answers 502 for the metadata service
+    assert proxied == [f"{metadata.url}/latest/api/token"] and metadata.requests == []

@@ -7,6 +7,10 @@ waits at most ``timeout`` seconds and, given a deadline (a :func:`time.monotonic
 never past it: connecting, sending and the whole response must be done by then, however
 slowly the server drips its bytes. Name resolution (``getaddrinfo``) cannot be bounded.
 
+Proxies as botocore uses them (:mod:`kindling.aws.proxy`, imported only when a proxy
+variable is set): https through an HTTP CONNECT tunnel, http with the absolute URL as the
+request's target.
+
 Every body is bounded too (``max_body``, default :data:`MAX_BODY_BYTES`; an error reply's by
 :data:`MAX_ERROR_BODY_BYTES`): past the bound the read stops with
 :class:`~kindling.aws.errors.ResponseTooLarge`, and a body whose declared length is over it
@@ -15,9 +19,10 @@ declared length, or as pieces joined once.
 """
 
 import _socket  # the C module: socket.py would import enum, selectors and array
+from os import environ
 from time import monotonic
 
-from kindling.aws.errors import DeadlineExceeded, HttpProtocolError, RemoteDisconnected, ResponseTooLarge
+from kindling.aws.errors import DeadlineExceeded, HttpProtocolError, ProxyError, RemoteDisconnected, ResponseTooLarge
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,6 +33,8 @@ Body: "TypeAlias" = "bytes | bytearray"
 
 _ssl_context = None
 _MAX_HEADER_BYTES = 65536
+# Any of these set: kindling.aws.proxy decides (imported only then; Lambda sets none).
+_PROXY_VARIABLES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")
 _RECV_BYTES = 65536
 
 # Above any legitimate AWS JSON reply (DynamoDB caps BatchGetItem at 16 MB of items, SQS a
@@ -55,6 +62,8 @@ class Connection:
     a body over its bound.
     """
 
+    use_proxy = True  # the container endpoint sets False: botocore never proxies it
+
     def __init__(self, scheme: str, host: str, port: int, timeout: float | None) -> None:
         self.scheme, self.host, self.port, self.timeout = scheme, host, port, timeout
         self.sock: Any = None  # a _socket.socket or an ssl.SSLSocket (annotation never evaluated)
@@ -64,6 +73,8 @@ class Connection:
         self._method: str | None = None  # the sent request's method, until its response is read
         self._deadline: float | None = None
         self._deadline_bound = False  # whether the deadline, not ``timeout``, set the last wait
+        self._target_prefix = ""  # "http://host:port" when an http request goes through a proxy
+        self._proxy_headers: dict[str, str] = {}
 
     def close(self) -> None:
         sock, self.sock, self._buf, self._method = self.sock, None, bytearray(), None
@@ -78,15 +89,16 @@ class Connection:
             raise RuntimeError("the previous request's response has not been read")
         if deadline is not None and deadline <= monotonic():  # nothing written: the connection stays usable
             raise DeadlineExceeded("the deadline passed before the request was sent")
-        lines = [f"{method} {target} HTTP/1.1"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
-        data = memoryview("\r\n".join(lines).encode("latin-1") + body)
         self._deadline = deadline
         try:
             if self.sock is None:
                 self.sock = self._connect()
             sock = self.sock
+            lines = [f"{method} {self._target_prefix}{target} HTTP/1.1"]
+            lines += [f"{name}: {value}" for name, value in headers.items()]
+            lines += [f"{name}: {value}" for name, value in self._proxy_headers.items()]
+            lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+            data = memoryview("\r\n".join(lines).encode("latin-1") + body)
             while data:  # send, not sendall: each wait is bounded by the deadline
                 self._arm(sock)
                 data = data[sock.send(data) :]
@@ -181,6 +193,20 @@ class Connection:
         return self._deadline_bound and isinstance(exc, TimeoutError) and not isinstance(exc, DeadlineExceeded)
 
     def _connect(self):
+        proxy = None
+        if self.use_proxy and any(name in environ for name in _PROXY_VARIABLES):
+            from kindling.aws.proxy import proxy_for
+
+            proxy = proxy_for(self.scheme, self.host, self.port)
+        self._target_prefix, self._proxy_headers = "", {}
+        if proxy is not None and self.scheme == "http":
+            # Through the proxy: the request names the absolute URL, as urllib3's ProxyManager does.
+            from kindling.aws.url import host_header
+
+            self._target_prefix = f"http://{host_header('http', self.host, self.port)}"
+            if proxy.authorization:
+                self._proxy_headers = {"Proxy-Authorization": proxy.authorization}
+            return self._connect_plain(proxy.host, proxy.port)
         if self.scheme == "https":
             global _ssl_context
             import socket
@@ -192,19 +218,45 @@ class Connection:
                 # (SSL_CERT_FILE or the default paths, CERT_REQUIRED, host name checked) measured
                 # the same as SSLContext(PROTOCOL_TLS_CLIENT) + load_verify_locations, within 1 ms.
                 _ssl_context = ssl.create_default_context()
-            sock = socket.create_connection((self.host, self.port), self._wait())
+            where = (proxy.host, proxy.port) if proxy is not None else (self.host, self.port)
+            sock = socket.create_connection(where, self._wait())
             try:
                 sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+                if proxy is not None:
+                    self._tunnel(sock, proxy)
                 self._arm(sock)  # the TLS handshake, as one wait
                 return _ssl_context.wrap_socket(sock, server_hostname=self.host)
             except BaseException:
                 sock.close()
                 raise
+        return self._connect_plain(self.host, self.port)
+
+    def _tunnel(self, sock, proxy) -> None:
+        """HTTP CONNECT through ``proxy`` to this connection's host, on ``sock`` before TLS."""
+        authority = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        lines = [f"CONNECT {authority} HTTP/1.1", f"Host: {authority}"]
+        if proxy.authorization:
+            lines.append(f"Proxy-Authorization: {proxy.authorization}")
+        data = memoryview(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        while data:
+            self._arm(sock)
+            data = data[sock.send(data) :]
+        self.sock = sock  # _read_head reads through self.sock
+        try:
+            status, _, _ = self._read_head()
+        finally:
+            self.sock = None
+        if status != 200:
+            raise ProxyError(f"the proxy {proxy.host}:{proxy.port} refused CONNECT {authority}: HTTP {status}")
+        if self._buf:
+            raise ProxyError(f"the proxy {proxy.host}:{proxy.port} sent data past its CONNECT reply")
+
+    def _connect_plain(self, host_name: str, port: int):
         error: OSError | None = None
         # getaddrinfo runs a str host through the idna codec, which imports re, enum and
         # more (~10 ms); an ASCII host name is passed as bytes to skip that.
-        host = self.host.encode("ascii") if self.host.isascii() else self.host
-        for family, kind, proto, _, address in _socket.getaddrinfo(host, self.port, 0, _socket.SOCK_STREAM):
+        host = host_name.encode("ascii") if host_name.isascii() else host_name
+        for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
             sock = _socket.socket(family, kind, proto)
             try:
                 self._arm(sock)
@@ -217,7 +269,7 @@ class Connection:
                     raise
                 error = exc
         self._deadline_bound = False  # ``error`` may be an earlier address's own timeout
-        raise error or OSError(f"getaddrinfo returned nothing for {self.host}")
+        raise error or OSError(f"getaddrinfo returned nothing for {host_name}")
 
     def _fill(self) -> bool:
         """Receive what the peer has sent (up to 64 KiB) onto the buffer; False at its end."""

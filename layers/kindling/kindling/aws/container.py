@@ -74,6 +74,7 @@ def _fetch_container_credentials(
                 raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {last}", 0, True)
             retry.sleep(delay)
         conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
+        conn.use_proxy = False  # a link-local or loopback endpoint, never proxied (as botocore)
         host = host_header(parts.scheme, parts.hostname, parts.port)
         try:
             status, _, data = conn.request(

@@ -85,3 +85,7 @@ class ResponseTooLarge(HttpProtocolError):
         self.status, self.limit, self.length = status, limit, length
         declared = f" (Content-Length: {length:,})" if length is not None else ""
         super().__init__(f"the HTTP {status} response's body is over the {limit:,} bytes it may hold{declared}")
+
+
+class ProxyError(ConnectionError):
+    """The proxy (HTTPS_PROXY / HTTP_PROXY) refused to open the tunnel, or broke it."""

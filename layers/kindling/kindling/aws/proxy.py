@@ -1,0 +1,74 @@
+"""Which proxy a connection goes through, read from the environment as botocore reads it.
+
+``HTTPS_PROXY`` for https endpoints, ``HTTP_PROXY`` for http ones (the lowercase spellings
+win, as in urllib's ``getproxies``), except for hosts ``NO_PROXY`` names: ``*``, a host,
+or a domain (``example.com`` and ``.example.com`` both cover ``a.example.com``), with or
+without a port, as ``urllib.request.proxy_bypass_environment`` matches them. An https
+endpoint is reached through an HTTP CONNECT tunnel (TLS end to end, as urllib3 does); an
+http one by sending the request to the proxy with the absolute URL as its target.
+
+Imported only when one of the proxy variables is set.
+"""
+
+import os
+
+from kindling.aws.url import Url
+
+
+class Proxy:
+    """An http:// proxy: where to connect, and the Proxy-Authorization header if it has a user."""
+
+    __slots__ = ("host", "port", "authorization", "url")
+
+    def __init__(self, url: str) -> None:
+        if "://" not in url:
+            url = f"http://{url}"  # "127.0.0.1:3128", as urllib3 reads it
+        parts = Url(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise ValueError(f"unsupported proxy {url!r}: kindling speaks to http:// proxies (CONNECT for https)")
+        self.url, self.host, self.port = url, parts.hostname, parts.port or 80
+        self.authorization: str | None = None
+        netloc = url.split("://", 1)[1].split("/", 1)[0]
+        if "@" in netloc:
+            import base64
+            from urllib.parse import unquote
+
+            userinfo = netloc.rpartition("@")[0]
+            user, _, password = userinfo.partition(":")
+            raw = f"{unquote(user)}:{unquote(password)}".encode()
+            self.authorization = "Basic " + base64.b64encode(raw).decode("ascii")
+
+    def __repr__(self) -> str:  # never the password
+        return f"Proxy({self.host!r}, {self.port})"
+
+
+def _env(name: str) -> str:
+    env = os.environ
+    return env.get(name.lower()) or env.get(name.upper()) or ""
+
+
+def bypass(host: str, port: int | None, no_proxy: str) -> bool:
+    """Whether ``no_proxy`` (NO_PROXY's value) exempts ``host`` (``port``): urllib's rule."""
+    if no_proxy.strip() == "*":
+        return True
+    host = host.lower()
+    with_port = f"{host}:{port}" if port is not None else host
+    for name in no_proxy.split(","):
+        name = name.strip().lstrip(".").lower()
+        if not name:
+            continue
+        if name in (host, with_port):
+            return True
+        if host.endswith("." + name) or with_port.endswith("." + name):
+            return True
+    return False
+
+
+def proxy_for(scheme: str, host: str, port: int | None = None) -> Proxy | None:
+    """The proxy for a connection to ``scheme://host:port``, or None to connect directly."""
+    url = _env(f"{scheme}_proxy")
+    if not url:
+        return None
+    if bypass(host, port, _env("no_proxy")):
+        return None
+    return Proxy(url)
