@@ -280,3 +280,13 @@ def test_without_keys_in_the_environment_the_chain_is_imported(files):
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + code],
                          capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"]
+
+
+def test_the_command_line_s_one_line_for_missing_credentials_keeps_the_sources(files):
+    from kindling import exits
+
+    with pytest.raises(aws.AwsError) as info:
+        get_credentials()
+    line, code = exits.describe(info.value)
+    assert code == exits.ERROR
+    assert "tried: the environment" in line and "EC2 instance metadata" in line and str(files[0]) in line

@@ -11,8 +11,10 @@ open at the first call and are kept alive across warm invocations; a connection 
 server (or a NAT) dropped while the Lambda sandbox was frozen is detected on first use and
 replaced without costing a retry attempt.
 
-Credentials come from the environment Lambda provides, re-read on every call (see
-:mod:`kindling.aws.credentials`). Producers and tools outside Lambda should keep using boto3.
+Credentials come from the environment Lambda provides, re-read on every call; outside
+Lambda, from boto3's chain (profiles, web identity, the container endpoint, instance
+metadata), imported only then. Endpoints and proxies are found as botocore finds them.
+docs/aws-credentials.md has the order and the variables.
 
 The parts, as urllib3 splits them:
 
@@ -22,7 +24,13 @@ The parts, as urllib3 splits them:
 - :mod:`~kindling.aws.retry`: which failures are retried, errors read from responses (the wait
   between attempts is :func:`kindling.backoff.compute_backoff`)
 - :mod:`~kindling.aws.connection`: one HTTP/1.1 connection; a request sent now, its reply read later
-- :mod:`~kindling.aws.credentials`: environment and container credentials
+- :mod:`~kindling.aws.proxy`: which proxy a connection goes through (HTTPS_PROXY, NO_PROXY)
+- :mod:`~kindling.aws.endpoints`: region and endpoint (FIPS, dual-stack, every partition) from
+  the generated :mod:`~kindling.aws.endpoint_table`
+- :mod:`~kindling.aws.credentials`: the environment's credentials, then
+  :mod:`~kindling.aws.chain` (:mod:`~kindling.aws.profiles`, :mod:`~kindling.aws.sts`,
+  :mod:`~kindling.aws.container`, :mod:`~kindling.aws.imds`; the refresh rule in
+  :mod:`~kindling.aws.temporary`)
 - :mod:`~kindling.aws.client`: :class:`JsonClient` (``call``, or ``start`` and a
   :class:`PendingCall`'s ``result()``, each under an optional deadline) and the process's
   cached clients
