@@ -8,8 +8,8 @@ from kindling import codec  # codec.loads/dumps are rebound by codec.use_orjson(
 from kindling.aws import retry
 from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
 from kindling.aws.credentials import get_credentials
-from kindling.aws.endpoints import configured_endpoint, resolve_region
 from kindling.aws.endpoints import resolve as resolve_endpoint
+from kindling.aws.endpoints import resolve_region
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header
@@ -18,7 +18,6 @@ from kindling.policy import compute_backoff
 # Kept under their old names for the callers outside this package (the Valkey kick):
 # the rules live in kindling.aws.endpoints.
 _resolve_region = resolve_region
-_configured_endpoint = configured_endpoint
 
 
 def _resolve_endpoint(service: str, region: str, endpoint: str | None) -> str:
