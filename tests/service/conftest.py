@@ -11,5 +11,5 @@ def sleeps(monkeypatch) -> list[float]:
     from kindling import aws
 
     delays: list[float] = []
-    monkeypatch.setattr(aws.retry, "sleep", delays.append)
+    monkeypatch.setattr(aws.errors, "sleep", delays.append)
     return delays

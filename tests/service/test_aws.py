@@ -1063,7 +1063,7 @@ def test_the_token_is_not_sent_over_plain_http_off_the_allowed_hosts(env, sleeps
     monkeypatch.setattr(container, "Connection", NoConnection)
     container._container_cache.clear()
     with pytest.raises(aws.AwsError) as info:
-        aws.credentials.get_credentials()
+        aws.client.get_credentials()
     err = info.value
     assert (err.code, err.retryable) == ("CredentialsError", False)
     assert "169.254.170.2" in err.message and "loopback" in err.message and sleeps == []
@@ -1092,7 +1092,7 @@ def test_the_token_goes_to_the_allowed_hosts(env, monkeypatch, uri, where):
     FakeCredentialsEndpoint.opened = []
     monkeypatch.setattr(container, "Connection", FakeCredentialsEndpoint)
     container._container_cache.clear()
-    assert aws.credentials.get_credentials() == ("AKIDBOX", "s", "t")
+    assert aws.client.get_credentials() == ("AKIDBOX", "s", "t")
     assert FakeCredentialsEndpoint.opened == [where]
     container._container_cache.clear()
 
@@ -1103,7 +1103,7 @@ def test_the_relative_uri_goes_to_the_container_endpoint(env, monkeypatch):
     FakeCredentialsEndpoint.opened = []
     monkeypatch.setattr(container, "Connection", FakeCredentialsEndpoint)
     container._container_cache.clear()
-    assert aws.credentials.get_credentials() == ("AKIDBOX", "s", "t")
+    assert aws.client.get_credentials() == ("AKIDBOX", "s", "t")
     assert FakeCredentialsEndpoint.opened == [("http", "169.254.170.2", 80)]
     container._container_cache.clear()
 
@@ -1116,5 +1116,5 @@ def test_a_token_with_a_line_break_is_refused_before_any_connection(env, sleeps,
     monkeypatch.setattr(container, "Connection", NoConnection)
     container._container_cache.clear()
     with pytest.raises(aws.AwsError, match="line break") as info:
-        aws.credentials.get_credentials()
+        aws.client.get_credentials()
     assert info.value.code == "CredentialsError"

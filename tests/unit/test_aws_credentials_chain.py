@@ -12,7 +12,7 @@ import pytest
 from kindling import aws
 from kindling.aws import chain
 from kindling.aws.chain import ADVISORY_REFRESH, MANDATORY_REFRESH, refresh_due
-from kindling.aws.credentials import get_credentials
+from kindling.aws.client import get_credentials
 
 CHAIN_ENV = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
@@ -259,7 +259,7 @@ def test_with_keys_in_the_environment_the_rest_of_the_chain_is_never_imported(tm
     code = textwrap.dedent("""
         import os, sys
         os.environ.update(AWS_ACCESS_KEY_ID="AKIDLAMBDA", AWS_SECRET_ACCESS_KEY="s", AWS_SESSION_TOKEN="t")
-        from kindling.aws.credentials import get_credentials
+        from kindling.aws.client import get_credentials
         assert get_credentials() == ("AKIDLAMBDA", "s", "t")
         print(" ".join(sorted(m for m in sys.modules if m.startswith("kindling.aws") or m in
                               ("configparser", "xml", "subprocess", "shlex", "re"))))
@@ -267,7 +267,7 @@ def test_with_keys_in_the_environment_the_rest_of_the_chain_is_never_imported(tm
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + code],
                          capture_output=True, text=True, check=True)
     loaded = out.stdout.split()
-    assert "kindling.aws.credentials" in loaded
+    assert "kindling.aws.client" in loaded
     assert not {"kindling.aws.chain", "kindling.aws.profiles", "kindling.aws.sts", "kindling.aws.imds",
                 "configparser", "subprocess", "shlex", "re"} & set(loaded), loaded
 
@@ -275,7 +275,7 @@ def test_with_keys_in_the_environment_the_rest_of_the_chain_is_never_imported(tm
 def test_without_keys_in_the_environment_the_chain_is_imported(files):
     credentials, _ = files
     write(credentials, "[default]\naws_access_key_id = A\naws_secret_access_key = s\n")
-    code = ("import sys\nfrom kindling.aws.credentials import get_credentials\nget_credentials()\n"
+    code = ("import sys\nfrom kindling.aws.client import get_credentials\nget_credentials()\n"
             "print('kindling.aws.chain' in sys.modules, 'kindling.aws.profiles' in sys.modules)")
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + code],
                          capture_output=True, text=True, check=True)

@@ -18,16 +18,16 @@ docs/aws-credentials.md has the order and the variables.
 
 The parts, as urllib3 splits them:
 
-- :mod:`~kindling.aws.errors`: :class:`AwsError` and the transport's own errors
+- :mod:`~kindling.aws.errors`: :class:`AwsError` and the transport's own errors; which failures
+  are retried, errors read from responses (the wait between attempts is
+  :func:`kindling.backoff.compute_backoff`)
 - :mod:`~kindling.aws.url`: URL parsing, percent-encoding, SigV4's canonical path and query
 - :mod:`~kindling.aws.signing`: :func:`sign` (SigV4)
-- :mod:`~kindling.aws.retry`: which failures are retried, errors read from responses (the wait
-  between attempts is :func:`kindling.backoff.compute_backoff`)
 - :mod:`~kindling.aws.connection`: one HTTP/1.1 connection; a request sent now, its reply read later
 - :mod:`~kindling.aws.proxy`: which proxy a connection goes through (HTTPS_PROXY, NO_PROXY)
 - :mod:`~kindling.aws.endpoints`: region and endpoint (FIPS, dual-stack, every partition) from
-  the generated :mod:`~kindling.aws.endpoint_table`
-- :mod:`~kindling.aws.credentials`: the environment's credentials, then
+  its table generated from botocore's data
+- :func:`~kindling.aws.client.get_credentials`: the environment's credentials, then
   :mod:`~kindling.aws.chain` (:mod:`~kindling.aws.profiles`, :mod:`~kindling.aws.sts`,
   :mod:`~kindling.aws.container`, :mod:`~kindling.aws.imds`; the refresh rule in
   :mod:`~kindling.aws.temporary`)
@@ -40,8 +40,14 @@ The parts, as urllib3 splits them:
 """
 
 from kindling.aws.client import JsonClient, PendingCall, dynamodb, secretsmanager, sqs, ssm
-from kindling.aws.errors import AwsError, DeadlineExceeded, HttpProtocolError, RemoteDisconnected, ResponseTooLarge
-from kindling.aws.retry import RETRYABLE_CODES
+from kindling.aws.errors import (
+    RETRYABLE_CODES,
+    AwsError,
+    DeadlineExceeded,
+    HttpProtocolError,
+    RemoteDisconnected,
+    ResponseTooLarge,
+)
 from kindling.aws.signing import sign
 
 __all__ = [

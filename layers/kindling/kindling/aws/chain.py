@@ -1,6 +1,6 @@
 """The credential chain outside the environment: what botocore finds, in botocore's order.
 
-:func:`kindling.aws.credentials.get_credentials` returns the environment's keys itself and
+:func:`kindling.aws.client.get_credentials` returns the environment's keys itself and
 imports this module only when there are none (never inside Lambda, which sets them). The
 sources, in order:
 
@@ -54,9 +54,9 @@ def get(deadline: float | None = None) -> tuple[str, str, str | None]:
     """(access key, secret key, token) from the first configured source; cached, refreshed
     ahead of expiry. Raises AwsError "MissingCredentials" naming the sources tried."""
     global _cached, _cached_for
-    from kindling.aws import retry
+    from kindling.aws import errors
 
-    if not retry.acquire(_lock, deadline):
+    if not errors.acquire(_lock, deadline):
         raise AwsError("DeadlineExceeded", "credentials: another thread was fetching them until the deadline", 0, True)
     try:
         key = _environment_key()

@@ -5,15 +5,33 @@ from _thread import allocate_lock, get_ident  # threading's Lock and get_ident w
 from time import monotonic
 
 from kindling import codec  # codec.loads/dumps are rebound by codec.use_orjson()
-from kindling.aws import retry
+from kindling.aws import errors
 from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
-from kindling.aws.credentials import get_credentials
 from kindling.aws.endpoints import resolve as resolve_endpoint
 from kindling.aws.endpoints import resolve_region
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header
 from kindling.policy import compute_backoff
+
+
+def get_credentials(deadline: float | None = None) -> tuple[str, str, str | None]:
+    """(access key, secret key, session token or None), from the environment or the rest of
+    the chain (fetched by ``deadline``, a time.monotonic value, if given).
+
+    The environment's first, re-read on every call (``AWS_ACCESS_KEY_ID`` and friends, as Lambda
+    sets them: inside Lambda nothing else is read or imported). Without them (outside Lambda;
+    SnapStart functions get no key variables) :mod:`kindling.aws.chain` walks botocore's chain:
+    profiles and the shared files, web identity, the container endpoint, EC2 instance metadata."""
+    env = os.environ
+    access_key = env.get("AWS_ACCESS_KEY_ID")
+    secret_key = env.get("AWS_SECRET_ACCESS_KEY")
+    if access_key and secret_key:
+        return access_key, secret_key, env.get("AWS_SESSION_TOKEN") or None
+    from kindling.aws import chain  # not in Lambda: it sets the variables above
+
+    return chain.get(deadline)
+
 
 # Kept under their old names for the callers outside this package (the Valkey kick):
 # the rules live in kindling.aws.endpoints.
@@ -175,7 +193,7 @@ class JsonClient:
             return reused
         except BaseException as exc:
             self._drop()
-            if not (reused and retry.is_stale(exc)):
+            if not (reused and errors.is_stale(exc)):
                 raise
         try:
             self._connection().send("POST", self._target, body, headers, deadline)
@@ -193,7 +211,7 @@ class JsonClient:
             return self._conn.read_response(deadline, self.max_response_bytes)
         except BaseException as exc:
             self._drop()
-            if not (reused and retry.is_stale(exc)):
+            if not (reused and errors.is_stale(exc)):
                 raise
         try:
             return self._connection().request("POST", self._target, body, headers, deadline, self.max_response_bytes)
@@ -224,7 +242,7 @@ class PendingCall:
         self._failure: AwsError | None = None  # the last send's failure, for result() to handle
         self._outcome: tuple[dict | None, AwsError | None] | None = None
         self._holding = False
-        if not retry.acquire(client._lock, deadline):
+        if not errors.acquire(client._lock, deadline):
             self._failure = AwsError("DeadlineExceeded", f"{client!r} was busy until the deadline", 0, True, attempts=0)
             return
         client._holder = get_ident()
@@ -290,8 +308,8 @@ class PendingCall:
                 session_token=token,
             )
             self._reused = client._send(self._signed, self._body, self.deadline)
-        except retry.TRANSPORT_ERRORS as exc:
-            self._failure = retry.transport_error(exc, self._attempt)
+        except errors.TRANSPORT_ERRORS as exc:
+            self._failure = errors.transport_error(exc, self._attempt)
         except AwsError as exc:
             exc.attempts = self._attempt
             self._failure = exc
@@ -317,7 +335,7 @@ class PendingCall:
                         request_id=exc.request_id,
                         attempts=self._attempt,
                     ) from exc
-            retry.sleep(delay)
+            errors.sleep(delay)
             self._send()
 
     def _reply(self) -> dict:
@@ -327,10 +345,10 @@ class PendingCall:
         attempt = self._attempt
         try:
             status, headers, data = self.client._receive(self._signed, self._body, self.deadline, self._reused)
-        except retry.TRANSPORT_ERRORS as exc:
-            raise retry.transport_error(exc, attempt) from exc
+        except errors.TRANSPORT_ERRORS as exc:
+            raise errors.transport_error(exc, attempt) from exc
         if status >= 300:
-            raise retry.error_from_response(status, headers, data, attempt)
+            raise errors.error_from_response(status, headers, data, attempt)
         crc = headers.get("x-amz-crc32")  # DynamoDB checksums its responses
         if crc is not None:
             import zlib

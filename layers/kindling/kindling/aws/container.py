@@ -12,7 +12,7 @@ import time
 from _thread import allocate_lock  # threading.Lock without importing threading
 
 from kindling import codec  # codec.loads is rebound by codec.use_orjson()
-from kindling.aws import retry
+from kindling.aws import errors
 from kindling.aws.connection import Connection
 from kindling.aws.errors import AwsError, DeadlineExceeded, ResponseTooLarge
 from kindling.aws.temporary import parse_utc
@@ -50,7 +50,7 @@ def container_credentials(uri: str, deadline: float | None = None) -> tuple[str,
     if token and ("\r" in token or "\n" in token):  # as botocore: no header injection through the token
         raise AwsError("CredentialsError", "the container authorization token holds a line break")
     key = (uri, token or "")
-    if not retry.acquire(_container_lock, deadline):  # another thread is fetching them
+    if not errors.acquire(_container_lock, deadline):  # another thread is fetching them
         raise AwsError("DeadlineExceeded", f"container credentials from {uri}: the deadline passed", 0, True)
     try:
         return _fetch_container_credentials(uri, parts, token, key, deadline)
@@ -72,7 +72,7 @@ def _fetch_container_credentials(
             delay = 0.05 * attempt
             if deadline is not None and time.monotonic() + delay >= deadline:
                 raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {last}", 0, True)
-            retry.sleep(delay)
+            errors.sleep(delay)
         conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
         conn.use_proxy = False  # a link-local or loopback endpoint, never proxied (as botocore)
         host = host_header(parts.scheme, parts.hostname, parts.port)
@@ -83,8 +83,8 @@ def _fetch_container_credentials(
             raise AwsError("CredentialsError", f"container credentials from {uri}: {exc}") from exc
         except DeadlineExceeded as exc:
             raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {exc}", 0, True) from exc
-        except retry.TRANSPORT_ERRORS as exc:
-            if retry.is_tls_verification_failure(exc):
+        except errors.TRANSPORT_ERRORS as exc:
+            if errors.is_tls_verification_failure(exc):
                 raise AwsError("TLSVerificationFailed", f"container credentials from {uri}: {exc}") from exc
             last = f"{type(exc).__name__}: {exc}"
             continue

@@ -31,7 +31,7 @@ def endpoint() -> str:
 def instance_credentials(deadline: float | None = None):
     """The instance profile's credentials; AwsError "MissingCredentials" where no metadata
     service answers (not on EC2) or the instance has no role."""
-    from kindling.aws import retry
+    from kindling.aws import errors
     from kindling.aws.connection import request_url
     from kindling.aws.temporary import Credentials, parse_utc
 
@@ -47,7 +47,7 @@ def instance_credentials(deadline: float | None = None):
             try:
                 status, _, data = request_url(method, base + path, b"", {**headers, **extra}, timeout=timeout,
                                               deadline=deadline, max_body=MAX_REPLY_BYTES)
-            except retry.TRANSPORT_ERRORS as exc:
+            except errors.TRANSPORT_ERRORS as exc:
                 last = exc
                 continue
             if status >= 500:

@@ -26,9 +26,9 @@ from __future__ import annotations
 from _thread import allocate_lock
 from time import monotonic
 
-from kindling.aws import retry
+from kindling.aws import errors
+from kindling.aws.client import get_credentials
 from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
-from kindling.aws.credentials import get_credentials
 from kindling.aws.endpoints import aws_endpoint, configured_endpoint, flags, resolve_region
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
@@ -75,7 +75,7 @@ class S3Client:
         endpoint: an endpoint URL (default: the environment's, see the module's docstring;
             none: AWS). With one, requests are path-style.
         credentials: returns (access key, secret key, session token or None), given the
-            call's deadline; default :func:`kindling.aws.credentials.get_credentials`
+            call's deadline; default :func:`kindling.aws.client.get_credentials`
             (Lambda's environment). Producers pass their boto3 session's.
         timeout: seconds any one socket operation may wait.
         max_attempts: requests per call, retries included.
@@ -196,7 +196,7 @@ class S3Client:
                  deadline: float | None, max_body: int) -> tuple[dict[str, str], Body]:
         where, host, target, url = self._address(bucket, key)
         headers = {"Host": host, "User-Agent": "kindling-aws/1", **headers}
-        if not retry.acquire(self._lock, deadline):
+        if not errors.acquire(self._lock, deadline):
             raise AwsError("DeadlineExceeded", f"{self!r} was busy until the deadline", 0, True, attempts=0)
         try:
             attempt = 0
@@ -205,8 +205,8 @@ class S3Client:
                 try:
                     status, reply_headers, data = self._attempt(method, where, target, url, body, headers, deadline,
                                                                 max_body)
-                except retry.TRANSPORT_ERRORS as exc:
-                    error = retry.transport_error(exc, attempt)
+                except errors.TRANSPORT_ERRORS as exc:
+                    error = errors.transport_error(exc, attempt)
                 except AwsError as exc:  # credentials
                     exc.attempts = attempt
                     raise
@@ -220,7 +220,7 @@ class S3Client:
                 if deadline is not None and monotonic() + delay >= deadline:
                     raise AwsError("DeadlineExceeded", f"no time left for another attempt; the last failed with "
                                    f"{error}", error.status, True, request_id=error.request_id, attempts=attempt)
-                retry.sleep(delay)
+                errors.sleep(delay)
         finally:
             self._lock.release()
 
@@ -237,7 +237,7 @@ class S3Client:
             return conn.request(method, target, body, signed, deadline, max_body)
         except BaseException as exc:
             conn.close()
-            if not (reused and retry.is_stale(exc)):
+            if not (reused and errors.is_stale(exc)):
                 raise
         # The kept-alive connection had died while idle: once more on a new one, not an attempt.
         return conn.request(method, target, body, signed, deadline, max_body)
@@ -274,7 +274,7 @@ def error_from_response(status: int, headers: dict[str, str], data: bytes | byte
     message = _xml_text(data, "Message")
     if not message and data and b"<Error>" not in data:
         message = data[:300].decode("utf-8", "replace")
-    retryable = status >= 500 or status == 429 or code in retry.RETRYABLE_CODES or code == "InternalError"
+    retryable = status >= 500 or status == 429 or code in errors.RETRYABLE_CODES or code == "InternalError"
     return AwsError(code, message, status, retryable,
                     request_id=headers.get("x-amz-request-id") or _xml_text(data, "RequestId") or None,
                     attempts=attempts)

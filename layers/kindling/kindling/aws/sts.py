@@ -18,7 +18,7 @@ def assume_role_with_web_identity(role_arn: str, token_file: str, session_name: 
     """Credentials for ``role_arn`` in exchange for the token in ``token_file``."""
     import time
 
-    from kindling.aws import endpoints, retry
+    from kindling.aws import endpoints, errors
     from kindling.aws.connection import request_url
     from kindling.aws.temporary import Credentials, parse_utc
     from kindling.aws.url import quote
@@ -41,12 +41,12 @@ def assume_role_with_web_identity(role_arn: str, token_file: str, session_name: 
     last = ""
     for attempt in range(1, attempts + 1):
         if attempt > 1:
-            retry.sleep(0.1 * 2 ** (attempt - 2))
+            errors.sleep(0.1 * 2 ** (attempt - 2))
         try:
             status, _, data = request_url("POST", url, body, headers, timeout=timeout, deadline=deadline,
                                           max_body=MAX_REPLY_BYTES)
-        except retry.TRANSPORT_ERRORS as exc:
-            if retry.is_tls_verification_failure(exc):
+        except errors.TRANSPORT_ERRORS as exc:
+            if errors.is_tls_verification_failure(exc):
                 raise AwsError("TLSVerificationFailed", f"web identity at {url}: {exc}") from exc
             last = f"{type(exc).__name__}: {exc}"
             continue

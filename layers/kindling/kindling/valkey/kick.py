@@ -125,7 +125,7 @@ class LambdaInvoker:
         return f"LambdaInvoker({self.function_name!r}, endpoint={self.endpoint!r})"
 
     def __call__(self, payload: dict) -> None:
-        from kindling.aws import retry
+        from kindling.aws import errors
         from kindling.backoff import compute_backoff
 
         body = codec.dumps(payload).encode()
@@ -134,19 +134,19 @@ class LambdaInvoker:
             with self._lock:
                 try:
                     status, headers, data = self._post(body, deadline)
-                except retry.TRANSPORT_ERRORS as exc:
-                    error = retry.transport_error(exc, attempt)
+                except errors.TRANSPORT_ERRORS as exc:
+                    error = errors.transport_error(exc, attempt)
                 else:
                     if 200 <= status < 300:
                         return
-                    error = retry.error_from_response(status, headers, data, attempt)
+                    error = errors.error_from_response(status, headers, data, attempt)
             if not error.retryable or attempt == self.attempts or monotonic() >= deadline:
                 raise error
-            retry.sleep(min(compute_backoff(attempt, base=0.05, cap=1.0), max(0.0, deadline - monotonic())))
+            errors.sleep(min(compute_backoff(attempt, base=0.05, cap=1.0), max(0.0, deadline - monotonic())))
 
     def _post(self, body: bytes, deadline: float):
+        from kindling.aws.client import get_credentials
         from kindling.aws.connection import Connection
-        from kindling.aws.credentials import get_credentials
         from kindling.aws.signing import sign
 
         access_key, secret_key, token = get_credentials(deadline)
