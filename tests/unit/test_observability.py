@@ -89,11 +89,49 @@ def test_the_runner_logs_a_batch_line_and_one_per_failed_job(lambda_env):
     logs.invocation()  # as the handler starts each invocation: the trace id comes from the environment
     Runner(reg, MemoryResultStore(), log=logs.LogSink(buf), metrics=False).run(
         [Delivery(f"m{i}", b, 1) for i, b in enumerate(bodies)])
-    batch, failed = (codec.loads(line) for line in buf.getvalue().splitlines())
+    failed, batch = (codec.loads(line) for line in buf.getvalue().splitlines())  # its jobs, then the batch
     assert batch["message"] == "batch done" and batch["succeeded"] == 1 and batch["failed"] == 1
     assert failed["level"] == "WARNING" and failed["task"] == "boom" and failed["attempt"] == 1
     assert failed["status"] == "failed" and "ZeroDivisionError" in failed["error"]
     assert failed["xray_trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
+    for line in (failed, batch):
+        assert_powertools_location(line["location"])
+
+
+def assert_powertools_location(location: str) -> None:
+    """``<function>:<line>`` as Powertools writes it (``%(funcName)s:%(lineno)d``), naming a
+    function of kindling's whose source spans that line."""
+    import inspect
+
+    import kindling.runner
+
+    name, _, line = location.partition(":")
+    assert re.fullmatch(r"[A-Za-z_]\w*", name) and line.isdigit(), location
+    sources = [getattr(kindling.runner.Runner, name, None), getattr(kindling.runner, name, None),
+               getattr(logs, name, None)]
+    spans = []
+    for fn in filter(None, sources):
+        lines, first = inspect.getsourcelines(fn)
+        spans.append(first <= int(line) < first + len(lines))
+    assert any(spans), location
+
+
+def test_the_runners_other_lines_say_where_they_were_written(lambda_env):
+    from kindling.errors import StoreUnavailable
+
+    class Down(MemoryResultStore):
+        def begin_read(self, ids, *, deadline=None):
+            raise StoreUnavailable("down")
+
+    reg = Registry()
+    reg.task(name="ok")(lambda: 1)
+    buf = io.StringIO()
+    Runner(reg, Down(), log=logs.LogSink(buf), metrics=False).run(
+        [Delivery("m", encode_job(new_job("ok")).decode(), 1)])
+    lines = [codec.loads(line) for line in buf.getvalue().splitlines()]
+    assert lines and all(line["location"] != "kindling.runner:run" for line in lines)
+    for line in lines:
+        assert_powertools_location(line["location"])
 
 
 # -- EMF ------------------------------------------------------------------------------------
@@ -179,11 +217,23 @@ def test_documents_match_powertools_metrics_for_the_same_figures(reg, lambda_env
         {k: [float(x) for x in v] if isinstance(v, list) else v for k, v in their_shape[3].items()}
 
 
-def test_big_batches_keep_every_count_and_at_most_100_values(reg, lambda_env):
-    bodies = [encode_job(new_job("resize")).decode() for _ in range(150)]
-    (doc, totals) = metrics.documents(run_batch(reg, bodies), reg, at_ms=1)
-    assert doc["JobsSucceeded"] == [150] and len(doc["JobDuration"]) == 100
-    assert_valid_emf(doc)
+def test_a_500_job_batch_records_every_value_in_documents_of_at_most_100(reg, lambda_env):
+    bodies = [encode_job(new_job("resize" if i % 5 else "boom")).decode() for i in range(500)]
+    outcomes = run_batch(reg, bodies)
+    docs = metrics.documents(outcomes, reg, at_ms=1)
+    for doc in docs:
+        assert_valid_emf(doc)
+
+    def values(task, name):
+        return [v for d in docs if d.get("task") == task for v in d.get(name, [])]
+
+    durations = sorted(o.record["duration_ms"] for o in outcomes if o.task == "resize")
+    assert len(durations) == 400 and sorted(values("resize", "JobDuration")) == durations
+    assert len(values("resize", "QueueWait")) == 400 and len(values("boom", "JobDuration")) == 100
+    assert len(values(None, "JobDuration")) == 500 and len(values(None, "QueueWait")) == 500
+    # Counts are written once, never once per document.
+    assert values("resize", "JobsSucceeded") == [400] and values("boom", "JobsFailed") == [100]
+    assert values(None, "JobsSucceeded") == [400] and values(None, "BatchSize") == [500]
 
 
 def test_the_worker_writes_emf_lines_when_enabled(reg, lambda_env, capsys):
@@ -256,6 +306,8 @@ def test_the_producers_trace_reaches_the_jobs_log_line_and_record(lambda_env, mo
                           "attributes": msg["Attributes"], "eventSource": "aws:sqs",
                           "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:traced"}]}
     worker(event, None)
-    failed = [codec.loads(line) for line in buf.getvalue().splitlines()][-1]
+    *jobs, batch = [codec.loads(line) for line in buf.getvalue().splitlines()]
+    (failed,) = [line for line in jobs if line.get("job_id")]  # before its batch's line
+    assert batch["kindling"] == "batch"
     assert failed["job_id"] == handle.id and failed["xray_trace_id"] == "1-67891233-abcdef012345678912345678"
     assert client.record(handle.id)["trace_id"] == "1-67891233-abcdef012345678912345678"

@@ -293,7 +293,7 @@ def _count(runner: Runner, o: Outcome, ended: str, send, deadline: float | None)
     if not runner.store.claim_chord(key, cb, at_ms=now_ms(), deadline=deadline):
         return  # a copy of this member claimed it first (and sends it), or a member failed it meanwhile
     if runner.log:  # one line per claim: a second one would show here
-        runner.log({"level": "INFO", "location": "kindling.followups:run", "message": "chord completed",
+        runner.log({"level": "INFO", "message": "chord completed",
                     "kindling": "chord_completed", "chord": chord, "members": size, "callback": cb})
     if then is not None:
         send([callback(parent, results)])
@@ -385,6 +385,6 @@ def _lost(runner: Runner, o: Outcome, parent: dict, index: int, message: str, de
 
 def _log(runner: Runner, level: str, o: Outcome, message: str) -> None:
     if runner.log:
-        runner.log({"level": level, "location": "kindling.followups:run", "message": message,
+        runner.log({"level": level, "message": message,
                     "kindling": "followups", "job_id": o.job_id, "task": o.task})
 

@@ -4,13 +4,14 @@ One JSON object per line on stdout (Lambda sends it to CloudWatch Logs), with th
 Powertools writes, in its order, so Logs Insights queries written for Powertools work
 unchanged::
 
-    {"level": "WARNING", "location": "kindling.runner:finish", "message": "job failed",
+    {"level": "WARNING", "location": "_finish_batch:331", "message": "job failed",
      "timestamp": "2026-11-22 20:51:03,123+0000", "service": "checkout", "cold_start": true,
      "function_name": "...", "function_memory_size": 512, "function_arn": "...",
      "function_request_id": "...", "job_id": "...", "task": "...", "attempt": 1,
      "status": "failed", "duration_ms": 12.5, "error": "...", "xray_trace_id": "1-..."}
 
-Keys without a value are left out, as Powertools does. The level comes from
+``location`` is ``<function>:<line>`` of the code that wrote the line, as Powertools writes
+it (``%(funcName)s:%(lineno)d``). Keys without a value are left out, as Powertools does. The level comes from
 ``AWS_LAMBDA_LOG_LEVEL`` (Lambda's advanced logging controls), then
 ``POWERTOOLS_LOG_LEVEL`` (or ``LOG_LEVEL``), then INFO; the service from
 ``POWERTOOLS_SERVICE_NAME`` (default ``service_undefined``, as Powertools).
@@ -45,6 +46,12 @@ _ORDER = ("level", "location", "message", "timestamp", "service", "cold_start", 
 
 # The invocation being served: set by the handler, read by every line it writes.
 _invocation: dict = {}
+
+
+def service_name() -> str:
+    """The service every line and metric names: ``POWERTOOLS_SERVICE_NAME``, the variable
+    Powertools reads too (the template sets it from its ``MetricsService`` parameter)."""
+    return os.environ.get("POWERTOOLS_SERVICE_NAME") or "service_undefined"
 
 
 def configured_level() -> int:
@@ -99,7 +106,7 @@ class LogSink:
     def __init__(self, stream=None, *, level: int | None = None, service: str | None = None):
         self.stream = stream
         self.level = configured_level() if level is None else level
-        self.service = service or os.environ.get("POWERTOOLS_SERVICE_NAME") or "service_undefined"
+        self.service = service or service_name()
 
     def enabled(self, level: str) -> bool:
         return LEVELS.get(level, 20) >= self.level
@@ -108,7 +115,7 @@ class LogSink:
         level = entry.get("level", "INFO")
         if not self.enabled(level):
             return
-        line = {"level": level, "location": entry.get("location"), "message": entry.get("message", ""),
+        line = {"level": level, "location": entry.get("location") or _caller(), "message": entry.get("message", ""),
                 "timestamp": timestamp(), "service": self.service, **_invocation}
         line.update((k, v) for k, v in entry.items() if k not in ("level", "location", "message") and v is not None)
         ordered = {k: line[k] for k in _ORDER if line.get(k) is not None}
@@ -116,6 +123,19 @@ class LogSink:
         if line.get("xray_trace_id"):  # Powertools adds it last, after the line's own keys
             ordered["xray_trace_id"] = line["xray_trace_id"]
         (self.stream or sys.stdout).write(codec.dumps(ordered) + "\n")
+
+
+def _caller() -> str:
+    """``function:line`` of the code that logged, past this module and the forwarders that
+    hand entries on to a sink (a runner's default ``_log``)."""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and (frame.f_globals.get("__name__") == __name__
+                                        or frame.f_code.co_name in _FORWARDERS):
+        frame = frame.f_back
+    return f"{frame.f_code.co_name}:{frame.f_lineno}"
+
+
+_FORWARDERS = frozenset({"_log"})
 
 
 def sink() -> LogSink:
@@ -133,18 +153,17 @@ _JOB_LEVEL = {FAILED: "WARNING", DEAD: "ERROR", REJECTED: "WARNING"}
 
 
 def log_batch(outcomes: list[Outcome], log: Callable[[dict], object]) -> None:
-    """A batch's lines: one for the batch, and one per job that failed, died or was rejected."""
+    """A batch's lines: one per job that failed, died or was rejected, then the batch's (it
+    sums them up, so it comes last, as a batch ends after its jobs)."""
     counts: dict[str, int] = {}
     for o in outcomes:
         status = o.status or "unsettled"  # every outcome has one by now
         counts[status] = counts.get(status, 0) + 1
-    log({"level": "INFO", "location": "kindling.runner:run", "message": "batch done", "kindling": "batch",
-         "messages": len(outcomes), **counts})
-    for o in outcomes:
         level = _JOB_LEVEL.get(o.status or "")
         if level is not None:
             record = o.record or {}
-            log({"level": level, "location": "kindling.runner:run", "message": f"job {o.status}",
+            log({"level": level, "message": f"job {o.status}",
                  "kindling": o.status, "job_id": o.job_id, "task": record.get("task", o.task), "attempt": o.attempts,
                  "status": o.status, "duration_ms": record.get("duration_ms"), "ref": o.ref, "error": o.reason,
                  "xray_trace_id": o.trace_id})
+    log({"level": "INFO", "message": "batch done", "kindling": "batch", "messages": len(outcomes), **counts})

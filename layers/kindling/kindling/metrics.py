@@ -16,8 +16,9 @@ Metrics (namespace ``POWERTOOLS_METRICS_NAMESPACE``, default ``kindling``):
 ``ColdStart``       Count         totals only, 1 on a cold start's first batch
 ==================  ============  ===========================================================
 
-A document holds at most 100 values per metric (EMF's limit); further values of a big
-batch are dropped from that document's arrays, never the counts.
+A document holds at most 100 values per metric (EMF's limit): a bigger batch's values go
+on in further documents with the same dimensions, so every run's duration and queue wait
+is recorded (a stream batch of 500 jobs writes five). Counts are written once, in the first.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def namespace() -> str:
 
 
 def service() -> str:
-    return os.environ.get("POWERTOOLS_SERVICE_NAME") or "service_undefined"
+    from kindling.logs import service_name  # the one reader of POWERTOOLS_SERVICE_NAME
+
+    return service_name()
 
 
 def documents(outcomes: Iterable[Outcome], registered, *, cold_start: bool = False, at_ms: int) -> list[dict]:
@@ -72,11 +75,12 @@ def documents(outcomes: Iterable[Outcome], registered, *, cold_start: bool = Fal
                 _add(metrics, "JobDuration", record["duration_ms"])
                 if record.get("enqueued_at"):
                     _add(metrics, "QueueWait", max(0, record["started_at"] - record["enqueued_at"]))
-    docs = [_document(ns, {"service": svc, "task": task}, metrics, at_ms) for task, metrics in per_task.items()]
+    docs = [doc for task, metrics in per_task.items()
+            for doc in _documents(ns, {"service": svc, "task": task}, metrics, at_ms)]
     totals["BatchSize"] = [size]
     if cold_start:
         totals["ColdStart"] = [1]
-    docs.append(_document(ns, {"service": svc}, totals, at_ms))
+    docs.extend(_documents(ns, {"service": svc}, totals, at_ms))
     return docs
 
 
@@ -92,9 +96,17 @@ def lines(docs: list[dict]) -> str:
 
 
 def _add(metrics: dict[str, list], name: str, value: float) -> None:
-    values = metrics.setdefault(name, [])
-    if len(values) < MAX_VALUES:
-        values.append(value)
+    metrics.setdefault(name, []).append(value)
+
+
+def _documents(ns: str, dimensions: dict[str, str], metrics: dict[str, list], at_ms: int) -> list[dict]:
+    """One group's documents: the first with every metric, then as many as its longest list
+    of values needs, MAX_VALUES values per metric each."""
+    docs = []
+    for start in range(0, max(map(len, metrics.values()), default=1) or 1, MAX_VALUES):
+        chunk = {name: values[start:start + MAX_VALUES] for name, values in metrics.items()}
+        docs.append(_document(ns, dimensions, {name: v for name, v in chunk.items() if v}, at_ms))
+    return docs
 
 
 _UNITS = {"JobDuration": "Milliseconds", "QueueWait": "Milliseconds"}

@@ -501,7 +501,7 @@ class Runner:
         o.reason = (f"not recorded: the job was revived while this delivery of generation {o.generation} ran; "
                     f"its outcome ({o.status}) is dropped")
         if self.log:
-            self.log({"level": "WARNING", "location": "kindling.runner:run", "message": "stale outcome dropped",
+            self.log({"level": "WARNING", "message": "stale outcome dropped",
                       "kindling": "stale_generation", "job_id": o.job_id, "task": o.task, "generation": o.generation,
                       "outcome": o.status, "attempt": o.attempts, "ref": o.ref, "xray_trace_id": o.trace_id})
 
@@ -608,7 +608,7 @@ class Runner:
             except ImportError as exc:
                 self.otel = False
                 if self.log:
-                    self.log({"level": "WARNING", "location": "kindling.runner:run", "kindling": "otel_unavailable",
+                    self.log({"level": "WARNING", "kindling": "otel_unavailable",
                               "message": "KINDLING_OTEL=1 but opentelemetry cannot be imported: no spans",
                               "error": f"{type(exc).__name__}: {exc}"[:300]})
                 return None
@@ -676,13 +676,13 @@ class Runner:
                     o.reason = f"not started: the batch was interrupted ({type(exc).__name__})"
                     o.retry_in = 0
         if self.log:
-            self.log({"level": "ERROR", "location": "kindling.runner:run", "message": "batch interrupted",
+            self.log({"level": "ERROR", "message": "batch interrupted",
                       "kindling": "batch_interrupted", "error": f"{type(exc).__name__}: {exc}"[:500]})
 
     def _hand_back_all(self, outcomes: list[Outcome], reason: str, kind: str = STORE_OUTAGE) -> list[Outcome]:
         hand_back(outcomes, reason, kind)
         if self.log:
-            self.log({"level": "WARNING", "location": "kindling.runner:run", "message": "batch handed back",
+            self.log({"level": "WARNING", "message": "batch handed back",
                       "kindling": kind, "error": reason[:500], "handed_back": len(outcomes)})
         return outcomes
 

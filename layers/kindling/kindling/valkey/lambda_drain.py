@@ -88,9 +88,8 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
         chosen = select(event, config)
     except DrainRefused as exc:
         if runner.log:
-            runner.log({"level": "WARNING", "location": "kindling.valkey.lambda_drain:drain",
-                        "message": "drain event refused", "kindling": "drain_refused", "reason": str(exc)[:500],
-                        "request_id": request_id})
+            runner.log({"level": "WARNING", "message": "drain event refused", "kindling": "drain_refused",
+                        "reason": str(exc)[:500], "request_id": request_id})
         return {"kindling": "drain_refused", "reason": str(exc)[:500]}
     url = configured_url()
     if not url:

@@ -1,0 +1,23 @@
+"""template.yaml's worker writes the metrics its alarms watch: the error-rate alarm's
+namespace and ``service`` dimension are the worker's own POWERTOOLS_* variables."""
+
+from pathlib import Path
+
+from cfnlint.decode import cfn_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = cfn_yaml.load(str(ROOT / "template.yaml"))
+RES = TEMPLATE["Resources"]
+
+
+def _alarm_metrics() -> list[dict]:
+    return [m["MetricStat"]["Metric"] for m in RES["JobErrorRateAlarm"]["Properties"]["Metrics"] if "MetricStat" in m]
+
+
+def test_the_error_rate_alarm_watches_the_service_and_namespace_the_worker_writes():
+    env = RES["WorkerFunction"]["Properties"]["Environment"]["Variables"]
+    watched = _alarm_metrics()
+    assert {m["MetricName"] for m in watched} == {"JobsFailed", "JobsDead", "JobsSucceeded"}
+    for metric in watched:
+        assert metric["Dimensions"] == [{"Name": "service", "Value": env.get("POWERTOOLS_SERVICE_NAME")}]
+        assert metric["Namespace"] == env.get("POWERTOOLS_METRICS_NAMESPACE")
