@@ -26,10 +26,10 @@ EAGER_NO_MESSAGE = ("eager mode has no message: a job is built from the call and
                     "body to reject or sign, no delivery to crash, no not_before to hold it back")
 for _scenario in ("default_retry_delay", "retry_then_success", "retry_on_listed", "dead_after_max_attempts",
                   "backoff", "retry_after", "retry_after_past_the_cap", "configured_retry_delay", "retry_delay_zero",
-                  "configured_max_attempts"):
+                  "configured_max_attempts", "hooks_retried_then_success", "hooks_dead"):
     EXCEPTIONS["eager", _scenario, "delays"] = EAGER_NO_DELAY
 for _scenario in ("default_retry_delay", "backoff", "dead_after_max_attempts", "retry_on_unlisted", "no_retry_on",
-                  "timeout", "configured_retry_delay", "retry_delay_zero", "configured_max_attempts"):
+                  "timeout", "configured_retry_delay", "retry_delay_zero", "configured_max_attempts", "hooks_dead"):
     EXCEPTIONS["eager", _scenario, "dead_letter"] = EAGER_NO_DLQ
 for _scenario in ("rejected_not_json", "rejected_bad_signature", "rejected_unsigned",
                   "rejected_unsigned_delivered_too_often", "dead_delivered_too_often", "not_before_ahead"):

@@ -133,3 +133,52 @@ EDGE_VALUES = {
 def make(kind: str):
     """Returns the edge value named ``kind`` (the results' side of the edges)."""
     return EDGE_VALUES[kind]()
+
+
+# -- hooks: every call, in order, by job id -----------------------------------------------------
+
+HOOK_CALLS: dict[str, list[tuple]] = {}
+"""``{job id: [(hook, attempt, error type or None), ...]}`` in the order the hooks were called."""
+
+
+def _called(hook: str):
+    def record(job, error):
+        with _lock:
+            HOOK_CALLS.setdefault(job.id, []).append((hook, job.attempt, type(error).__name__ if error else None))
+    record.__qualname__ = hook
+    return record
+
+
+def _raises(job, error):
+    _called("task.on_success")(job, error)
+    raise RuntimeError("the hook's own bug")
+
+
+@registry.on_failure
+def _any_failure(job, error):
+    _called("on_failure")(job, error)
+
+
+@registry.on_dead
+def _any_dead(job, error):
+    _called("on_dead")(job, error)
+
+
+@registry.on_success
+def _any_success(job, error):
+    _called("on_success")(job, error)
+
+
+@task(name="c.hooked", on_success=_called("task.on_success"), on_failure=_called("task.on_failure"),
+      on_dead=_called("task.on_dead"))
+def hooked(failures: int = 0) -> int:
+    """Fails its first ``failures`` attempts, with hooks of its own."""
+    attempt = current_job().attempt
+    if attempt <= failures:
+        raise RuntimeError(f"attempt {attempt} fails")
+    return attempt
+
+
+@task(name="c.hook_raises", on_success=_raises)
+def hook_raises() -> str:
+    return "done"

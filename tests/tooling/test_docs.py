@@ -40,6 +40,8 @@ ON_MOTO = ["send_and_read.py", "named_queues.py", "send_with_boto3.py"]
 ON_VALKEY = ["stream_producer.py"]
 COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}
 OTHER_LANGUAGES = ["send.go"]
+# Imported by a test below that drives it (a job runs in eager mode; the service is a fake).
+DRIVEN = ["sentry_hooks.py"]
 
 
 def fenced_blocks(path: Path) -> list[tuple[int, str, str, str | None]]:
@@ -95,7 +97,7 @@ def test_every_python_block_in_the_docs_is_an_example_file_included_verbatim():
 
 
 def test_every_example_file_is_run_or_compiled_by_this_test_and_named_by_a_page():
-    planned = EAGER + ON_MOTO + ON_VALKEY + list(COMPILED_ONLY) + OTHER_LANGUAGES
+    planned = EAGER + ON_MOTO + ON_VALKEY + list(COMPILED_ONLY) + OTHER_LANGUAGES + DRIVEN
     assert len(planned) == len(set(planned))
     on_disk = sorted(p.name for p in EXAMPLES.iterdir() if p.is_file() and p.suffix in (".py", ".go", ".js"))
     assert sorted(planned) == on_disk
@@ -111,6 +113,63 @@ def test_every_python_example_compiles(name):
 @pytest.mark.parametrize("name", EAGER)
 def test_the_example_runs_under_eager_mode(name):
     run_example(name, KINDLING_EAGER="1")
+
+
+def drive(example: str, script: str, **env: str) -> subprocess.CompletedProcess:
+    """Run ``script`` (which imports ``example``) in a fresh interpreter, as a worker would."""
+    done = subprocess.run([sys.executable, "-c", script], cwd=EXAMPLES, env=example_env(**env),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (example, done.stdout[-2000:], done.stderr[-3000:])
+    return done
+
+
+def test_the_sentry_example_reports_each_failed_run_and_a_dead_job_through_the_sdk():
+    """sentry_hooks.py with the real SDK, its transport replaced by one that keeps envelopes
+    (nothing leaves the process)."""
+    drive("sentry_hooks.py", """
+import sentry_sdk
+from sentry_sdk.transport import Transport
+
+sent = []
+
+
+class Kept(Transport):
+    def capture_envelope(self, envelope):
+        sent.extend(item.payload.json for item in envelope.items if item.type == "event")
+
+
+real_init = sentry_sdk.init
+sentry_sdk.init = lambda **options: real_init(**{**options, "transport": Kept})
+import sentry_hooks  # noqa: E402,F401 - registers the hooks, as app.py would
+
+from kindling import task  # noqa: E402
+from kindling.testing import eager  # noqa: E402
+
+
+@task(name="charge", max_attempts=2)
+def charge(order):
+    raise LookupError(f"no order {order}")
+
+
+@task(name="ok")
+def ok():
+    return 1
+
+
+with eager() as jobs:
+    ok.delay()
+    handle = charge.delay("o-1")
+    assert jobs.records[handle.id]["status"] == "dead"
+sentry_sdk.flush()
+assert len(sent) == 2, sent  # both runs, none for the success
+for attempt, event in enumerate(sent, 1):
+    (exc,) = event["exception"]["values"]
+    assert exc["type"] == "LookupError" and exc["value"] == "no order o-1"
+    assert exc["stacktrace"]["frames"][-1]["function"] == "charge"
+    assert event["tags"] == {"kindling.task": "charge", "kindling.job_id": handle.id}
+    assert event["contexts"]["kindling"] == {"attempt": attempt, "max_attempts": 2}
+    assert event["fingerprint"] == ["kindling", "charge", "LookupError"]
+""", SENTRY_DSN="http://public@127.0.0.1:9/1")
 
 
 # --- the examples that need AWS, on moto's server ---------------------------------------------

@@ -37,7 +37,7 @@ LAYERS = {
                "valkey.kick", "valkey.connection",
                "valkey.scripts", "config"],
     "stores": ["results", "stores", "dynamo", "valkey.results"],
-    "engine": ["runner", "execution", "execution.*", "followups"],
+    "engine": ["runner", "execution", "execution.*", "followups", "hooks"],
     "triggers": ["sqs", "sqs_io", "tick", "handler", "loop", "valkey", "valkey.worker", "valkey.consumer",
                  "valkey.heartbeat",
                  "valkey.lambda_drain", "valkey.drain_event"],

@@ -15,10 +15,10 @@ package loads no AWS SDK and opens no connection.
 from kindling.batch import current_job
 from kindling.errors import JobFailed, KindlingError, Retry
 from kindling.policy import Backoff
-from kindling.registry import Registry, Task, task
+from kindling.registry import Registry, Task, on_dead, on_failure, on_success, task
 
 __all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry", "Signature", "Task", "chain",
-           "chord", "current_job", "group", "task"]
+           "chord", "current_job", "group", "on_dead", "on_failure", "on_success", "task"]
 __version__ = "0.1.0"
 
 _CANVAS = frozenset({"Signature", "chain", "chord", "group"})

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from kindling.registry import Task
 
 __all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_OUTAGE", "STORE_UNAVAILABLE",
-           "current_job", "drop_duplicates", "hand_back", "job_of", "read_state", "reset_current_job",
-           "set_current_job", "settle_duplicates", "timeout_error"]
+           "current_job", "drop_duplicates", "hand_back", "job_of", "lambda_context", "read_state", "reset_current_job",
+           "set_current_job", "set_lambda_context", "settle_duplicates", "timeout_error"]
 
 STORE_UNAVAILABLE = "result store unavailable"
 STORE_OUTAGE = "store_unavailable"  # Outcome.handed_back_because when the store could not be reached
@@ -199,19 +199,39 @@ def read_state(o: Outcome, states: dict) -> tuple[str | None, int]:
 
 
 class JobContext:
-    """What a running task can learn about its job through :func:`current_job`."""
+    """What a running task can learn about its job through :func:`current_job`.
 
-    __slots__ = ("id", "task", "attempt", "max_attempts", "deadline")
+    ``lambda_context`` is the Lambda context object of the invocation running the job
+    (``None`` outside Lambda): what Powertools' utilities take, such as Idempotency's
+    ``config.register_lambda_context``.
+    """
 
-    def __init__(self, id: str, task: str, attempt: int, max_attempts: int, deadline: float | None):
+    __slots__ = ("id", "task", "attempt", "max_attempts", "deadline", "lambda_context")
+
+    def __init__(self, id: str, task: str, attempt: int, max_attempts: int, deadline: float | None,
+                 lambda_context: object = None):
         self.id = id
         self.task = task
         self.attempt = attempt
         self.max_attempts = max_attempts
         self.deadline = deadline  # time.monotonic() value the job must finish by, if any
+        self.lambda_context = lambda_context
 
     def __repr__(self) -> str:
         return f"JobContext(id={self.id!r}, attempt={self.attempt}/{self.max_attempts})"
+
+
+# The Lambda context of the invocation now running (the handler sets it; None elsewhere).
+_lambda_context: list = [None]
+
+
+def set_lambda_context(context: object) -> None:
+    """The Lambda handler's: the invocation whose jobs run next (``None`` outside Lambda)."""
+    _lambda_context[0] = context
+
+
+def lambda_context() -> object:
+    return _lambda_context[0]
 
 
 def current_job() -> JobContext:

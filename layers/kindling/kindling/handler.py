@@ -70,6 +70,7 @@ import os
 import time
 
 from kindling import sqs
+from kindling.batch import set_lambda_context
 from kindling.errors import KindlingError
 from kindling.registry import default_registry
 from kindling.runner import Runner
@@ -160,6 +161,7 @@ class LambdaWorker:
         from kindling import logs  # with the first batch: its lines are the first thing logged
 
         logs.invocation(context, cold_start=self._cold)
+        set_lambda_context(context)  # a task's current_job().lambda_context
         self._cold = False
         if sqs.is_sqs_event(event):
             runner = self.runner

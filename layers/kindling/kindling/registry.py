@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 _OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule",
-            "redact", "queue")
+            "redact", "queue", "on_success", "on_failure", "on_dead")
+HOOKS = ("on_success", "on_failure", "on_dead")
 
 
 class Task:
@@ -58,10 +59,12 @@ class Task:
             message bodies never reach a record or a log line (a SHA-256 and a size only).
         queue: the named queue its jobs go to unless a send names another
             (:mod:`kindling.routing`); ``None`` means the default queue.
+        on_success, on_failure, on_dead: hooks called ``hook(job, error)`` once its
+            outcome is recorded (:mod:`kindling.hooks`), before the registry's own.
     """
 
     __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
-                 "no_retry_on", "backoff", "schedule", "redact", "queue")
+                 "no_retry_on", "backoff", "schedule", "redact", "queue", "on_success", "on_failure", "on_dead")
 
     def __init__(
         self,
@@ -77,6 +80,9 @@ class Task:
         schedule: str | None = None,
         redact: bool = False,
         queue: str | None = None,
+        on_success: Callable[..., Any] | None = None,
+        on_failure: Callable[..., Any] | None = None,
+        on_dead: Callable[..., Any] | None = None,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -100,6 +106,9 @@ class Task:
 
             if check_name(queue):
                 raise TaskDefinitionError(f"queue: {check_name(queue)}")
+        for option, hook in (("on_success", on_success), ("on_failure", on_failure), ("on_dead", on_dead)):
+            if hook is not None and not callable(hook):
+                raise TaskDefinitionError(f"{option} must be a function of (job, error), got {hook!r:.80}")
         retry_on = _exception_types("retry_on", retry_on) if retry_on is not None else None
         no_retry_on = _exception_types("no_retry_on", no_retry_on)
         if backoff is not None and type(backoff).__name__ != "Backoff":
@@ -128,6 +137,7 @@ class Task:
         self.schedule = parsed
         self.redact = redact
         self.queue = queue
+        self.on_success, self.on_failure, self.on_dead = on_success, on_failure, on_dead
         self.registry: Registry | None = None  # set when registered
         if parsed is not None and _binding_problem(fn, [], {}):
             raise TaskDefinitionError(f"scheduled task {self.name!r} must run with no arguments: "
@@ -246,6 +256,9 @@ class Registry:
 
     def __init__(self) -> None:
         self._tasks: dict[str, Task] = {}
+        self.hooks: dict[str, list[Callable[..., Any]]] = {name: [] for name in HOOKS}
+        # Whether any hook is set: the runner loads kindling.hooks only then.
+        self.hooked = False
 
     def task(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Register ``fn`` as a task; usable as ``@task`` or ``@task(name=..., timeout=...)``."""
@@ -261,11 +274,34 @@ class Registry:
             if existing is not None and existing.fn is not t.fn:
                 raise TaskDefinitionError(f"a different task is already registered as {t.name!r}")
             self._tasks[t.name] = t
+            if t.on_success or t.on_failure or t.on_dead:
+                self.hooked = True
             if t.registry is None:
                 t.registry = self
             return t
 
         return register(fn) if fn is not None else register
+
+    def on_success(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Call ``fn(job, None)`` for every job of this registry's tasks recorded ``succeeded``
+        (:mod:`kindling.hooks`); usable as a decorator."""
+        return self._hook("on_success", fn)
+
+    def on_failure(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Call ``fn(job, error)`` for every run that raised, retried or not."""
+        return self._hook("on_failure", fn)
+
+    def on_dead(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Call ``fn(job, error)`` once a job is recorded ``dead`` (``error``: ``None`` when it
+        died unrun, out of deliveries)."""
+        return self._hook("on_dead", fn)
+
+    def _hook(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if not callable(fn):
+            raise TaskDefinitionError(f"{name} takes a function of (job, error), got {fn!r:.80}")
+        self.hooks[name].append(fn)
+        self.hooked = True
+        return fn
 
     def get(self, name: str) -> Task:
         """Return the task called ``name``, or raise :class:`InvalidJob` (unknown task)."""
@@ -291,3 +327,6 @@ class Registry:
 
 default_registry = Registry()
 task = default_registry.task
+on_success = default_registry.on_success
+on_failure = default_registry.on_failure
+on_dead = default_registry.on_dead

@@ -8,6 +8,10 @@ from kindling.policy import Backoff
 P = ParamSpec("P")
 R = TypeVar("R")
 
+# A hook: called with the job's context (kindling.batch.JobContext) and the error, if any.
+Hook = Callable[[Any, BaseException | None], object]
+H = TypeVar("H", bound=Hook)
+
 class Handle(Protocol):
     id: str
     task: str
@@ -26,6 +30,9 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
     backoff: Backoff | None
     redact: bool
     queue: str | None
+    on_success: Hook | None
+    on_failure: Hook | None
+    on_dead: Hook | None
     registry: Registry | None
     def __init__(
         self,
@@ -41,6 +48,9 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         schedule: str | None = ...,
         redact: bool = ...,
         queue: str | None = ...,
+        on_success: Hook | None = ...,
+        on_failure: Hook | None = ...,
+        on_dead: Hook | None = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
@@ -61,7 +71,12 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
                    leading: tuple[int, ...] = ...) -> None: ...
 
 class Registry:
+    hooks: dict[str, list[Hook]]
+    hooked: bool
     def __init__(self) -> None: ...
+    def on_success(self, fn: H) -> H: ...
+    def on_failure(self, fn: H) -> H: ...
+    def on_dead(self, fn: H) -> H: ...
     @overload
     def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
     @overload
@@ -78,6 +93,9 @@ class Registry:
         schedule: str | None = ...,
         redact: bool = ...,
         queue: str | None = ...,
+        on_success: Hook | None = ...,
+        on_failure: Hook | None = ...,
+        on_dead: Hook | None = ...,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
     def get(self, name: str) -> Task[..., Any]: ...
     def find(self, name: str) -> Task[..., Any] | None: ...
@@ -86,6 +104,10 @@ class Registry:
     def __len__(self) -> int: ...
 
 default_registry: Registry
+
+def on_success(fn: H) -> H: ...  # noqa: UP047
+def on_failure(fn: H) -> H: ...  # noqa: UP047
+def on_dead(fn: H) -> H: ...  # noqa: UP047
 
 @overload
 def task(fn: Callable[P, R], /) -> Task[P, R]: ...  # noqa: UP047 - as Registry.task, whose factory form needs module-level P
@@ -102,4 +124,7 @@ def task(
     schedule: str | None = ...,
     redact: bool = ...,
     queue: str | None = ...,
+    on_success: Hook | None = ...,
+    on_failure: Hook | None = ...,
+    on_dead: Hook | None = ...,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...

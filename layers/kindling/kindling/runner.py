@@ -46,6 +46,7 @@ from kindling.batch import (
     drop_duplicates,
     hand_back,
     job_of,
+    lambda_context,
     read_state,
     reset_current_job,
     set_current_job,
@@ -333,6 +334,10 @@ class Runner:
             from kindling import followups  # only batches with chains or chords load it
 
             followups.run(self, outcomes, send, self.budget.write_by(batch.deadline))
+        if self.registry.hooked:
+            from kindling import hooks  # only registries with a hook load it
+
+            hooks.call(self.registry, outcomes, self.log, self._attempts_allowed)
         if self.log:
             from kindling.logs import log_batch  # loaded by the first line already
 
@@ -549,7 +554,8 @@ class Runner:
     def job_context(self, o: Outcome, seconds: float) -> JobContext:
         """What the job's task sees through :func:`kindling.batch.current_job` while it runs."""
         job = job_of(o)
-        return JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o), time.monotonic() + seconds)
+        return JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o), time.monotonic() + seconds,
+                          lambda_context())
 
     def run_job(self, o: Outcome, deadline: float | None) -> None:
         """Run one synchronous job on this thread, under an :class:`~kindling.batch.Alarm` on

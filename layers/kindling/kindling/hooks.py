@@ -1,0 +1,79 @@
+"""Hooks: code of yours called once a job's outcome is recorded (error trackers, alerts).
+
+Three hooks, named as Celery names a task's handlers and called as its signals are
+(``task_success``, ``task_failure``), each ``hook(job, error)``:
+
+``on_success``  the job was recorded ``succeeded``; ``error`` is ``None``
+``on_failure``  a run raised: every such run, whether it will be retried (``failed``) or
+                not (``dead``); ``error`` is what it raised, with its traceback
+``on_dead``     the job was recorded ``dead``: after ``on_failure`` when its last run
+                raised, alone (``error`` ``None``) when it died unrun, out of deliveries
+
+``job`` is a :class:`kindling.batch.JobContext`: ``id``, ``task``, ``attempt``,
+``max_attempts`` and, in Lambda, ``lambda_context``. A task's own hooks
+(``@task(on_failure=...)``) run first, then its registry's (``@registry.on_failure``, or
+``kindling.registry.on_failure`` for the default one), in the order they were added.
+
+Hooks run on the batch's thread after its outcomes are written and before its messages are
+settled, once per recorded outcome, on every trigger: the SQS handler and loop, the stream
+worker and drain, eager mode. An outcome the store refused (a later one was already
+recorded) and a batch handed back unrecorded call none. A hook that raises is logged
+(``"kindling": "hook_failed"``) and changes nothing: the outcome stays recorded, the
+message is settled as it would have been, the other hooks still run. A hook is no place for
+slow work: it holds the batch's messages until it returns.
+
+The runner loads this module only when a registry has a hook.
+"""
+
+from __future__ import annotations
+
+from kindling.batch import JobContext, lambda_context
+from kindling.status import DEAD, FAILED, SUCCEEDED
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from kindling.batch import Outcome
+    from kindling.registry import Registry
+
+__all__ = ["call", "calls_for"]
+
+
+def calls_for(o: Outcome) -> tuple[str, ...]:
+    """The hooks a settled outcome asks for, in the order they are called."""
+    if o.record is None or o.job is None:  # not recorded by this delivery, or never a job
+        return ()
+    if o.status == SUCCEEDED:
+        return ("on_success",)
+    if o.status == FAILED:
+        return ("on_failure",)
+    if o.status == DEAD:
+        return ("on_failure", "on_dead") if o.error is not None else ("on_dead",)
+    return ()
+
+
+def call(registry: Registry, outcomes: list[Outcome], log: Callable[[dict], object] | None,
+         max_attempts: Callable[[Outcome], int]) -> None:
+    """Call every hook the batch's recorded outcomes ask for; whatever a hook raises is logged."""
+    context = lambda_context()
+    for o in outcomes:
+        names = calls_for(o)
+        if not names:
+            continue
+        task = registry.find(o.task)  # type: ignore[arg-type]
+        job = JobContext(o.job_id, o.task, o.attempts, max_attempts(o), None, context)  # type: ignore[arg-type]
+        error = o.error
+        for name in names:
+            own = getattr(task, name, None) if task is not None else None
+            for hook in ((own,) if own is not None else ()) + tuple(registry.hooks[name]):
+                try:
+                    hook(job, None if name == "on_success" else error)
+                except (Exception, SystemExit) as exc:  # noqa: BLE001 - a hook never changes an outcome
+                    if log:
+                        redact = task is not None and task.redact
+                        log({"level": "ERROR", "message": f"{name} hook raised", "kindling": "hook_failed",
+                             "hook": getattr(hook, "__qualname__", repr(hook))[:200], "job_id": o.job_id,
+                             "task": o.task, "status": o.status,
+                             "error": f"{type(exc).__name__}: {'[redacted]' if redact else exc}"[:500],
+                             "xray_trace_id": o.trace_id})

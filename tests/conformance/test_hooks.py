@@ -1,0 +1,61 @@
+"""Hooks (kindling.hooks): once per recorded outcome, in order, on every path; a hook that
+raises changes no outcome."""
+
+from __future__ import annotations
+
+import pytest
+from conformance import scenario_tasks as tasks
+from conformance.grid import cells, check
+
+
+def observe(path, job: str) -> dict:
+    return dict(path.observe(job), hooks=tasks.HOOK_CALLS.get(job, []))
+
+
+def success(path):
+    job = path.enqueue(tasks.hooked)
+    path.run_until_settled()
+    return observe(path, job)
+
+
+def retried_then_success(path):
+    job = path.enqueue(tasks.hooked, 1)
+    path.run_until_settled()
+    return observe(path, job)
+
+
+def dead(path):
+    job = path.enqueue(tasks.hooked, 5, max_attempts=2)
+    path.run_until_settled()
+    return observe(path, job)
+
+
+def hook_raises(path):
+    job = path.enqueue(tasks.hook_raises)
+    path.run_until_settled()
+    return observe(path, job)
+
+
+OK = {"error": None, "dead_letter": False}
+SCENARIOS = {
+    "hooks_success": (success, dict(OK, status="succeeded", attempts=1, result=1, delays=[], hooks=[
+        ("task.on_success", 1, None), ("on_success", 1, None)])),
+    "hooks_retried_then_success": (retried_then_success, dict(OK, status="succeeded", attempts=2, result=2,
+                                                              delays=[5], hooks=[
+        ("task.on_failure", 1, "RuntimeError"), ("on_failure", 1, "RuntimeError"),
+        ("task.on_success", 2, None), ("on_success", 2, None)])),
+    "hooks_dead": (dead, {"status": "dead", "attempts": 2, "error": "RuntimeError", "result": None, "delays": [5],
+                          "dead_letter": True, "hooks": [
+        ("task.on_failure", 1, "RuntimeError"), ("on_failure", 1, "RuntimeError"),
+        ("task.on_failure", 2, "RuntimeError"), ("on_failure", 2, "RuntimeError"),
+        ("task.on_dead", 2, "RuntimeError"), ("on_dead", 2, "RuntimeError")]}),
+    # The task's hook raised: the job is still succeeded, once, and the registry's hook still ran.
+    "hook_raises": (hook_raises, dict(OK, status="succeeded", attempts=1, result="done", delays=[], hooks=[
+        ("task.on_success", 1, None), ("on_success", 1, None)])),
+}
+
+
+@pytest.mark.parametrize(("path_name", "scenario"), cells(SCENARIOS))
+def test_every_path_calls_each_hook_once_per_recorded_outcome(path, path_name, scenario):
+    run, expected = SCENARIOS[scenario]
+    check(path_name, scenario, run(path), expected)

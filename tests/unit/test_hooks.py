@@ -1,0 +1,148 @@
+"""Hooks (kindling.hooks) through the runner: what they are called with, and that nothing a
+hook does changes a job's outcome. Every trigger's calls: tests/conformance/test_hooks.py."""
+
+import io
+import subprocess
+import sys
+
+import pytest
+from kindling import codec, logs
+from kindling.envelope import encode_job, new_job
+from kindling.errors import StoreUnavailable, TaskDefinitionError
+from kindling.registry import Registry
+from kindling.runner import Delivery, Runner
+from kindling.stores import MemoryResultStore
+
+
+def deliver(name, *args, deliveries=1):
+    job = new_job(name, list(args))
+    return Delivery(f"m-{job.id}", encode_job(job).decode(), deliveries)
+
+
+@pytest.fixture
+def calls():
+    return []
+
+
+@pytest.fixture
+def reg(calls):
+    r = Registry()
+
+    @r.task(name="ok")
+    def ok():
+        return 1
+
+    @r.task(name="boom", max_attempts=2)
+    def boom():
+        raise ValueError("no")
+
+    for name in ("on_success", "on_failure", "on_dead"):
+        getattr(r, name)(lambda job, error, name=name: calls.append((name, job.id, job.task, job.attempt,
+                                                                      job.max_attempts, error)))
+    return r
+
+
+def test_each_hook_gets_the_jobs_context_and_its_error(reg, calls):
+    store = MemoryResultStore()
+    ok, boom = deliver("ok"), deliver("boom")
+    runner = Runner(reg, store, log=None, metrics=False)
+    first = runner.run([ok, boom])
+    ok_id, boom_id = (o.job_id for o in first)
+    assert calls[0] == ("on_success", ok_id, "ok", 1, 3, None)
+    assert calls[1][:5] == ("on_failure", boom_id, "boom", 1, 2) and isinstance(calls[1][5], ValueError)
+    assert calls[1][5] is first[1].error and calls[1][5].__traceback__ is not None  # Sentry reads the traceback
+    calls.clear()
+    runner.run([Delivery(boom.ref, boom.body, 2)])
+    assert [c[:4] for c in calls] == [("on_failure", boom_id, "boom", 2), ("on_dead", boom_id, "boom", 2)]
+    assert calls[0][5] is calls[1][5]
+
+
+def test_a_hook_that_raises_is_logged_and_changes_nothing(calls):
+    reg = Registry()
+
+    def broken(job, error):
+        raise RuntimeError("the hook's bug")
+
+    reg.task(name="ok", on_success=broken)(lambda: 1)
+    reg.on_success(lambda job, error: calls.append(job.id))
+    buf = io.StringIO()
+    store = MemoryResultStore()
+    outcome = Runner(reg, store, log=logs.LogSink(buf), metrics=False).run([deliver("ok")])[0]
+    assert outcome.status == "succeeded" and store.record(outcome.job_id)["status"] == "succeeded"
+    assert calls == [outcome.job_id]  # the next hook still ran
+    (line,) = [codec.loads(x) for x in buf.getvalue().splitlines() if "hook_failed" in x]
+    assert line["level"] == "ERROR" and line["job_id"] == outcome.job_id and line["hook"].endswith("broken")
+    assert line["error"] == "RuntimeError: the hook's bug" and line["status"] == "succeeded"
+
+
+def test_a_hook_that_exits_changes_nothing_either(calls):
+    reg = Registry()
+    reg.task(name="ok", on_success=lambda job, error: sys.exit(3))(lambda: 1)
+    outcome = Runner(reg, MemoryResultStore(), log=None, metrics=False).run([deliver("ok")])[0]
+    assert outcome.status == "succeeded"
+
+
+def test_an_outcome_the_store_refused_calls_no_hook(reg, calls):
+    d = deliver("ok")
+
+    class Refusing(MemoryResultStore):
+        def begin_write(self, records, *, deadline=None):
+            return lambda: {r["id"]: "succeeded" for r in records}
+
+    outcome = Runner(reg, Refusing(), log=None, metrics=False).run([d])[0]
+    assert outcome.status == "skipped" and calls == []
+
+
+def test_a_batch_handed_back_calls_no_hook(reg, calls):
+    class Down(MemoryResultStore):
+        def begin_write(self, records, *, deadline=None):
+            raise StoreUnavailable("down")
+
+    outcomes = Runner(reg, Down(), log=None, metrics=False).run([deliver("ok"), deliver("boom")])
+    assert [o.status for o in outcomes] == ["deferred", "deferred"] and calls == []
+
+
+def test_a_job_dead_unrun_calls_on_dead_without_an_error(reg, calls):
+    outcome = Runner(reg, MemoryResultStore(), max_deliveries=5, log=None, metrics=False).run(
+        [deliver("ok", deliveries=5)])[0]
+    assert outcome.status == "dead" and calls == [("on_dead", outcome.job_id, "ok", 1, 3, None)]
+
+
+def test_a_duplicate_or_rejected_delivery_calls_no_hook(reg, calls):
+    store = MemoryResultStore()
+    runner = Runner(reg, store, log=None, metrics=False)
+    d = deliver("ok")
+    runner.run([d])
+    calls.clear()
+    assert runner.run([d])[0].status == "skipped"
+    assert runner.run([Delivery("bad", "not json", 1)])[0].status == "rejected"
+    assert calls == []
+
+
+@pytest.mark.parametrize("option", ["on_success", "on_failure", "on_dead"])
+def test_a_hook_must_be_callable(option):
+    with pytest.raises(TaskDefinitionError, match=option):
+        Registry().task(name="t", **{option: "sentry"})(lambda: 1)
+    with pytest.raises(TaskDefinitionError, match=option):
+        getattr(Registry(), option)("sentry")
+
+
+def test_without_hooks_the_hooks_module_is_never_imported(layer_python):
+    probe = f"""
+import sys
+sys.path[:0] = [{str(layer_python)!r}]
+from kindling.envelope import encode_job, new_job
+from kindling.registry import Registry
+from kindling.runner import Delivery, Runner
+from kindling.stores import MemoryResultStore
+reg = Registry()
+reg.task(name="boom")(lambda: 1 / 0)
+Runner(reg, MemoryResultStore(), log=None, metrics=False).run(
+    [Delivery("m", encode_job(new_job("boom")).decode(), 1)])
+assert "kindling.hooks" not in sys.modules, "loaded without a hook"
+reg.on_failure(lambda job, error: None)
+Runner(reg, MemoryResultStore(), log=None, metrics=False).run(
+    [Delivery("m", encode_job(new_job("boom")).decode(), 1)])
+assert "kindling.hooks" in sys.modules
+"""
+    subprocess.run([sys.executable, "-S", "-c", probe], check=True)
