@@ -41,7 +41,8 @@ ON_VALKEY = ["stream_producer.py"]
 COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}
 OTHER_LANGUAGES = ["send.go"]
 # Imported by a test below that drives it (a job runs in eager mode; the service is a fake).
-DRIVEN = ["sentry_hooks.py"]
+DRIVEN = ["sentry_hooks.py", "powertools_logger.py", "powertools_metrics.py", "powertools_tracer.py",
+          "powertools_idempotency.py", "powertools_parameters.py"]
 
 
 def fenced_blocks(path: Path) -> list[tuple[int, str, str, str | None]]:
@@ -170,6 +171,129 @@ for attempt, event in enumerate(sent, 1):
     assert event["contexts"]["kindling"] == {"attempt": attempt, "max_attempts": 2}
     assert event["fingerprint"] == ["kindling", "charge", "LookupError"]
 """, SENTRY_DSN="http://public@127.0.0.1:9/1")
+
+
+# Runs jobs of an example's tasks through the Lambda handler, with a Lambda context, as a
+# deployed worker does; AWS is moto's, in process (no socket).
+LAMBDA_HARNESS = """
+import json, os, warnings
+from moto import mock_aws
+mock_aws().start()
+import boto3
+from kindling.envelope import encode_job, new_job
+from kindling.handler import LambdaWorker
+from kindling.stores import MemoryResultStore
+
+
+class Context:
+    function_name = "kindling-worker"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:kindling-worker"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self):
+        return 30_000
+
+
+store = MemoryResultStore()
+worker = LambdaWorker(store=store, log=None, metrics=False)
+
+
+def run(task, *args):
+    job = new_job(task, list(args))
+    event = {"Records": [{"messageId": job.id, "receiptHandle": "rh", "body": encode_job(job).decode(),
+                          "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+                          "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs"}]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert worker(event, Context()) == {"batchItemFailures": []}
+    assert not [str(w.message) for w in caught if "powertools" in w.filename], [str(w.message) for w in caught]
+    record = store.record(job.id)
+    assert record["status"] == "succeeded", record
+    return job.id, json.loads(record["result"])
+"""
+LAMBDA_ENV = {"AWS_LAMBDA_FUNCTION_NAME": "kindling-worker", "POWERTOOLS_SERVICE_NAME": "shop",
+              "POWERTOOLS_METRICS_NAMESPACE": "shop", "AWS_DEFAULT_REGION": "us-east-1",
+              "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+def test_the_powertools_logger_example_writes_the_jobs_keys_on_its_lines():
+    done = drive("powertools_logger.py", LAMBDA_HARNESS + """
+import powertools_logger
+job_id, result = run("orders.ship", "o-1")
+assert result == "shipped o-1"
+print("JOB", job_id)
+""", **LAMBDA_ENV)
+    job_id = done.stdout.split("JOB ")[1].strip()
+    (line,) = [json.loads(x) for x in done.stdout.splitlines() if '"shipping"' in x]
+    assert (line["job_id"], line["task"], line["attempt"], line["order_id"]) == (job_id, "orders.ship", 1, "o-1")
+    assert line["service"] == "shop" and line["location"].startswith("ship:")
+
+
+def test_the_powertools_metrics_example_writes_one_emf_document_per_job():
+    done = drive("powertools_metrics.py", LAMBDA_HARNESS + """
+import powertools_metrics
+assert run("orders.charge", "o-1", 1250)[1] == 1250
+assert run("orders.charge", "o-2", 990)[1] == 990
+""", **LAMBDA_ENV)
+    docs = [json.loads(x) for x in done.stdout.splitlines() if '"OrdersCharged"' in x]
+    assert [d["Revenue"] for d in docs] == [[1250.0], [990.0]] and all(d["OrdersCharged"] == [1.0] for d in docs)
+    for doc in docs:
+        (directive,) = doc["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == "shop" and doc["service"] == "shop" and doc["task"] == "orders.charge"
+
+
+def test_the_powertools_tracer_example_sends_a_subsegment_per_job_with_its_id():
+    done = drive("powertools_tracer.py", LAMBDA_HARNESS + """
+from aws_xray_sdk.core import xray_recorder
+
+sent = []
+
+
+class Kept:
+    def send_entity(self, entity):
+        sent.append(entity.to_dict())
+
+    def set_daemon_address(self, address):
+        pass
+
+
+xray_recorder.configure(emitter=Kept())
+import powertools_tracer
+job_id, result = run("images.resize", "a.png", 64)
+assert result == "thumbs/64/a.png"
+(sub,) = [s for s in sent if s["name"] == "## powertools_tracer.resize"]
+assert sub["annotations"]["job_id"] == job_id and sub["annotations"]["attempt"] == 1, sub
+assert sub["trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
+""", **LAMBDA_ENV, LAMBDA_TASK_ROOT=str(EXAMPLES),
+          _X_AMZN_TRACE_ID="Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")
+    assert done.returncode == 0
+
+
+def test_the_powertools_idempotency_example_takes_a_payment_once_without_a_warning():
+    drive("powertools_idempotency.py", LAMBDA_HARNESS + """
+boto3.client("dynamodb").create_table(TableName="idempotency", BillingMode="PAY_PER_REQUEST",
+                                      KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+                                      AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}])
+import powertools_idempotency
+first = run("payments.take", "o-1", 1250)[1]
+again = run("payments.take", "o-1", 990)[1]  # another job for the same order: not charged again
+assert first == again == {"order_id": "o-1", "charged": 1250}
+(item,) = boto3.client("dynamodb").scan(TableName="idempotency")["Items"]
+assert item["status"]["S"] == "COMPLETED"
+# Registered: the in-progress record expires with the invocation (Context: 30 s left).
+assert "in_progress_expiration" in item, item
+""", **LAMBDA_ENV, IDEMPOTENCY_TABLE="idempotency")
+
+
+def test_the_powertools_parameters_example_reads_ssm_once_for_many_jobs():
+    drive("powertools_parameters.py", LAMBDA_HARNESS + """
+boto3.client("ssm").put_parameter(Name="/shop/email/sender", Value="shop@example.com", Type="String")
+import powertools_parameters
+assert run("emails.send", "a@example.com")[1] == "shop@example.com -> a@example.com"
+boto3.client("ssm").put_parameter(Name="/shop/email/sender", Value="changed", Type="String", Overwrite=True)
+assert run("emails.send", "b@example.com")[1] == "shop@example.com -> b@example.com"  # cached
+""", **LAMBDA_ENV)
 
 
 # --- the examples that need AWS, on moto's server ---------------------------------------------

@@ -155,13 +155,19 @@ class LambdaWorker:
         return self._port
 
     def __call__(self, event: dict, context=None) -> dict:
+        set_lambda_context(context)  # a task's current_job().lambda_context, for this invocation only
+        try:
+            return self._serve(event, context)
+        finally:
+            set_lambda_context(None)
+
+    def _serve(self, event: dict, context) -> dict:
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         request_id = getattr(context, "aws_request_id", None)
         self._deadline = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
         from kindling import logs  # with the first batch: its lines are the first thing logged
 
         logs.invocation(context, cold_start=self._cold)
-        set_lambda_context(context)  # a task's current_job().lambda_context
         self._cold = False
         if sqs.is_sqs_event(event):
             runner = self.runner
