@@ -21,3 +21,15 @@ def test_the_error_rate_alarm_watches_the_service_and_namespace_the_worker_write
     for metric in watched:
         assert metric["Dimensions"] == [{"Name": "service", "Value": env.get("POWERTOOLS_SERVICE_NAME")}]
         assert metric["Namespace"] == env.get("POWERTOOLS_METRICS_NAMESPACE")
+
+
+def test_x_ray_active_tracing_is_a_parameter_of_the_worker_with_the_rights_it_needs():
+    parameter = TEMPLATE["Parameters"]["Tracing"]
+    assert parameter["AllowedValues"] == ["Active", "PassThrough"] and parameter["Default"] == "PassThrough"
+    assert RES["WorkerFunction"]["Properties"]["Tracing"] == {"Ref": "Tracing"}
+    assert TEMPLATE["Conditions"]["UseActiveTracing"] == {"Fn::Equals": [{"Ref": "Tracing"}, "Active"]}
+    # The worker's role is its own (not SAM's), so the write rights SAM would add are added here.
+    managed = RES["WorkerRole"]["Properties"]["ManagedPolicyArns"]
+    assert {"Fn::If": ["UseActiveTracing",
+                       {"Fn::Sub": "arn:${AWS::Partition}:iam::aws:policy/AWSXrayWriteOnlyAccess"},
+                       {"Ref": "AWS::NoValue"}]} in managed

@@ -205,6 +205,7 @@ def test_the_lambda_handler_opens_a_span_per_job_from_the_sqs_trace_header(spans
     (span,) = spans.get_finished_spans()
     assert span.name == "echo" and span.attributes["kindling.job.id"] == job.id
     assert span.attributes["kindling.job.status"] == "succeeded" and span.context.trace_id == PRODUCER_TRACE_ID
+    assert (span.attributes["messaging.system"], span.attributes["messaging.destination.name"]) == ("aws_sqs", "jobs")
 
 
 PROBE = """
@@ -233,3 +234,33 @@ def test_without_the_switch_opentelemetry_is_never_imported_even_if_installed(va
     loaded = out.stdout.split()
     assert ("kindling.otel" in loaded and any(m.startswith("opentelemetry") for m in loaded)) is imported
     assert bool(loaded) is imported
+
+
+MESSAGING = ("messaging.system", "messaging.destination.name", "messaging.operation.type",
+             "messaging.operation.name", "messaging.message.id")
+
+
+def test_spans_follow_the_messaging_conventions_for_an_sqs_queue(spans):
+    runner = Runner(registry(), MemoryResultStore(), log=None, otel=True)
+    d = delivery("ok", 1)
+    d.queue_arn = "arn:aws:sqs:us-east-1:000000000000:shop-jobs"
+    sync_and_async = [d, delivery("later", 2)]
+    sync_and_async[1].queue_arn = d.queue_arn
+    runner.run(sync_and_async)
+    for span, sent in zip((by_task(spans)["ok"], by_task(spans)["later"]), sync_and_async, strict=True):
+        assert {k: span.attributes.get(k) for k in MESSAGING} == {
+            "messaging.system": "aws_sqs", "messaging.destination.name": "shop-jobs",
+            "messaging.operation.type": "process", "messaging.operation.name": "process",
+            "messaging.message.id": sent.ref}
+
+
+def test_spans_follow_the_messaging_conventions_for_a_valkey_stream(spans):
+    runner = Runner(registry(), MemoryResultStore(), log=None, otel=True)
+    d = delivery("ok", 1)
+    d.counts_runs, d.stream = True, "shop:jobs"
+    runner.run([d])
+    span = by_task(spans)["ok"]
+    assert {k: span.attributes.get(k) for k in MESSAGING} == {
+        "messaging.system": "valkey", "messaging.destination.name": "shop:jobs",
+        "messaging.operation.type": "process", "messaging.operation.name": "process",
+        "messaging.message.id": d.ref}

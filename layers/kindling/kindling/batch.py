@@ -73,14 +73,16 @@ class Delivery:
             recorded ``dead`` instead of run (:func:`kindling.policy.out_of_deliveries`).
         receipt, queue_arn: what settles it (an SQS receipt handle) and where it came from
             (``eventSourceARN``).
+        stream: the Valkey stream it was read from (a job's span names it).
     """
 
     __slots__ = ("ref", "body", "attempts", "trace", "group", "signature", "source", "counts_runs", "receipt",
-                 "queue_arn")
+                 "queue_arn", "stream")
 
     def __init__(self, ref: str, body: str | bytes, attempts: int = 1, trace: str | None = None,
                  group: str | None = None, signature: str | bytes | None = None, source: str | None = None,
-                 counts_runs: bool = False, receipt: str | None = None, queue_arn: str | None = None):
+                 counts_runs: bool = False, receipt: str | None = None, queue_arn: str | None = None,
+                 stream: str | None = None):
         self.ref = ref
         self.body = body
         self.attempts = attempts
@@ -90,6 +92,7 @@ class Delivery:
         self.source = source
         self.counts_runs = counts_runs
         self.receipt, self.queue_arn = receipt, queue_arn
+        self.stream = stream
 
     def __repr__(self) -> str:
         return f"Delivery(ref={self.ref!r}, attempts={self.attempts})"

@@ -15,8 +15,21 @@ it), with these attributes:
 ``deferred`` when the batch was handed back because the store was down),
 ``kindling.job.deliveries``, ``kindling.job.queue_wait_ms`` (start minus enqueue),
 ``kindling.job.duration_ms``, ``kindling.xray_trace_id`` (the producer's, propagated on the
-message), ``messaging.message.id`` (the SQS message id or stream entry id) and
-``messaging.operation.type`` = ``process``.
+message), and OpenTelemetry's messaging attributes for a consumer's ``process`` span:
+
+==============================  ==========================================================
+``messaging.system``            ``aws_sqs`` (the convention's value), or ``valkey`` for a
+                                Valkey stream (the convention has none; the product's name)
+``messaging.destination.name``  the queue's name (from ``eventSourceARN``) or the stream's
+``messaging.operation.type``    ``process``
+``messaging.operation.name``    ``process``
+``messaging.message.id``        the SQS message id or the stream entry id
+==============================  ==========================================================
+
+The span is named after the task, as Celery's instrumentation names its ``run/<task>``
+spans: a task name is of low cardinality, as the conventions ask of a name, and says what
+ran, where ``process <queue>`` would name only the queue. There is no batch span: each job's
+span is its own, linked to its producer (below).
 
 A run that raised records the exception (only its type for a task with ``redact=True``)
 and ends with status ERROR; so does a job handed back after it ran. Success leaves the
@@ -46,9 +59,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    from kindling.batch import Batch, Outcome
+    from kindling.batch import Batch, Delivery, Outcome
 
-__all__ = ["Tracer", "producer_context", "start", "attach", "detach", "end"]
+__all__ = ["Tracer", "messaging", "producer_context", "start", "attach", "detach", "end"]
 
 _ERROR = (FAILED, DEAD, DEFERRED)
 
@@ -77,7 +90,23 @@ def producer_context(header: str | None) -> SpanContext | None:
     return SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
 
 
-def start(o: Outcome, header: str | None) -> tuple[trace.Span, int]:
+def messaging(d: Delivery | None) -> dict:
+    """The messaging attributes of a delivery's ``process`` span (its system and destination
+    when the trigger said where it came from)."""
+    attributes = {"messaging.operation.type": "process", "messaging.operation.name": "process"}
+    if d is None:
+        return attributes
+    if d.queue_arn:
+        attributes["messaging.system"] = "aws_sqs"
+        attributes["messaging.destination.name"] = d.queue_arn.rsplit(":", 1)[-1]
+    elif d.stream is not None or d.counts_runs:
+        attributes["messaging.system"] = "valkey"
+        if d.stream:
+            attributes["messaging.destination.name"] = d.stream
+    return attributes
+
+
+def start(o: Outcome, header: str | None, d: Delivery | None = None) -> tuple[trace.Span, int]:
     """Open the span of a job that is starting now; return it with its start (ns since the epoch)."""
     job = o.job
     producer = producer_context(header)
@@ -86,8 +115,7 @@ def start(o: Outcome, header: str | None) -> tuple[trace.Span, int]:
     if producer is not None and not current.is_valid:
         parent = trace.set_span_in_context(trace.NonRecordingSpan(producer))
     attributes = {"kindling.job.id": o.job_id, "kindling.job.task": o.task, "kindling.job.attempt": o.attempts,
-                  "kindling.job.deliveries": o.deliveries, "messaging.message.id": o.ref,
-                  "messaging.operation.type": "process"}
+                  "kindling.job.deliveries": o.deliveries, "messaging.message.id": o.ref, **messaging(d)}
     if job is not None and job.enqueued_at:
         attributes["kindling.job.queue_wait_ms"] = max(0, o.started_ms - job.enqueued_at)
     if o.trace_id:
@@ -139,6 +167,7 @@ class Tracer:
     def __init__(self, redacts: Callable[[str | None], bool]):
         self.redacts = redacts
         self.spans: list = []  # the executing batch's (outcome, span, start ns)
+        self.deliveries: dict = {}  # the executing batch's deliveries by ref: where each came from
 
     def begin(self) -> list:
         """A new batch's spans: the jobs it runs from now on add theirs to this list."""
@@ -147,7 +176,7 @@ class Tracer:
 
     def open(self, o: Outcome) -> object:
         """Open the span of a job starting now and make it current; the token to :func:`detach`."""
-        span, started = start(o, o.trace)
+        span, started = start(o, o.trace, self.deliveries.get(o.ref))
         self.spans.append((o, span, started))
         return attach(span)
 
@@ -164,6 +193,7 @@ class Tracer:
         """While ``batch``'s jobs run, their spans go to ``batch.spans``; if the run itself
         fails, they end then."""
         batch.spans = self.begin()
+        self.deliveries = {d.ref: d for d in batch.deliveries}
         try:
             yield
         except BaseException:

@@ -195,7 +195,8 @@ class StreamConsumer:
         # and checked against the stream it was read from when signing is on.
         trace = fields.get(TRACE_FIELD) or fields.get(keys.TRACE_NAME)
         d = Delivery(text(entry_id), body, attempts, trace=text(trace) if trace else None,
-                     signature=fields.get(SIG_FIELD) or fields.get(keys.SIG_NAME), counts_runs=True)
+                     signature=fields.get(SIG_FIELD) or fields.get(keys.SIG_NAME), counts_runs=True,
+                     stream=text(self.stream))
         if self.verifier is not None:
             from kindling.jobsig import stream_destination
 
