@@ -1,5 +1,5 @@
 """Hooks (kindling.hooks) through the runner: what they are called with, and that nothing a
-hook does changes a job's outcome. Every trigger's calls: tests/conformance/test_hooks.py."""
+hook does changes a job's outcome. Every trigger's calls: tests/conformance/test_hook_calls.py."""
 
 import io
 import subprocess
