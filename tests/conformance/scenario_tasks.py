@@ -182,3 +182,30 @@ def hooked(failures: int = 0) -> int:
 @task(name="c.hook_raises", on_success=_raises)
 def hook_raises() -> str:
     return "done"
+
+
+# -- the results policy (test_results_policy.py) ---------------------------------------------
+
+
+def _count_and_fail(key: str, failures: int) -> str:
+    """Counts its runs; fails its first ``failures`` attempts (as the job's context numbers them)."""
+    ran(key)
+    if current_job().attempt <= failures:
+        raise RuntimeError(f"attempt {current_job().attempt} fails")
+    return key
+
+
+@task(name="c.count_failures", results="failures")
+def count_failures(key: str, failures: int = 0) -> str:
+    return _count_and_fail(key, failures)
+
+
+@task(name="c.count_none", results="none")
+def count_none(key: str, failures: int = 0) -> str:
+    return _count_and_fail(key, failures)
+
+
+@task(name="c.count_all", results="all")
+def count_all(key: str) -> str:
+    ran(key)
+    return key

@@ -13,9 +13,11 @@ def entry(ref, attempts=1, signature=None, trace=None):
     return Delivery(ref, encode_job(new_job("t", [], {})), attempts, signature=signature, trace=trace)
 
 
-def outcome(d, status, retry_in=None, not_before=None, reason=None):
+def outcome(d, status, retry_in=None, not_before=None, reason=None, recorded=True):
     o = Outcome(d.ref, f"job-{d.ref}", "t", status, d.attempts)
     o.retry_in, o.reason = retry_in, reason
+    if recorded and status in ("succeeded", "failed", "dead", "rejected"):
+        o.record = {"id": o.job_id, "status": status, "attempts": d.attempts}
     if not_before is not None:
         o.job = new_job("t", [], {}, not_before=not_before)
     return o
@@ -47,3 +49,16 @@ def test_a_signed_job_keeps_its_signature_in_the_scheduled_set():
     d = entry("1-0", signature=b"v1:k:mac")
     plan = plan_settlement([outcome(d, "failed", retry_in=1)], [d], NOW, 30_000)
     assert plan.scheduled == [(b"v1:k:mac\n" + d.body, NOW + 1_000)]
+
+
+def test_a_failed_attempt_counted_by_deliveries_stays_pending_with_its_count():
+    """Not read before it ran (results="failures"/"none", skip_succeeded=False), or not
+    recorded at all: a new entry would start its delivery count afresh and its attempts with
+    it, so it stays pending with this delivery counted, back in sight after retry_in."""
+    unrecorded, unread = entry("1-0", attempts=2), entry("2-0", attempts=1)
+    failed_unread = outcome(unread, "failed", retry_in=5)
+    failed_unread.unread = True
+    plan = plan_settlement([outcome(unrecorded, "failed", retry_in=5, recorded=False), failed_unread],
+                           [unrecorded, unread], NOW, 30_000)
+    assert plan.scheduled == [] and plan.done == []
+    assert plan.given_back == [("1-0", 25_000, 2), ("2-0", 25_000, 1)]

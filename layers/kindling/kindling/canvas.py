@@ -139,7 +139,7 @@ class chain:
         ids = [handle.id]
         for _ in rest:
             ids.append(next_id(ids[-1]))
-        return ChainHandle(ids, dispatch.reader())
+        return ChainHandle(ids, dispatch.reader(), [s.name for s in self.steps])
 
     def delay(self) -> ChainHandle:
         return self.apply_async()
@@ -154,6 +154,8 @@ class group:
     def __init__(self, members: Iterable[Signature]):
         members = tuple(members)
         _check_signatures("group", members)
+        for member in members:
+            _check_recorded(member, "a group's member")
         if len(members) > MAX_GROUP:
             raise ValueError(f"a group holds at most {MAX_GROUP} signatures, got {len(members)}")
         self.members = members
@@ -176,6 +178,8 @@ class chord:
         self.group = members if isinstance(members, group) else group(members)
         if callback is not None and not isinstance(callback, Signature):
             raise TypeError(f"a chord's callback is a signature (task.s(...)), got {callback!r:.80}")
+        if callback is not None:
+            _check_recorded(callback, "a chord's callback")
         self.callback = callback
 
     def apply_async(self, *, chord_id: str | None = None) -> GroupHandle:
@@ -205,6 +209,17 @@ def _check_signatures(kind: str, steps: tuple) -> None:
     for s in steps:
         if not isinstance(s, Signature):
             raise TypeError(f"a {kind} takes signatures (task.s(...)), got {s!r:.80}")
+
+
+def _check_recorded(sig: Signature, role: str) -> None:
+    """A chord is built from records: its members' results are read from them, and its claim
+    tells a sent callback by the callback's record. So neither may be declared to keep less
+    than every outcome (the worker records them all whatever the deployment's policy)."""
+    results = None if isinstance(sig.task, str) else sig.task.results
+    if results not in (None, "all"):
+        raise ValueError(f"{role} must record its success, but task {sig.name!r} is declared results={results!r}: "
+                         "a chord reads its members' results from their records and tells a sent callback by its "
+                         "record (declare it results='all', or send it outside the chord)")
 
 
 def _registry(sig: Signature) -> Registry:

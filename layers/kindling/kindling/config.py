@@ -51,6 +51,11 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              ("cli",)),
     Variable("KINDLING_RESULTS", None, "'valkey': outcomes in the Valkey result store instead of the table",
              ("cli", "ops.cli", "valkey.producer")),
+    Variable("KINDLING_RESULTS_POLICY", "all", "which outcomes get a record for tasks without results=: all, "
+             "failures (no record for a success) or none (only dead and rejected); the template's ResultsPolicy",
+             ("policy",)),
+    Variable("KINDLING_TASK_INDEX", "1", "0: records carry no task_shard, so the by_task index (off in the "
+             "template: TaskIndex=false) costs nothing; listing by task then needs it on", ("dynamo",)),
     Variable("KINDLING_RESULT_TTL_DAYS", None, "days an outcome record is kept (default "
              "policy.DEFAULT_RESULT_TTL_DAYS, 14; the template's ResultTtlDays); wins over KINDLING_RESULT_TTL_S",
              ("policy",)),

@@ -14,6 +14,7 @@ imports nothing the first batch would not load anyway.
 
 from __future__ import annotations
 
+import os
 import time
 
 from kindling.errors import StoreUnavailable
@@ -54,6 +55,9 @@ class DynamoResultStore:
             batches of hundreds use more, since each call waits a network round trip.
         call_timeout_s: how long one ``read_states`` or ``write`` may take in all
             (retries and backoff included) when the caller gives no deadline.
+        task_index: write ``task_shard``, the ``by_task`` index's key (default: on, unless
+            ``KINDLING_TASK_INDEX=0``). Off, no record enters that index, so a record costs
+            no index write; it is for a table deployed without the index (``TaskIndex=false``).
 
     Example::
 
@@ -62,11 +66,14 @@ class DynamoResultStore:
     """
 
     def __init__(self, table: str, client=None, *, max_rounds: int = 8, concurrency: int = 1,
-                 call_timeout_s: float = 30.0):
+                 call_timeout_s: float = 30.0, task_index: bool | None = None):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.table = table
         self.call_timeout_s = call_timeout_s
+        if task_index is None:
+            task_index = os.environ.get("KINDLING_TASK_INDEX", "1") != "0"
+        self.task_index = task_index
         self._client = client
         self.max_rounds = max_rounds
         self.concurrency = concurrency
@@ -146,6 +153,8 @@ class DynamoResultStore:
         """
         # BatchWriteItem refuses two puts of one key in a request; the last record wins.
         latest = {r["id"]: r for r in records}
+        if not self.task_index:  # a record without the index's key is not in the index
+            latest = {k: {a: v for a, v in r.items() if a != "task_shard"} for k, r in latest.items()}
         deadline = self._deadline(deadline)
         succeeded = [r for r in latest.values() if r["status"] == SUCCEEDED]
         chunks = [succeeded[i : i + WRITE_CHUNK] for i in range(0, len(succeeded), WRITE_CHUNK)]

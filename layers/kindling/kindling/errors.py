@@ -124,3 +124,15 @@ class JobFailed(KindlingError):
         kind = self.error.get("type", "Error")
         message = self.error.get("message", "")
         super().__init__(f"job {job_id} is {status}: {kind}: {message}")
+
+
+class ResultNotRecorded(KindlingError):
+    """A handle asked for a result its task's results policy does not record
+    (``results="failures"`` or ``"none"``, :data:`kindling.policy.RESULTS_POLICIES`): a
+    success leaves no record, so no wait could ever see it."""
+
+    def __init__(self, job_id: str, task: str, results: str):
+        self.job_id, self.task, self.results = job_id, task, results
+        super().__init__(f"job {job_id}: task {task!r} records no success (results={results!r}), so its result "
+                         "cannot be read; a failure that ended it is recorded (handle.status()). Declare the task "
+                         "with results='all' to read results")

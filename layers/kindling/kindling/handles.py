@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-from kindling.errors import JobFailed, KindlingError
+from kindling.errors import JobFailed, KindlingError, ResultNotRecorded
 from kindling.status import COMPLETED, DEAD, FAILED, FINAL, SUCCEEDED
 
 TYPE_CHECKING = False
@@ -62,14 +62,17 @@ def wait(step: Callable[[bool], Any], deadline: float, *, settled: bool = False)
         delay = min(delay * 2, MAX_DELAY_S)
 
 
-def job_result(reader, job_id: str, deadline: float, timeout: float) -> Any:
+def job_result(reader, job_id: str, deadline: float, timeout: float, task: str | None = None) -> Any:
     """Wait for ``job_id``'s final outcome and return its result.
 
     A ``failed`` job is waited through (it will be retried). Raises :class:`JobFailed` for a
     ``dead``, ``rejected`` or ``revoked`` job, or for one still ``failed`` at the deadline
     (with that attempt's error), and ``TimeoutError`` if no outcome was recorded in time.
+    A job of a ``task`` whose results policy records no success (:func:`unrecorded`) with
+    no record yet raises :class:`ResultNotRecorded` at once: no wait could see its success.
     """
     reader = require(reader)
+    unkept = unrecorded(task)
 
     def step(last: bool) -> Any:
         record = reader.record(job_id)
@@ -78,6 +81,8 @@ def job_result(reader, job_id: str, deadline: float, timeout: float) -> Any:
             return result_of(reader, record)  # type: ignore[arg-type]
         if status in FINAL or (last and status == FAILED):
             raise JobFailed(job_id, status, record.get("error"))  # type: ignore[union-attr,arg-type]
+        if status is None and unkept is not None:
+            raise ResultNotRecorded(job_id, task, unkept)  # type: ignore[arg-type]
         if last:
             raise TimeoutError(_no_outcome(reader, f"job {job_id}", timeout))
         return PENDING
@@ -85,9 +90,24 @@ def job_result(reader, job_id: str, deadline: float, timeout: float) -> Any:
     return wait(step, deadline, settled=_settled(reader))
 
 
-def wait_result(reader, job_id: str, timeout: float = 30.0) -> Any:
+def wait_result(reader, job_id: str, timeout: float = 30.0, task: str | None = None) -> Any:
     """:func:`job_result` with ``timeout`` seconds from now."""
-    return job_result(reader, job_id, time.monotonic() + timeout, timeout)
+    return job_result(reader, job_id, time.monotonic() + timeout, timeout, task)
+
+
+def unrecorded(task: str | None) -> str | None:
+    """The results policy (``"failures"`` or ``"none"``) under which ``task``'s successes
+    leave no record, as this process knows it: the task's own ``results=`` where it is
+    registered here, else the deployment's (``KINDLING_RESULTS_POLICY``); ``None`` when
+    successes are recorded (or the task is not known)."""
+    if task is None:
+        return None
+    from kindling.policy import RESULTS_ALL, configured_results
+    from kindling.registry import default_registry
+
+    found = default_registry.find(task)
+    results = (found.results if found is not None else None) or configured_results()
+    return None if results == RESULTS_ALL else results
 
 
 def result_of(reader, record: dict) -> Any:
@@ -173,7 +193,7 @@ class JobHandle:
 
     def result(self, timeout: float = 30.0) -> Any:
         """Wait up to ``timeout`` seconds for the final outcome (:func:`job_result`)."""
-        return wait_result(self.reader, self.id, timeout)
+        return wait_result(self.reader, self.id, timeout, self.task)
 
     def revoke(self) -> None:
         """Record the job ``revoked``, so no worker starts it from now on (a run already under
@@ -191,10 +211,10 @@ class JobHandle:
 class ChainHandle:
     """A sent chain: ``ids`` of every step (known in advance), ``result()`` of the last."""
 
-    __slots__ = ("ids", "reader")
+    __slots__ = ("ids", "reader", "tasks")
 
-    def __init__(self, ids: list[str], reader=None):
-        self.ids, self.reader = ids, reader
+    def __init__(self, ids: list[str], reader=None, tasks: list[str] | None = None):
+        self.ids, self.reader, self.tasks = ids, reader, tasks or [None] * len(ids)
 
     @property
     def id(self) -> str:
@@ -214,8 +234,8 @@ class ChainHandle:
         names the first step that did not succeed."""
         deadline = time.monotonic() + timeout
         value = None
-        for job_id in self.ids:
-            value = job_result(self.reader, job_id, deadline, timeout)
+        for job_id, task in zip(self.ids, self.tasks, strict=True):
+            value = job_result(self.reader, job_id, deadline, timeout, task)
         return value
 
     def __repr__(self) -> str:

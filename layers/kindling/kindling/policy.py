@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 
+from kindling.status import Status
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from kindling.envelope import Job
@@ -225,3 +227,65 @@ def backoff_ceiling(attempt: int, *, base: float, cap: float) -> float:
         raise ValueError(f"base and cap must not be negative (base={base}, cap={cap})")
     # 2.0 ** 1000 is still a finite float: no OverflowError however many attempts.
     return min(cap, base * 2.0 ** min(attempt - 1, 1000))
+
+
+# -- the results policy: which outcomes get a record ---------------------------------------
+
+RESULTS_ALL, RESULTS_FAILURES, RESULTS_NONE = "all", "failures", "none"
+RESULTS_POLICIES = (RESULTS_ALL, RESULTS_FAILURES, RESULTS_NONE)
+"""What a task (``@task(results=...)``) or a deployment (``KINDLING_RESULTS_POLICY``, the
+template's ``ResultsPolicy``) keeps: ``"all"`` every outcome (the default); ``"failures"``
+no record for a success (``failed``, ``dead`` and ``rejected`` are recorded); ``"none"``
+only ``dead`` and ``rejected``. A task's own setting wins over the deployment's.
+
+What a policy other than ``"all"`` gives up: the job is not read before it runs (no
+duplicate check: a duplicate delivery runs it again, and a revoke does not stop it), and a
+handle's ``result()`` cannot see a success (:class:`kindling.errors.ResultNotRecorded`).
+Under ``"none"`` a failed attempt leaves no record either, so attempts are counted from
+the queue's deliveries, not from records. A chord's members and its callback always keep
+every outcome: the callback is built from the members' records, and the chord's claim
+tells a sent callback by its record (:mod:`kindling.followups`)."""
+
+_KEPT = {RESULTS_ALL: None, RESULTS_FAILURES: frozenset({Status.FAILED, Status.DEAD, Status.REJECTED}),
+         RESULTS_NONE: frozenset({Status.DEAD, Status.REJECTED})}
+
+
+def check_results(value: object, where: str = "results") -> str:
+    """``value`` if it is a results policy, else ``ValueError`` naming ``where``."""
+    if value not in RESULTS_POLICIES:
+        raise ValueError(f"{where} must be one of {', '.join(map(repr, RESULTS_POLICIES))}, got {value!r:.80}")
+    return value  # type: ignore[return-value]
+
+
+def configured_results(environ=None) -> str:
+    """The deployment's results policy: ``KINDLING_RESULTS_POLICY``, else ``"all"``."""
+    value = (os.environ if environ is None else environ).get("KINDLING_RESULTS_POLICY") or RESULTS_ALL
+    return check_results(value, "KINDLING_RESULTS_POLICY")
+
+
+def results_for(job: Job, task: Task | None, deployment: str) -> str:
+    """The policy a job is recorded under: its task's, else the deployment's; always
+    ``"all"`` for a chord's member (``parent``) or callback (its derived id), whose records
+    the chord is built from."""
+    if job.parent is not None or job.id.endswith(".then"):  # envelope.callback_id: "<chord id>.then"
+        return RESULTS_ALL
+    own = task.results if task is not None else None
+    return own or deployment
+
+
+def keeps(results: str, status: str, attempt: int = 1) -> bool:
+    """Whether an outcome of ``status`` (on ``attempt``) gets a record under ``results``.
+
+    Under ``"failures"`` a success after a first attempt is recorded too: it replaces the
+    ``failed`` record an earlier attempt left, which would otherwise stand (a write for
+    retried jobs only). ``"none"`` records no failed attempt, so it has none to replace."""
+    kept = _KEPT[results]
+    if kept is None or status in kept:
+        return True
+    return results == RESULTS_FAILURES and status == Status.SUCCEEDED and attempt > 1
+
+
+def read_first(task: Task, results: str) -> bool:
+    """Whether the duplicate check reads a job before it runs: only if its task skips
+    duplicates (``skip_succeeded``) and its successes are recorded (``results="all"``)."""
+    return task.skip_succeeded and results == RESULTS_ALL

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 _OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule",
-            "redact", "queue", "on_success", "on_failure", "on_dead")
+            "redact", "queue", "on_success", "on_failure", "on_dead", "results", "ignore_result")
 HOOKS = ("on_success", "on_failure", "on_dead")
 
 
@@ -61,10 +61,16 @@ class Task:
             (:mod:`kindling.routing`); ``None`` means the default queue.
         on_success, on_failure, on_dead: hooks called ``hook(job, error)`` once its
             outcome is recorded (:mod:`kindling.hooks`), before the registry's own.
+        results: which outcomes get a record (:data:`kindling.policy.RESULTS_POLICIES`):
+            ``"all"``, ``"failures"`` (no record for a success) or ``"none"`` (only ``dead``
+            and ``rejected``); ``None`` means the deployment's (``KINDLING_RESULTS_POLICY``).
+            Anything but ``"all"`` skips the duplicate check. Celery's ``ignore_result=True``
+            is taken as ``results="none"`` (and ``False`` as ``"all"``).
     """
 
     __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
-                 "no_retry_on", "backoff", "schedule", "redact", "queue", "on_success", "on_failure", "on_dead")
+                 "no_retry_on", "backoff", "schedule", "redact", "queue", "on_success", "on_failure", "on_dead",
+                 "results")
 
     def __init__(
         self,
@@ -83,6 +89,8 @@ class Task:
         on_success: Callable[..., Any] | None = None,
         on_failure: Callable[..., Any] | None = None,
         on_dead: Callable[..., Any] | None = None,
+        results: str | None = None,
+        ignore_result: bool | None = None,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -109,6 +117,7 @@ class Task:
         for option, hook in (("on_success", on_success), ("on_failure", on_failure), ("on_dead", on_dead)):
             if hook is not None and not callable(hook):
                 raise TaskDefinitionError(f"{option} must be a function of (job, error), got {hook!r:.80}")
+        results = _results_option(results, ignore_result)
         retry_on = _exception_types("retry_on", retry_on) if retry_on is not None else None
         no_retry_on = _exception_types("no_retry_on", no_retry_on)
         if backoff is not None and type(backoff).__name__ != "Backoff":
@@ -138,6 +147,7 @@ class Task:
         self.redact = redact
         self.queue = queue
         self.on_success, self.on_failure, self.on_dead = on_success, on_failure, on_dead
+        self.results = results
         self.registry: Registry | None = None  # set when registered
         if parsed is not None and _binding_problem(fn, [], {}):
             raise TaskDefinitionError(f"scheduled task {self.name!r} must run with no arguments: "
@@ -196,6 +206,26 @@ class Task:
         if all(problems):
             first = "" if leading[0] == 0 else " (counting the result the call gets first)"
             raise TypeError(f"bad arguments for task {self.name!r}: {problems[0]}{first}")
+
+
+def _results_option(results: str | None, ignore_result: bool | None) -> str | None:
+    """``results=``, or Celery's ``ignore_result`` as its alias; ``None``: the deployment's."""
+    from kindling.policy import RESULTS_ALL, RESULTS_NONE, check_results
+
+    if ignore_result is not None:
+        if not isinstance(ignore_result, bool):
+            raise TaskDefinitionError(f"ignore_result must be True or False, got {ignore_result!r}")
+        alias = RESULTS_NONE if ignore_result else RESULTS_ALL
+        if results is not None and results != alias:
+            raise TaskDefinitionError(f"ignore_result={ignore_result} means results={alias!r}; "
+                                      f"it contradicts results={results!r}")
+        return alias
+    if results is None:
+        return None
+    try:
+        return check_results(results)
+    except ValueError as exc:
+        raise TaskDefinitionError(str(exc)) from None
 
 
 def _exception_types(option: str, value) -> tuple:

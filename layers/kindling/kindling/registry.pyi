@@ -33,6 +33,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
     on_success: Hook | None
     on_failure: Hook | None
     on_dead: Hook | None
+    results: str | None
     registry: Registry | None
     def __init__(
         self,
@@ -51,6 +52,8 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         on_success: Hook | None = ...,
         on_failure: Hook | None = ...,
         on_dead: Hook | None = ...,
+        results: str | None = ...,
+        ignore_result: bool | None = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
@@ -96,6 +99,8 @@ class Registry:
         on_success: Hook | None = ...,
         on_failure: Hook | None = ...,
         on_dead: Hook | None = ...,
+        results: str | None = ...,
+        ignore_result: bool | None = ...,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
     def get(self, name: str) -> Task[..., Any]: ...
     def find(self, name: str) -> Task[..., Any] | None: ...
@@ -127,4 +132,6 @@ def task(
     on_success: Hook | None = ...,
     on_failure: Hook | None = ...,
     on_dead: Hook | None = ...,
+    results: str | None = ...,
+    ignore_result: bool | None = ...,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...

@@ -138,6 +138,8 @@ class Runner:
         otel: open an OpenTelemetry span per job run (:mod:`kindling.otel`). Default: only
             where ``KINDLING_OTEL=1``; without opentelemetry installed it is logged once and
             left off. Off, opentelemetry is never imported.
+        results: the deployment's results policy, for tasks without their own
+            (:data:`kindling.policy.RESULTS_POLICIES`; default ``KINDLING_RESULTS_POLICY``, else "all").
     """
 
     def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int | None = None,
@@ -145,13 +147,14 @@ class Runner:
                  default_timeout: float = 300.0, concurrency: int = 16, threads: int = 0, safety_ms: int = 1000,
                  cutoff_ms: int = 500, worker: dict | None = None, ttl_days: float | None = None,
                  log=_log, metrics: bool | None = None, payload_bucket: str | None = None, s3=None, verifier=None,
-                 otel: bool | None = None):
+                 otel: bool | None = None, results: str | None = None):
         self.registry = registry
         self.store = store
         self.max_attempts = policy.configured_max_attempts() if max_attempts is None else max_attempts
         self.attempts_cap = attempts_cap
         self.max_deliveries = max_deliveries
         self.retry_delay = policy.configured_retry_delay() if retry_delay is None else retry_delay
+        self.results = policy.configured_results() if results is None else policy.check_results(results)
         self.default_timeout = default_timeout
         self.concurrency = max(1, concurrency)
         self.threads = threads
@@ -292,7 +295,9 @@ class Runner:
 
         settle_duplicates(outcomes)
         for o in outcomes:  # the store writes each record only over the generation it was read as
-            if o.record is not None and o.generation > 1:
+            if o.record is not None and o.job and not policy.keeps(self._results_of(o), o.status, o.attempts):
+                o.record = None  # the results policy: not kept
+            elif o.record is not None and o.generation > 1:
                 o.record["generation"] = o.generation
         records = [o.record for o in outcomes if o.record is not None]
         if records:
@@ -421,7 +426,7 @@ class Runner:
         ids = []
         for o in runnable:
             task = self.registry.find(o.task)  # type: ignore[arg-type]
-            if task is None or task.skip_succeeded:  # unknown tasks are rejected by _check anyway
+            if task is None or policy.read_first(task, self._results_of(o)):  # unknown: rejected by _check
                 ids.append(o.job_id)
         if not ids:
             return dict
@@ -456,11 +461,12 @@ class Runner:
                 continue
             task = self.task_of(o)
             last_delivery = o.exhausted
-            if not task.skip_succeeded:
+            if not policy.read_first(task, self._results_of(o)):
                 # Unread: numbered after the run if it fails (see _number_unread_failures).
                 # Opting out of duplicate skipping means running again is fine, even after
                 # ``dead``: a success replaces the dead record, a failure is refused by it.
-                o.unread = True
+                # Under results="none" no failed record is kept to count from: deliveries count.
+                o.unread = self._results_of(o) != policy.RESULTS_NONE
                 o.attempts = o.deliveries
                 if last_delivery:
                     self._dead_undelivered(o)
@@ -480,6 +486,9 @@ class Runner:
                 self._dead_undelivered(o)
             else:
                 o.attempts = attempts + 1 if previous == FAILED else 1
+
+    def _results_of(self, o: Outcome) -> str:
+        return policy.results_for(job_of(o), self.registry.find(job_of(o).task), self.results)
 
     def _number_unread_failures(self, runnable: list[Outcome], deadline: float | None) -> None:
         """Failed jobs that were not read before running learn their attempt number now.

@@ -316,6 +316,11 @@ def plan_settlement(outcomes: Sequence[Outcome], deliveries: Sequence[Delivery],
             plan.done.append(o.ref)
         elif o.status in SETTLED:
             plan.done.append(o.ref)
+        elif o.status == FAILED and o.retry_in is not None and (o.unread or o.record is None):
+            # A job not read before it ran (a results policy, skip_succeeded=False) counts its
+            # attempts by deliveries: it stays pending with its count, back after retry_in
+            # (at most visibility_ms), instead of a new entry whose count would start afresh.
+            plan.given_back.append((o.ref, max(0, visibility_ms - int(o.retry_in * 1000)), d.attempts))
         elif o.status == FAILED and o.retry_in is not None:
             plan.scheduled.append((member(d.body, d.signature), now + int(o.retry_in * 1000)))
             plan.done.append(o.ref)
