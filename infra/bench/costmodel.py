@@ -18,7 +18,15 @@ them) or an assumption stated where it is made:
 * a record is under 1 KB (a noop record is ~270 bytes), so one write request unit each for
   the table and for its one index entry (``by_task``; a succeeded record has no
   ``by_status`` entry), and one strongly consistent read request unit for the duplicate
-  check (charged whether or not the item exists);
+  check (charged whether or not the item exists): :func:`units_per_job`, for each results
+  policy and with the ``by_task`` index on or off (tests/unit/test_request_units.py counts
+  the same units from the worker's own calls, and holds this function to them); a policy
+  that records no success (``failures``, ``none``) makes no DynamoDB call for a batch of
+  successes, but its invocation is still priced at the measured per-batch time, which
+  included both round trips (so Lambda's line overstates it);
+* the Powertools handler a user would write instead (its batch processor, one ``put_item``
+  per job into a table without indexes, no duplicate check) is priced at the same
+  per-batch time: one write unit per job;
 * a Celery node has the bench machine's CPUs and runs at the measured rate (the bench ran
   broker and worker on the same CPUs, so this may overstate the fleet); its broker and
   result store are not priced.
@@ -73,6 +81,8 @@ INDEX_SHARDS = 4  # kindling.records.SHARDS: by_task's key is <task>#<0..3>
 TABLE_WRU_PER_JOB = 1  # BatchWriteItem put of the succeeded record (under 1 KB)
 INDEX_WRU_PER_JOB = 1  # its by_task entry
 RRU_PER_JOB = 1  # the BatchGetItem duplicate check, strongly consistent
+RESULTS_POLICIES = ("all", "failures", "none")  # kindling.policy.RESULTS_POLICIES
+POWERTOOLS = "Powertools batch handler, one put_item per job"
 SQS_REQUESTS_PER_BATCH = 3  # SendMessageBatch, the mapping's ReceiveMessage, its DeleteMessageBatch
 RECORD_GB = (270 + 100 + 250 + 100) / 1e9  # item + overhead, index entry + overhead (noop record)
 RESULT_TTL_DAYS = 14  # the template's ResultTtlDays default
@@ -121,20 +131,34 @@ def batch_seconds(handler_rate: float, job_s: float) -> float:
     return EVENT_BATCH / handler_rate + EVENT_BATCH * job_s
 
 
-def per_million(inputs: dict, job_s: float, memory_mb: int) -> dict[str, float]:
+def units_per_job(results: str = "all", task_index: bool = True) -> tuple[float, float]:
+    """(write, read) request units per succeeded job under a results policy, with the
+    ``by_task`` index on or off. A success that keeps no record is neither read first (no
+    duplicate check) nor written."""
+    if results not in RESULTS_POLICIES:
+        raise ValueError(f"results must be one of {RESULTS_POLICIES}, got {results!r}")
+    if results != "all":
+        return 0.0, 0.0
+    return float(TABLE_WRU_PER_JOB + (INDEX_WRU_PER_JOB if task_index else 0)), float(RRU_PER_JOB)
+
+
+def per_million(inputs: dict, job_s: float, memory_mb: int, results: str = "all",
+                task_index: bool = True) -> dict[str, float]:
     """USD per million jobs, by line item."""
     batches = 1e6 / EVENT_BATCH
     gb_s = batches * batch_seconds(inputs["handler_rate"], job_s) * memory_mb / 1024
     sqs_requests = 1e6 / SQS_BATCH * SQS_REQUESTS_PER_BATCH
-    stored_gb_months = 1e6 * RECORD_GB * RESULT_TTL_DAYS / 30
+    wru, rru = units_per_job(results, task_index)
+    record_gb = RECORD_GB if task_index else (270 + 100) / 1e9  # no index entry
+    stored_gb_months = 1e6 * (record_gb if wru else 0.0) * RESULT_TTL_DAYS / 30
     return {
         "lambda requests": batches * LAMBDA_REQUEST_USD,
         "lambda GB-s x86": gb_s * LAMBDA_GB_S_X86_USD,
         "lambda GB-s arm64": gb_s * LAMBDA_GB_S_ARM_USD,
         "sqs standard": sqs_requests * SQS_STANDARD_REQUEST_USD,
         "sqs fifo": sqs_requests * SQS_FIFO_REQUEST_USD,
-        "dynamodb writes": 1e6 * (TABLE_WRU_PER_JOB + INDEX_WRU_PER_JOB) * DDB_WRU_USD,
-        "dynamodb reads": 1e6 * RRU_PER_JOB * DDB_RRU_USD,
+        "dynamodb writes": 1e6 * wru * DDB_WRU_USD,
+        "dynamodb reads": 1e6 * rru * DDB_RRU_USD,
         "dynamodb storage": stored_gb_months * DDB_STORAGE_GB_MONTH_USD,
     }
 
@@ -144,6 +168,22 @@ def totals(items: dict[str, float]) -> dict[str, float]:
     shared = items["lambda requests"] + items["sqs standard"] + items["dynamodb writes"] + items["dynamodb reads"] \
         + items["dynamodb storage"]
     return {"x86": shared + items["lambda GB-s x86"], "arm64": shared + items["lambda GB-s arm64"]}
+
+
+def powertools_per_million(inputs: dict, job_s: float, memory_mb: int) -> dict[str, float]:
+    """The hand-written handler: Lambda and SQS as kindling's, one write unit per job (a
+    ~270-byte item in a table without indexes), no read."""
+    items = per_million(inputs, job_s, memory_mb, "all", task_index=False)
+    items["dynamodb reads"] = 0.0
+    return items
+
+
+def policy_rows(inputs: dict, memory_mb: int) -> list[tuple[str, dict[str, float]]]:
+    """Per million noop jobs, for each results policy and index setting, then Powertools."""
+    rows = [(f"results={results!r}, by_task {'on' if index else 'off'}",
+             per_million(inputs, 0.0, memory_mb, results, index))
+            for results in RESULTS_POLICIES for index in (True, False)]
+    return [*rows, (POWERTOOLS, powertools_per_million(inputs, 0.0, memory_mb))]
 
 
 def celery_node_rate(inputs: dict, job_s: float) -> float:
@@ -257,6 +297,17 @@ def report(inputs: dict, path: str, memory_mb: int, job_ms: float) -> str:
                    f"{_usd(items['dynamodb writes'])} | {_usd(items['dynamodb reads'])} | "
                    f"{_usd(items['dynamodb storage'])} | {_usd(total['x86'])} / {_usd(total['arm64'])} | "
                    f"{_usd(celery['x86'])} / {_usd(celery['arm64'])} |")
+    out += ["", f"### Cost per million noop jobs by results policy and index ({memory_mb} MB)", "",
+            "Every job succeeds; write and read units per job as tests/unit/test_request_units.py counts them "
+            "from the worker's calls.", "",
+            "| | write units / read units per job | DynamoDB | Lambda + SQS x86 | total x86 / arm64 |",
+            "|---|---:|---:|---:|---:|"]
+    for label, items in policy_rows(inputs, memory_mb):
+        total = totals(items)
+        ddb = items["dynamodb writes"] + items["dynamodb reads"] + items["dynamodb storage"]
+        wru, rru = (items["dynamodb writes"] / DDB_WRU_USD / 1e6, items["dynamodb reads"] / DDB_RRU_USD / 1e6)
+        out.append(f"| {label} | {wru:g} / {rru:g} | {_usd(ddb)} | {_usd(total['x86'] - ddb)} | "
+                   f"{_usd(total['x86'])} / {_usd(total['arm64'])} |")
     out += ["", "### Celery fleet on EC2 sized to the same rate (always on, compute only)", "",
             f"| jobs/s | nodes for noop | nodes for {job_ms:g} ms jobs | USD per hour x86 ({EC2_X86[0]}) / arm64 "
             f"({EC2_ARM[0]}), noop | kindling USD per hour x86, noop |", "|---:|---:|---:|---:|---:|"]

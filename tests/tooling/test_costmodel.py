@@ -99,3 +99,23 @@ def test_a_bench_without_the_scenarios_it_needs_is_refused_clearly(tmp_path, cap
     assert "needs the dynamodb and throughput scenarios" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cm.main([str(path), "--memory-mb", "64"])
+
+
+def test_a_results_policy_that_records_no_success_pays_no_dynamodb_for_it(inputs):
+    # 500 jobs/s per instance: Lambda $0.02 + $0.0167, SQS $0.12; no record, no check
+    items = cm.per_million(inputs, 0.0, 512, "failures", task_index=False)
+    assert (items["dynamodb writes"], items["dynamodb reads"], items["dynamodb storage"]) == (0, 0, 0)
+    assert cm.totals(items)["x86"] == pytest.approx(0.02 + 0.0166667 + 0.12)
+    assert cm.totals(items)["x86"] <= 0.20  # the target at 512 MB x86
+    # the default without its by_task index: the record and the check
+    assert cm.units_per_job("all", task_index=False) == (1, 1) and cm.units_per_job("all") == (2, 1)
+    with pytest.raises(ValueError, match="results must be one of"):
+        cm.units_per_job("some")
+
+
+def test_the_powertools_handler_pays_one_write_unit_per_job(inputs):
+    items = cm.powertools_per_million(inputs, 0.0, 512)
+    assert items["dynamodb writes"] == pytest.approx(0.625) and items["dynamodb reads"] == 0
+    rows = dict(cm.policy_rows(inputs, 512))
+    assert list(rows)[:2] == ["results='all', by_task on", "results='all', by_task off"]
+    assert cm.totals(rows[cm.POWERTOOLS])["x86"] < cm.totals(rows["results='all', by_task on"])["x86"]
