@@ -48,13 +48,19 @@ def build_report(n):
 @pytest.fixture
 def indexed_table(moto_endpoint) -> str:
     """A results table shaped as template.yaml's: key ``id``, GSIs by_task and by_status."""
+    return _results_table(task_index=True)
+
+
+def _results_table(task_index: bool) -> str:
+    """template.yaml's results table, with its by_task index or (TaskIndex=false) without."""
     name = f"results-{uuid.uuid4().hex[:8]}"
     include = {"ProjectionType": "INCLUDE",
                "NonKeyAttributes": ["task", "status", "attempts", "enqueued_at", "started_at", "duration_ms"]}
     boto3.client("dynamodb").create_table(
         TableName=name, BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, t in
-                              [("id", "S"), ("task_shard", "S"), ("status_shard", "S"), ("finished_at", "N")]],
+                              [("id", "S"), ("task_shard", "S"), ("status_shard", "S"), ("finished_at", "N")]
+                              if task_index or a != "task_shard"],
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
         GlobalSecondaryIndexes=[
             {"IndexName": "by_task", "Projection": include,
@@ -64,7 +70,7 @@ def indexed_table(moto_endpoint) -> str:
              "Projection": dict(include, NonKeyAttributes=include["NonKeyAttributes"] + ["error"]),
              "KeySchema": [{"AttributeName": "status_shard", "KeyType": "HASH"},
                            {"AttributeName": "finished_at", "KeyType": "RANGE"}]},
-        ],
+        ][0 if task_index else 1:],
     )
     return name
 
@@ -217,6 +223,18 @@ def test_list_refuses_what_only_a_scan_could_answer(stack):
         list_jobs(stack)
     with pytest.raises(OpsError, match="per task"):
         list_jobs(stack, status=SUCCEEDED)
+
+
+def test_listing_by_task_without_the_by_task_index_says_what_it_needs(moto_endpoint):
+    """TaskIndex=false: a task alone, or succeeded jobs, need by_task; a status and a task
+    together read by_status, which is always there."""
+    stack = Stack(table=_results_table(task_index=False))
+    now = int(time.time() * 1000)
+    _write(stack, [build_record(key="d-1", task="ops.ok", status=DEAD, attempts=1, started_at=now, finished_at=now)])
+    for query in ({"task": "ops.ok"}, {"task": "ops.ok", "status": SUCCEEDED}):
+        with pytest.raises(OpsError, match="needs the results table's by_task index.*TaskIndex=true"):
+            list_jobs(stack, since_ms=0, **query)
+    assert [r["id"] for r in list_jobs(stack, status=DEAD, task="ops.ok", since_ms=0)] == ["d-1"]
 
 
 # -- the real path: worker, DLQ, revive -------------------------------------------------------

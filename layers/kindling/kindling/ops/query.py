@@ -12,6 +12,9 @@ time range, paging until it has ``limit`` records or the range is exhausted) and
 them by ``finished_at``. A status and a task together read the smaller side: the status
 index filtered by task (dead jobs are few), except for ``succeeded``, which only the task
 index holds. Nothing here scans the table.
+
+``by_task`` is optional (the template's ``TaskIndex``): a table deployed without it answers
+a status (with or without a task), and a listing that needs it says so (:data:`NO_TASK_INDEX`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ from kindling.status import SUCCEEDED
 
 __all__ = ["list_jobs", "get_job", "fill_errors", "parse_since"]
 
+NO_TASK_INDEX = ("listing {what} needs the results table's by_task index, which this table does not have: "
+                 "deploy with TaskIndex=true (and run workers without KINDLING_TASK_INDEX=0; records written "
+                 "while it was off are not in it). A status and a task together (--status dead --task NAME) "
+                 "read the by_status index instead")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
 
@@ -67,9 +74,23 @@ def list_jobs(stack: Stack, *, status: str | None = None, task: str | None = Non
                        "so that a succeeded job costs one index write")
     found: list[dict] = []
     for shard in range(SHARDS):
-        found += _query(stack, index, attr, f"{value}#{shard}", since_ms, until_ms, limit, filters, page_size)
+        try:
+            found += _query(stack, index, attr, f"{value}#{shard}", since_ms, until_ms, limit, filters, page_size)
+        except Exception as exc:
+            if index == "by_task" and _no_such_index(exc):
+                what = f"{status} jobs of a task" if status else "jobs by task"
+                raise OpsError(NO_TASK_INDEX.format(what=what)) from None
+            raise
     found.sort(key=lambda r: (r.get("finished_at", 0), r.get("id", "")), reverse=True)
     return found[:limit]
+
+
+def _no_such_index(exc: Exception) -> bool:
+    """DynamoDB's answer to a Query on an index the table lacks (a ValidationException;
+    ResourceNotFoundException from moto)."""
+    error = getattr(exc, "response", {}).get("Error", {})
+    return error.get("Code") in ("ValidationException", "ResourceNotFoundException") and \
+        "index" in str(error.get("Message", "")).lower()
 
 
 def _query(stack: Stack, index: str, attr: str, key: str, since_ms: int, until_ms: int, limit: int,
