@@ -35,7 +35,8 @@ MARKER = re.compile(r"^<!-- example: (docs/examples/[\w./-]+) -->$")
 FENCE = re.compile(r"^\s*```(\w*)\s*$")
 
 # How each example runs. Every file in docs/examples/ must be in exactly one of these.
-EAGER = ["quickstart.py", "tasks.py", "periodic.py", "app.py", "handles.py", "test_eager.py", "canvas.py"]
+EAGER = ["quickstart.py", "tasks.py", "periodic.py", "app.py", "handles.py", "test_eager.py", "canvas.py",
+         "results_policy.py"]
 ON_MOTO = ["send_and_read.py", "named_queues.py", "send_with_boto3.py"]
 ON_VALKEY = ["stream_producer.py"]
 COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}
