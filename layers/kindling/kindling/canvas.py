@@ -215,8 +215,10 @@ def _check_recorded(sig: Signature, role: str) -> None:
     """A chord is built from records: its members' results are read from them, and its claim
     tells a sent callback by the callback's record. So neither may be declared to keep less
     than every outcome (the worker records them all whatever the deployment's policy)."""
+    from kindling.policy import RESULTS_ALL
+
     results = None if isinstance(sig.task, str) else sig.task.results
-    if results not in (None, "all"):
+    if results not in (None, RESULTS_ALL):
         raise ValueError(f"{role} must record its success, but task {sig.name!r} is declared results={results!r}: "
                          "a chord reads its members' results from their records and tells a sent callback by its "
                          "record (declare it results='all', or send it outside the chord)")

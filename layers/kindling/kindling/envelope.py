@@ -172,9 +172,13 @@ def member_id(chord_id: str, index: int) -> str:
     return f"{chord_id}.{index}"
 
 
+CALLBACK_SUFFIX = ".then"
+"""Ends a chord's callback's job id (:func:`callback_id`)."""
+
+
 def callback_id(chord_id: str) -> str:
     """The job id of a chord's callback."""
-    return f"{chord_id}.then"
+    return f"{chord_id}{CALLBACK_SUFFIX}"
 
 
 def check_chord_id(chord_id: object) -> str:

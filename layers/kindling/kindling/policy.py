@@ -267,8 +267,10 @@ def results_for(job: Job, task: Task | None, deployment: str) -> str:
     """The policy a job is recorded under: its task's, else the deployment's; always
     ``"all"`` for a chord's member (``parent``) or callback (its derived id), whose records
     the chord is built from."""
-    if job.parent is not None or job.id.endswith(".then"):  # envelope.callback_id: "<chord id>.then"
-        return RESULTS_ALL
+    from kindling.envelope import CALLBACK_SUFFIX  # envelope imports this module: not at the top
+
+    if job.parent is not None or job.id.endswith(CALLBACK_SUFFIX):
+        return RESULTS_ALL  # a plain job whose id ends so is recorded too: recording more is safe
     own = task.results if task is not None else None
     return own or deployment
 
