@@ -55,16 +55,7 @@ from kindling.batch import (
 from kindling.envelope import Job, decode_job, now_ms
 from kindling.errors import InvalidJob, NewerEnvelope, ResultTooLarge, StoreUnavailable
 from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, renumbered
-from kindling.status import (
-    DEAD,
-    DEFERRED,
-    FAILED,
-    FINAL,
-    NEWER_GENERATION,
-    REVOKED,
-    SKIPPED,
-    SUCCEEDED,
-)
+from kindling.status import DEAD, DEFERRED, FAILED, FINAL, NEWER_GENERATION, REVOKED, SKIPPED, SUCCEEDED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
