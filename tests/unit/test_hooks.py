@@ -146,3 +146,23 @@ Runner(reg, MemoryResultStore(), log=None, metrics=False).run(
 assert "kindling.hooks" in sys.modules
 """
     subprocess.run([sys.executable, "-S", "-c", probe], check=True)
+
+
+@pytest.mark.parametrize("results", ["failures", "none"])
+def test_a_success_the_results_policy_does_not_record_still_calls_on_success(results):
+    """The results policy decides what is written, not what happened: the hook still hears of it."""
+    from kindling.results import MemoryResultStore
+    from kindling.runner import Runner
+    from support.tasks import delivery
+
+    reg, seen = Registry(), []
+
+    @reg.task(name="quiet", results=results, on_success=lambda job, error: seen.append(job.id))
+    def quiet():
+        return 1
+
+    store = MemoryResultStore()
+    d = delivery("quiet")
+    [o] = Runner(reg, store, log=None, metrics=False).run([d])
+    assert str(o.status) == "succeeded" and store.records == {}
+    assert seen == [d.ref]

@@ -15,8 +15,8 @@ Three hooks, named as Celery names a task's handlers and called as its signals a
 ``kindling.registry.on_failure`` for the default one), in the order they were added.
 
 Hooks run on the batch's thread after its outcomes are written and before its messages are
-settled, once per recorded outcome, on every trigger: the SQS handler and loop, the stream
-worker and drain, eager mode. An outcome the store refused (a later one was already
+settled, once per outcome (one the results policy keeps no record of too), on every trigger:
+the SQS handler and loop, the stream worker and drain, eager mode. An outcome the store refused (a later one was already
 recorded) and a batch handed back unrecorded call none. A hook that raises is logged
 (``"kindling": "hook_failed"``) and changes nothing: the outcome stays recorded, the
 message is settled as it would have been, the other hooks still run. A hook is no place for
@@ -42,7 +42,7 @@ __all__ = ["call", "calls_for"]
 
 def calls_for(o: Outcome) -> tuple[str, ...]:
     """The hooks a settled outcome asks for, in the order they are called."""
-    if o.record is None or o.job is None:  # not recorded by this delivery, or never a job
+    if o.job is None or (o.record is None and not o.unrecorded):  # never a job, or not settled by this delivery
         return ()
     if o.status == SUCCEEDED:
         return ("on_success",)

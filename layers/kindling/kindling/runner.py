@@ -287,7 +287,7 @@ class Runner:
         settle_duplicates(outcomes)
         for o in outcomes:  # the store writes each record only over the generation it was read as
             if o.record is not None and o.job and not policy.keeps(self._results_of(o), o.status, o.attempts):
-                o.record = None  # the results policy: not kept
+                o.record, o.unrecorded = None, True  # the results policy: not kept
             elif o.record is not None and o.generation > 1:
                 o.record["generation"] = o.generation
         records = [o.record for o in outcomes if o.record is not None]
