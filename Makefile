@@ -12,7 +12,7 @@ PYTHON313 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.1
                          $(shell command -v python3.13 2>/dev/null))
 PYTEST_ARGS ?=
 
-.PHONY: install demo demo-moto test check unit lint build validate layer-size bench clean
+.PHONY: install demo demo-moto test check unit lint build validate queues layer-size bench clean
 
 install: $(VENV)/.installed
 
@@ -78,6 +78,10 @@ lint: install
 
 validate: install
 	sam validate --lint
+
+## Render the named queues into template.yaml: make queues QUEUES="reports bulk:5" (name[:max concurrency]).
+queues:
+	python3 infra/queues/render.py $(QUEUES)
 
 build: install
 	sam build

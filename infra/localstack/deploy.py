@@ -28,13 +28,15 @@ BUCKET = "kindling-sam-artifacts"
 
 
 def deploy(stack: str = "kindling", parameters: dict[str, str] | None = None, *, build: bool = True,
-           build_dir: Path | None = None, prepare: Callable[[Path], None] | None = None) -> dict:
+           build_dir: Path | None = None, template: Path | None = None,
+           prepare: Callable[[Path], None] | None = None) -> dict:
     """Build and deploy; return the stack outputs (QueueUrl, ResultsTableName, ...).
 
     ``build_dir``: build there (and deploy what is built there) instead of the repository's
-    .aws-sam, so that the build does not race another of the same template. ``prepare``: called
-    with the built artifacts' directory (``build_dir/build``) before they are deployed, to
-    change what the function ships (a test's own tasks, say)."""
+    .aws-sam, so that the build does not race another of the same template. ``template``:
+    build this template instead of template.yaml (a rendering of infra/queues/render.py).
+    ``prepare``: called with the built artifacts' directory (``build_dir/build``) before they
+    are deployed, to change what the function ships (a test's own tasks, say)."""
     import boto3
 
     if "AWS_ENDPOINT_URL" not in os.environ:
@@ -43,7 +45,8 @@ def deploy(stack: str = "kindling", parameters: dict[str, str] | None = None, *,
     env = dict(os.environ, SAM_CLI_TELEMETRY="0", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     where = ["--build-dir", str(build_dir / "build"), "--cache-dir", str(build_dir / "cache")] if build_dir else []
     if build:
-        _run(["sam", "build", *where, "--cached"], env)
+        source = ["--template-file", str(template)] if template else []
+        _run(["sam", "build", *source, *where, "--cached"], env)
     if prepare is not None:
         if build_dir is None:
             raise ValueError("prepare needs a build_dir of its own: it changes the built artifacts")

@@ -102,7 +102,7 @@ def _queue_with_dlq(name: str, **attributes: str) -> str:
 
 @pytest.fixture
 def reports(stack, monkeypatch) -> str:
-    """A named queue ``reports`` with its own DLQ, as template.yaml's Queue1Name makes it;
+    """A named queue ``reports`` with its own DLQ, as template.yaml rendered with it makes it;
     KINDLING_QUEUES names it, as the QueueRoutes output gives it to producers and operators."""
     url = _queue_with_dlq("reports")
     monkeypatch.setenv("KINDLING_QUEUES", f"reports={url}")
@@ -208,6 +208,20 @@ def test_list_queries_four_shards_of_one_index_merges_newest_first_and_never_sca
     recent = list_jobs(stack, task="emails.send", since_ms=now - 10_500, limit=3)
     assert [r["id"] for r in recent] == ["job-000", "job-001", "job-004"]
     assert "Scan" not in ops
+
+
+def test_list_reads_as_many_status_shards_as_the_deployment_writes(stack, monkeypatch):
+    monkeypatch.setenv("KINDLING_STATUS_SHARDS", "8")  # the template's StatusIndexShards
+    now = int(time.time() * 1000)
+    _write(stack, [build_record(key=f"s8-{i:03d}", task="ops.ok", status=DEAD, attempts=1, started_at=now - i,
+                                finished_at=now - i) for i in range(80)])
+    ops = calls(stack)
+    dead = list_jobs(stack, status=DEAD, since_ms=now - 3_600_000, limit=100)
+    assert [r["id"] for r in dead] == [f"s8-{i:03d}" for i in range(80)]
+    assert ops == ["Query"] * 8
+    ops.clear()
+    assert len(list_jobs(stack, task="ops.ok", since_ms=now - 3_600_000, limit=100)) == 80
+    assert ops == ["Query"] * 4  # by_task keeps its four
 
 
 def test_list_pages_through_each_shard_until_it_has_the_limit(stack):

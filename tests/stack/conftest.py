@@ -32,13 +32,24 @@ def _environ(env: Mapping[str, str]) -> Iterator[None]:
 
 
 def _deploy(name: str, parameters: Mapping[str, str], build_dir: Path | None = None,
-            prepare: Callable[[Path], None] | None = None) -> dict:
-    """infra/localstack/deploy.py's deploy(), imported when a module first deploys."""
-    if str(ROOT / "infra/localstack") not in sys.path:
-        sys.path.insert(0, str(ROOT / "infra/localstack"))
+            queues: list[str] | None = None, prepare: Callable[[Path], None] | None = None) -> dict:
+    """infra/localstack/deploy.py's deploy(), imported when a module first deploys; with
+    ``queues``, of template.yaml rendered with those named queues (infra/queues/render.py),
+    built in ``build_dir`` (by default .state/stacks/<name>)."""
+    for tool in ("infra/localstack", "infra/queues"):
+        if str(ROOT / tool) not in sys.path:
+            sys.path.insert(0, str(ROOT / tool))
     from deploy import deploy
 
-    return deploy(name, dict(parameters), build_dir=build_dir, prepare=prepare)
+    template = None
+    if queues is not None:
+        import render
+
+        build_dir = build_dir or ROOT / ".state/stacks" / name
+        template = build_dir / "template.yaml"
+        build_dir.mkdir(parents=True, exist_ok=True)
+        template.write_text(render.absolute(render.render((ROOT / "template.yaml").read_text(), queues)))
+    return deploy(name, dict(parameters), build_dir=build_dir, template=template, prepare=prepare)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +64,9 @@ def aws(localstack) -> Iterator[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def deploy_stack(localstack) -> Iterator[Callable[..., dict]]:
-    """``deploy_stack(name, parameters, build_dir=None, prepare=None)``: template.yaml deployed into LocalStack
-    as stack ``name`` with ``parameters`` over deploy.py's local defaults; the stack outputs.
+    """``deploy_stack(name, parameters, build_dir=None, queues=None, prepare=None)``: template.yaml
+    (rendered with the named queues ``queues``, when given) deployed into LocalStack as stack
+    ``name`` with ``parameters`` over deploy.py's local defaults; the stack outputs.
 
     os.environ points boto3 at LocalStack from this fixture's start to the module's end, so a
     module's own fixtures and tests reach the stack (and create what its parameters name)."""

@@ -1,4 +1,4 @@
-"""template.yaml with a named queue (Queue1Name=reports) deployed into LocalStack: a task
+"""template.yaml with a named queue (rendered with ``reports:3``) deployed into LocalStack: a task
 routed there is run by the worker from that queue, and its dead job lands in that queue's
 own dead-letter queue, not the jobs queue's."""
 
@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def routed_stack(deploy_stack):
-    return deploy_stack("kindling-route", {"Queue1Name": "reports", "Queue1MaxConcurrency": "3", "MaxAttempts": "2"})
+    return deploy_stack("kindling-route", {"MaxAttempts": "2"}, queues=["reports:3"])
 
 
 @pytest.fixture
@@ -48,19 +48,19 @@ def _dead_letters(url: str, job_id: str, wait_s: float = 30) -> set[str]:
 
 
 def test_the_stack_deploys_the_named_queue_with_its_own_trigger_and_limit(routed_stack, client):
-    assert routed_stack["QueueRoutes"] == f"reports={routed_stack['Queue1Url']}"
-    assert client.queues == {"reports": routed_stack["Queue1Url"]}
-    assert routed_stack["Queue1Url"].endswith("/kindling-route-reports")
+    assert routed_stack["QueueRoutes"] == f"reports={routed_stack['QueueReportsUrl']}"
+    assert client.queues == {"reports": routed_stack["QueueReportsUrl"]}
+    assert routed_stack["QueueReportsUrl"].endswith("/kindling-route-reports")
     mappings = boto3.client("lambda").list_event_source_mappings(
         FunctionName=routed_stack["WorkerFunctionName"])["EventSourceMappings"]
     by_queue = {m["EventSourceArn"]: m for m in mappings}
-    reports = by_queue[_arn(routed_stack["Queue1Url"])]
+    reports = by_queue[_arn(routed_stack["QueueReportsUrl"])]
     assert reports["ScalingConfig"] == {"MaximumConcurrency": 3}
     assert reports["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert by_queue[_arn(routed_stack["QueueUrl"])]["ScalingConfig"] == {"MaximumConcurrency": 10}
-    redrive = boto3.client("sqs").get_queue_attributes(QueueUrl=routed_stack["Queue1Url"],
+    redrive = boto3.client("sqs").get_queue_attributes(QueueUrl=routed_stack["QueueReportsUrl"],
                                                        AttributeNames=["RedrivePolicy"])["Attributes"]
-    assert _arn(routed_stack["Queue1DeadLetterQueueUrl"]) in redrive["RedrivePolicy"]
+    assert _arn(routed_stack["QueueReportsDeadLetterQueueUrl"]) in redrive["RedrivePolicy"]
 
 
 def test_a_routed_task_runs_from_its_queue_and_its_dead_job_lands_in_that_queues_dlq(routed_stack, client):
@@ -81,7 +81,7 @@ def test_a_routed_task_runs_from_its_queue_and_its_dead_job_lands_in_that_queues
         time.sleep(1)
     record = client.record(doomed.id)
     assert record["status"] == "dead" and record["attempts"] == 2
-    assert doomed.id in _dead_letters(routed_stack["Queue1DeadLetterQueueUrl"], doomed.id)
+    assert doomed.id in _dead_letters(routed_stack["QueueReportsDeadLetterQueueUrl"], doomed.id)
     assert doomed.id not in _dead_letters(routed_stack["DeadLetterQueueUrl"], doomed.id, wait_s=3)
 
 
@@ -112,5 +112,5 @@ def test_retry_finds_a_dead_job_in_its_queues_dlq_and_the_worker_runs_it_from_th
             break
         time.sleep(1)
     assert record["status"] == "dead" and record["generation"] == 2 and record["attempts"] == 2
-    assert doomed.id in _dead_letters(routed_stack["Queue1DeadLetterQueueUrl"], doomed.id)
+    assert doomed.id in _dead_letters(routed_stack["QueueReportsDeadLetterQueueUrl"], doomed.id)
     assert doomed.id not in _dead_letters(routed_stack["DeadLetterQueueUrl"], doomed.id, wait_s=3)

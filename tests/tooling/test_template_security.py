@@ -1,15 +1,17 @@
-"""template.yaml's security settings: managed policies that hold exactly what the client and
-the operators' tools call, TLS-only queues, data protection on by default, and an optional
-customer-managed key applied everywhere data rests."""
+"""template.yaml's security settings (read with two named queues rendered in): managed
+policies that hold exactly what the client and the operators' tools call, TLS-only queues,
+producer accounts allowed to send only when listed, data protection on by default, and an
+optional customer-managed key applied everywhere data rests."""
 
 import re
 from pathlib import Path
 
-from cfnlint.decode import cfn_yaml
+from support.templates import template
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "layers/kindling/kindling"
-TEMPLATE = cfn_yaml.load(str(ROOT / "template.yaml"))
+NAMED = ("Reports", "Bulk")
+TEMPLATE = template(["reports", "bulk"])
 RES = TEMPLATE["Resources"]
 NO_VALUE = {"Ref": "AWS::NoValue"}
 OBJECTS = {"Fn::Sub": "${PayloadBucket.Arn}/*"}  # the payload bucket's objects, and nothing else
@@ -28,11 +30,9 @@ def _statements(policy: str) -> dict[str, dict]:
     return found
 
 
-def _named(resource: str, n: int | None = None) -> list[dict] | dict:
-    """The Resource entries of a named queue (both slots, or slot ``n``): its ARN if deployed."""
-    if n is None:
-        return [_named(resource, m) for m in (1, 2)]
-    return {"Fn::If": [f"HasQueue{n}", {"Fn::GetAtt": [resource.format(n), "Arn"]}, NO_VALUE]}
+def _named(resource: str) -> list[dict]:
+    """The Resource entries of the named queues (or of their ``{}DeadLetterQueue``s)."""
+    return [{"Fn::GetAtt": [resource.format(n), "Arn"]} for n in NAMED]
 
 
 def _allowed(policy: str) -> set[str]:
@@ -80,7 +80,7 @@ def test_operators_policy_holds_every_call_of_the_cli_and_the_dashboard():
     assert statements["ListJobs"]["Resource"] == {"Fn::Sub": "${ResultsTable.Arn}/index/*"}
     assert statements["RetryAndRedrive"]["Resource"] == [
         {"Fn::GetAtt": ["JobsQueue", "Arn"]}, {"Fn::GetAtt": ["JobsDeadLetterQueue", "Arn"]},
-        *[arn for n in (1, 2) for arn in (_named("Queue{}", n), _named("Queue{}DeadLetterQueue", n))]]
+        *[arn for pair in zip(_named("Queue{}"), _named("Queue{}DeadLetterQueue"), strict=True) for arn in pair]]
     assert not any(a in _allowed("OperatorsPolicy") for a in ("dynamodb:Scan", "dynamodb:DeleteItem", "sqs:PurgeQueue"))
     outputs = TEMPLATE["Outputs"]
     assert outputs["ProducersPolicyArn"]["Value"] == {"Ref": "ProducersPolicy"}
@@ -91,13 +91,33 @@ def test_every_queue_refuses_requests_without_tls():
     queues = {k for k, v in RES.items() if v["Type"] == "AWS::SQS::Queue"}
     covered = set()
     for policy in (v["Properties"] for v in RES.values() if v["Type"] == "AWS::SQS::QueuePolicy"):
-        (deny,) = policy["PolicyDocument"]["Statement"]
+        deny, *others = policy["PolicyDocument"]["Statement"]
         assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "sqs:*"
         assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
         names = [q["Ref"] for q in policy["Queues"]]
         assert deny["Resource"] == [{"Fn::GetAtt": [q, "Arn"]} for q in names]
+        assert all("Deny" not in repr(s) for s in others)  # the rest only allow, never widen a Deny
         covered.update(names)
-    assert covered == queues and {"JobsQueue", "JobsDeadLetterQueue", "Queue2DeadLetterQueue"} <= queues
+    assert covered == queues and {"JobsQueue", "JobsDeadLetterQueue", "QueueBulkDeadLetterQueue"} <= queues
+
+
+def test_listed_producer_accounts_may_send_to_each_queue_and_only_send_never_to_a_dlq():
+    parameter = TEMPLATE["Parameters"]["ProducerAccountIds"]
+    assert parameter["Type"] == "CommaDelimitedList" and parameter["Default"] == ""
+    assert re.fullmatch(parameter["AllowedPattern"], "123456789012") and re.fullmatch(parameter["AllowedPattern"], "")
+    assert not re.fullmatch(parameter["AllowedPattern"], "*") and not re.fullmatch(parameter["AllowedPattern"],
+                                                                                    "arn:aws:iam::123456789012:root")
+    assert TEMPLATE["Conditions"]["AllowProducerAccounts"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": [",", {"Ref": "ProducerAccountIds"}]}, ""]}]}
+    sending = {}
+    for policy in (v["Properties"] for v in RES.values() if v["Type"] == "AWS::SQS::QueuePolicy"):
+        (_, allow) = policy["PolicyDocument"]["Statement"]
+        condition, statement, otherwise = allow["Fn::If"]
+        assert condition == "AllowProducerAccounts" and otherwise == NO_VALUE
+        assert statement["Effect"] == "Allow" and statement["Action"] == "sqs:SendMessage"
+        assert statement["Principal"] == {"AWS": {"Ref": "ProducerAccountIds"}}
+        sending[policy["Queues"][0]["Ref"]] = statement["Resource"]
+    assert sending == {q: {"Fn::GetAtt": [q, "Arn"]} for q in ("JobsQueue", *(f"Queue{n}" for n in NAMED))}
 
 
 def test_results_table_keeps_point_in_time_recovery_and_deletion_protection_by_default():

@@ -59,6 +59,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("KINDLING_RESULT_TTL_DAYS", None, "days an outcome record is kept (default "
              "policy.DEFAULT_RESULT_TTL_DAYS, 14; the template's ResultTtlDays); wins over KINDLING_RESULT_TTL_S",
              ("policy",)),
+    Variable("KINDLING_STATUS_SHARDS", "4", "partitions per status in the results table's by_status index (the "
+             "template's StatusIndexShards): the worker writes, revives, revokes and listings use the same number",
+             ("records",)),
     Variable("KINDLING_RESULT_TTL_S", None, "seconds an outcome record is kept: the name `kindling worker "
              "--valkey` read before; honoured when KINDLING_RESULT_TTL_DAYS is not set", ("policy",)),
     Variable("KINDLING_SIGNING_SECRET", None, "the secret holding the job signing keys: producers sign, workers "

@@ -13,13 +13,14 @@ Rejected messages that are not a well-formed envelope are keyed ``rejected#<mess
 ref>``: ``#`` cannot occur in a job id, so such a record never lands on a real job's key,
 and two bad messages never share one.
 
-Two attributes feed the table's secondary indexes (template.yaml), each sharded over
-:data:`SHARDS` partitions by the record's key so that no index value becomes one hot
-partition: ``task_shard`` (``<task>#<n>``, on every record with a task name; index
-``by_task``) and ``status_shard`` (``<status>#<n>``, on every record but a ``succeeded``
-one; index ``by_status``, sparse: the common case pays one index write, not two). Both
-sort by ``finished_at``. A record's replacement drops what it no longer carries, so a
-``dead`` job that later succeeds leaves the ``by_status`` index.
+Two attributes feed the table's secondary indexes (template.yaml), each sharded by the
+record's key so that no index value becomes one hot partition: ``task_shard``
+(``<task>#<n>``, on every record with a task name; index ``by_task``; :data:`SHARDS`
+partitions) and ``status_shard`` (``<status>#<n>``, on every record but a ``succeeded``
+one; index ``by_status``, sparse: the common case pays one index write, not two; the
+deployment's :func:`status_shards`). Both sort by ``finished_at``. A record's
+replacement drops what it no longer carries, so a ``dead`` job that later succeeds
+leaves the ``by_status`` index.
 
 An operator's revive (``kindling jobs retry`` of a ``dead`` job) writes a ``queued``
 record with a ``generation`` (2 for the first revive): the worker reads it as no record,
@@ -55,6 +56,21 @@ CHORD_PREFIX = "chord#"
 REVIVE_PREFIX = "revive#"
 """A job's revive ledger (:mod:`kindling.ops.revive`): ``revive#<job id>``."""
 SHARDS = 4
+MAX_STATUS_SHARDS = 100  # the template's StatusIndexShards' MaxValue: a listing queries each one
+
+
+def status_shards(environ=None) -> int:
+    """The deployment's partitions per status in ``by_status``: ``KINDLING_STATUS_SHARDS``
+    (the template's ``StatusIndexShards``), else :data:`SHARDS`. Read at each use, as the
+    writers (worker, revive, revoke) and the reader (``kindling jobs list``) must agree."""
+    import os
+
+    value = ((os.environ if environ is None else environ).get("KINDLING_STATUS_SHARDS") or "").strip()
+    if not value:
+        return SHARDS
+    if not value.isdigit() or not 1 <= int(value) <= MAX_STATUS_SHARDS:
+        raise ValueError(f"KINDLING_STATUS_SHARDS must be a whole number from 1 to {MAX_STATUS_SHARDS}, got {value!r}")
+    return int(value)
 
 
 def clip(text: str, limit: int) -> tuple[str, int | None]:
@@ -138,8 +154,8 @@ def _safe_str(obj: object, limit: int) -> str | None:
     return clip(text, limit)[0]
 
 
-def _shard(key: str) -> int:
-    return sum(key.encode("utf-8", "backslashreplace")) % SHARDS
+def _shard(key: str, shards: int = SHARDS) -> int:
+    return sum(key.encode("utf-8", "backslashreplace")) % shards
 
 
 def _digest(into: dict, name: str, value: str | bytes | None) -> None:
@@ -156,7 +172,7 @@ def renumbered(record: dict, status: str, attempts: int) -> dict:
     """``record`` with another status and attempt count (and the index key that follows)."""
     out = dict(record, status=status, attempts=attempts)
     if status in BY_STATUS:
-        out["status_shard"] = f"{status}#{_shard(out['id'])}"
+        out["status_shard"] = f"{status}#{_shard(out['id'], status_shards())}"
     else:
         out.pop("status_shard", None)
     return out
@@ -225,11 +241,10 @@ def build_record(
         "finished_at": finished_at,
         "duration_ms": duration_ms,
     }
-    shard = _shard(key)
     if record["task"]:
-        record["task_shard"] = f"{record['task']}#{shard}"
+        record["task_shard"] = f"{record['task']}#{_shard(key)}"
     if status in BY_STATUS:
-        record["status_shard"] = f"{status}#{shard}"
+        record["status_shard"] = f"{status}#{_shard(key, status_shards())}"
     if job is not None:
         record["enqueued_at"] = job.enqueued_at
     if result is not None:

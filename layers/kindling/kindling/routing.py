@@ -78,7 +78,7 @@ def resolve(name: str, default_url: str, queues: dict[str, str]) -> str:
     if url is None:
         known = ", ".join(sorted(queues)) or "none (KINDLING_QUEUES is not set)"
         raise UnknownQueue(f"unknown queue {name!r}: the named queues are {known} "
-                           "(deploy it with template.yaml's Queue1Name/Queue2Name parameters and set KINDLING_QUEUES "
+                           "(render it into template.yaml: make queues QUEUES=...; deploy; set KINDLING_QUEUES "
                            "from the QueueRoutes output)")
     return url
 

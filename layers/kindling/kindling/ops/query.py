@@ -2,12 +2,13 @@
 
 Two global secondary indexes (template.yaml) sort records by ``finished_at``:
 
-* ``by_status`` on ``status_shard`` (``<status>#<0-3>``): every record but ``succeeded``
+* ``by_status`` on ``status_shard`` (``<status>#<n>``, n below the deployment's
+  ``KINDLING_STATUS_SHARDS``, 4 by default): every record but ``succeeded``
   ones (the index is sparse, so the common outcome costs one index write, not two). It
   projects the error, traceback included.
 * ``by_task`` on ``task_shard`` (``<task>#<0-3>``): every record with a task name.
 
-A listing queries the four shards of one index value (``Query``, newest first, within a
+A listing queries every shard of one index value (``Query``, newest first, within a
 time range, paging until it has ``limit`` records or the range is exhausted) and merges
 them by ``finished_at``. A status and a task together read the smaller side: the status
 index filtered by task (dead jobs are few), except for ``succeeded``, which only the task
@@ -24,7 +25,7 @@ import time
 
 from kindling.dynamo import from_item
 from kindling.ops import OpsError, Stack
-from kindling.records import SHARDS, revive_key
+from kindling.records import SHARDS, revive_key, status_shards
 from kindling.status import SUCCEEDED
 
 __all__ = ["list_jobs", "get_job", "fill_errors", "parse_since"]
@@ -73,7 +74,7 @@ def list_jobs(stack: Stack, *, status: str | None = None, task: str | None = Non
         raise OpsError("succeeded jobs are listed per task (--task NAME): the by_status index leaves them out, "
                        "so that a succeeded job costs one index write")
     found: list[dict] = []
-    for shard in range(SHARDS):
+    for shard in range(SHARDS if index == "by_task" else status_shards()):
         try:
             found += _query(stack, index, attr, f"{value}#{shard}", since_ms, until_ms, limit, filters, page_size)
         except Exception as exc:
