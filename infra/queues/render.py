@@ -160,7 +160,7 @@ def _resources(queues: list[QueueSpec]) -> list[str]:
             "          - AllowProducerAccounts",
             "          - Sid: ProducerAccountsSend",
             "            Effect: Allow",
-            "            Principal: {AWS: !Ref ProducerAccountIds}",
+            '            Principal: {AWS: !Split [",", !Ref ProducerAccountIds]}',
             "            Action: sqs:SendMessage",
             f"            Resource: !GetAtt {queue}.Arn",
             "          - !Ref AWS::NoValue",

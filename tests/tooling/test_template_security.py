@@ -103,19 +103,20 @@ def test_every_queue_refuses_requests_without_tls():
 
 def test_listed_producer_accounts_may_send_to_each_queue_and_only_send_never_to_a_dlq():
     parameter = TEMPLATE["Parameters"]["ProducerAccountIds"]
-    assert parameter["Type"] == "CommaDelimitedList" and parameter["Default"] == ""
-    assert re.fullmatch(parameter["AllowedPattern"], "123456789012") and re.fullmatch(parameter["AllowedPattern"], "")
-    assert not re.fullmatch(parameter["AllowedPattern"], "*") and not re.fullmatch(parameter["AllowedPattern"],
-                                                                                    "arn:aws:iam::123456789012:root")
+    assert parameter["Type"] == "String" and parameter["Default"] == ""
+    for ok in ("", "123456789012", "123456789012,210987654321"):
+        assert re.fullmatch(parameter["AllowedPattern"], ok)
+    for wrong in ("*", "arn:aws:iam::123456789012:root", "12345", "123456789012,", "123456789012, 210987654321"):
+        assert not re.fullmatch(parameter["AllowedPattern"], wrong)
     assert TEMPLATE["Conditions"]["AllowProducerAccounts"] == {
-        "Fn::Not": [{"Fn::Equals": [{"Fn::Join": [",", {"Ref": "ProducerAccountIds"}]}, ""]}]}
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "ProducerAccountIds"}, ""]}]}
     sending = {}
     for policy in (v["Properties"] for v in RES.values() if v["Type"] == "AWS::SQS::QueuePolicy"):
         (_, allow) = policy["PolicyDocument"]["Statement"]
         condition, statement, otherwise = allow["Fn::If"]
         assert condition == "AllowProducerAccounts" and otherwise == NO_VALUE
         assert statement["Effect"] == "Allow" and statement["Action"] == "sqs:SendMessage"
-        assert statement["Principal"] == {"AWS": {"Ref": "ProducerAccountIds"}}
+        assert statement["Principal"] == {"AWS": {"Fn::Split": [",", {"Ref": "ProducerAccountIds"}]}}
         sending[policy["Queues"][0]["Ref"]] = statement["Resource"]
     assert sending == {q: {"Fn::GetAtt": [q, "Arn"]} for q in ("JobsQueue", *(f"Queue{n}" for n in NAMED))}
 
