@@ -1,8 +1,13 @@
 """template.yaml rendered with five named queues (infra/queues/render.py) and deployed into
 LocalStack: every queue has its own trigger, limit and dead-letter queue, and a job sent to
-each one is run by the worker from that queue and recorded succeeded."""
+each one is run by the worker from that queue and recorded succeeded. The same stack sets
+the table's scale knobs: eight by_status shards (StatusIndexShards), and warm throughput,
+which LocalStack accepts and ignores (its AWS::DynamoDB::Table provider passes no
+WarmThroughput to CreateTable: tests/tooling/test_template_table.py checks the template)."""
 
 from __future__ import annotations
+
+import time
 
 import boto3
 import pytest
@@ -15,7 +20,8 @@ QUEUES = {"reports": "Reports", "bulk_2": "Bulk2", "thumb-nails": "ThumbNails", 
 
 @pytest.fixture(scope="module")
 def five(deploy_stack):
-    return deploy_stack("kindling-five", {"MaxAttempts": "2", "ProducerAccountIds": "111111111111,222222222222"},
+    return deploy_stack("kindling-five", {"MaxAttempts": "2", "ProducerAccountIds": "111111111111,222222222222",
+                                          "StatusIndexShards": "8", "TableWarmReadUnitsPerSecond": "13000"},
                         queues=["reports:3", "bulk_2", "thumb-nails", "emails", "exports:4"])
 
 
@@ -61,3 +67,32 @@ def test_a_job_sent_to_each_named_queue_runs_from_it_and_is_recorded_succeeded(f
     assert {name: r["status"] for name, r in records.items()} == dict.fromkeys(QUEUES, "succeeded")
     # Sent to, and so only run from, its own queue: none of them through the jobs queue.
     assert _attributes(five["QueueUrl"], "ApproximateNumberOfMessages")["ApproximateNumberOfMessages"] == "0"
+
+
+def _id_in_shard(prefix: str, shard: int) -> str:
+    """A job id whose by_status shard is ``shard`` of 8 (and so not the one 4 shards give)."""
+    return next(f"{prefix}-{n}" for n in range(1000) if sum(f"{prefix}-{n}".encode()) % 8 == shard)
+
+
+def test_the_worker_writes_the_deployments_status_shards_and_a_listing_reads_them(five, client, monkeypatch):
+    from kindling.client import Call
+    from kindling.ops import Stack
+    from kindling.ops.query import list_jobs
+
+    env = boto3.client("lambda").get_function_configuration(FunctionName=five["WorkerFunctionName"])
+    assert env["Environment"]["Variables"]["KINDLING_STATUS_SHARDS"] == "8"
+    ids = {name: _id_in_shard(f"eight-{name}", 4 + i % 4) for i, name in enumerate(QUEUES)}
+    for name, job_id in ids.items():
+        client.send(Call("always_fails", [f"dies on {name}"], queue=name, job_id=job_id))
+    records = {}
+    deadline = time.monotonic() + 180
+    while len(records) < len(ids) and time.monotonic() < deadline:
+        records = {j: r for j in ids.values() if (r := client.record(j)) and r["status"] == "dead"}
+        time.sleep(1)
+    assert {j: r["status_shard"] for j, r in records.items()} == {
+        j: f"dead#{4 + i % 4}" for i, j in enumerate(ids.values())}
+    monkeypatch.setenv("KINDLING_STATUS_SHARDS", "8")  # operators set what the stack sets
+    listed = list_jobs(Stack(table=five["ResultsTableName"], queue_url=five["QueueUrl"]), status="dead", since_ms=0,
+                       limit=1000)
+    assert set(ids.values()) <= {r["id"] for r in listed}
+
