@@ -106,6 +106,11 @@ class DeployedStack(paths.Path):
 
     # -- driving ---------------------------------------------------------------------------------
 
+    def purge(self) -> None:
+        """Empty the stack's queue and DLQ: what a run left (held jobs, dead letters) is not this run's."""
+        for url in (self.queue_url, self.dlq_url):
+            self.sqs.purge_queue(QueueUrl=url)
+
     def depth(self) -> int:
         attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=[
             "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
