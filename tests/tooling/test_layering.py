@@ -41,7 +41,7 @@ LAYERS = {
     "triggers": ["sqs", "sqs_io", "tick", "handler", "loop", "valkey", "valkey.worker", "valkey.consumer",
                  "valkey.heartbeat",
                  "valkey.lambda_drain", "valkey.drain_event"],
-    "producer": ["client", "handles", "canvas", "dispatch", "valkey.producer"],
+    "producer": ["client", "handles", "canvas", "dispatch", "coalesce", "valkey.producer"],
     "tools": ["kindling", "testing", "cli", "exits", "demo", "scaffold", "ops", "ops.*", "dashboard", "dashboard.*",
               "valkey.migrate"],
 }

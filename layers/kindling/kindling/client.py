@@ -25,6 +25,7 @@ to them (:mod:`kindling.payloads`); without a bucket it is refused with
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,6 +39,7 @@ from kindling.registry import Task
 from kindling.routing import queue_name, resolve
 
 SQS_MAX_DELAY = 900
+_FIRST_USE = threading.Lock()
 
 
 class Client:
@@ -185,6 +187,53 @@ class Client:
         if failed:
             raise EnqueueError(f"{len(failed)} of {len(prepared)} jobs were not sent", failed=failed, sent=sent)
         return sent
+
+    def send_each(self, calls: list[Call]) -> list:
+        """Send ``calls`` in one SendMessageBatch per queue (at most 10 calls: the async
+        producer's batch) and return one outcome per call, in order: its :class:`JobHandle`,
+        or the exception for that call alone (a bad call, an entry SQS refused as
+        :class:`EnqueueError`). Nothing is raised for one call's failure."""
+        from kindling import sqs_send
+
+        with _FIRST_USE:  # batches in flight start at once; boto3 makes a client on one thread at a time
+            sqs = self.sqs
+        outcomes: list = [None] * len(calls)
+        by_queue: dict[str, list] = {}
+        for i, call in enumerate(calls):
+            try:
+                job, body, options, url = self._prepare(call)
+            except Exception as exc:  # noqa: BLE001 - this call's own error, for its own awaiter
+                outcomes[i] = exc
+                continue
+            by_queue.setdefault(url, []).append((i, job, body, options))
+        for url, items in by_queue.items():
+            accepted, failed = sqs_send.send(sqs, url, [(str(i), body, options) for i, _, body, options in items],
+                                             max_bytes=self.max_message_bytes_of(url),
+                                             max_attempts=self.max_send_attempts, concurrency=1,
+                                             sleep=lambda attempt: _sleep(attempt))
+            for i, job, _, _ in items:
+                if str(i) in accepted:
+                    outcomes[i] = JobHandle(job.id, job.task, self)
+                else:
+                    reason = failed.get(str(i), "not sent")
+                    outcomes[i] = EnqueueError(f"job {job.id} was not sent: {reason}", failed={job.id: reason})
+        return outcomes
+
+    async def aenqueue(self, task: str | Task, /, *args: Any, **kwargs: Any) -> JobHandle:
+        """``await`` form of :meth:`enqueue`: concurrent awaits share SendMessageBatch calls
+        (:mod:`kindling.coalesce`); returns once this job was accepted by SQS."""
+        return await self.asend(Call(task, args, kwargs))
+
+    async def asend(self, call: Call) -> JobHandle:
+        """``await`` form of :meth:`send` (see :meth:`aenqueue`)."""
+        coalescer = self.__dict__.get("_coalescer")
+        if coalescer is None:
+            from kindling.coalesce import Coalescer
+            from kindling.sqs_send import MAX_BATCH
+
+            # Eight batches in flight, as enqueue_many sends: boto3 keeps 10 connections per host.
+            coalescer = self._coalescer = Coalescer(self.send_each, max_batch=MAX_BATCH, max_flights=8)
+        return await coalescer.submit(call)
 
     def _prepare(self, call: Call) -> tuple[Job, str, dict, str]:
         """The job, its body, the message's own SQS parameters (delay, FIFO group) and the

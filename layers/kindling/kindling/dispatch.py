@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from kindling.envelope import Call
     from kindling.registry import Registry
 
-__all__ = ["installed", "producer", "reader", "send", "send_many", "set_producer"]
+__all__ = ["asend", "installed", "producer", "reader", "send", "send_many", "set_producer"]
 
 _producer = None
 
@@ -80,6 +80,19 @@ def send(call: Call, registry: Registry | None = None):
     target = producer()
     send_one = getattr(target, "send", None)
     return send_one(call) if send_one is not None else target.enqueue_many([call])[0]
+
+
+async def asend(call: Call):
+    """``await`` one call through :func:`producer`: its ``asend`` when it has one (a
+    ``Client``, a ``StreamProducer``: batched with concurrent awaits), else its ``send`` in a
+    thread (eager mode, a producer of your own), so the event loop is never blocked."""
+    target = producer()
+    send_async = getattr(target, "asend", None)
+    if send_async is not None:
+        return await send_async(call)
+    import asyncio
+
+    return await asyncio.to_thread(send, call)
 
 
 def send_many(calls: list[Call], registry: Registry | None = None) -> list:

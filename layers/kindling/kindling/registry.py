@@ -160,6 +160,23 @@ class Task:
         """Send a job running this task with these arguments; return its handle."""
         return self.apply_async(args, kwargs)
 
+    async def adelay(self, *args: Any, **kwargs: Any):
+        """``await`` form of :meth:`delay`: concurrent awaits share the producer's batches
+        (:mod:`kindling.coalesce`); returns once this job was accepted by the queue."""
+        return await self.aapply_async(args, kwargs)
+
+    async def aapply_async(self, args=(), kwargs=None, *, countdown: int = 0, job_id: str | None = None,
+                           max_attempts: int | None = None, timeout: float | None = None, queue: str | None = None):
+        """``await`` form of :meth:`apply_async` (see :meth:`adelay`)."""
+        from kindling import dispatch
+        from kindling.envelope import Call
+
+        args, kwargs = list(args), dict(kwargs or {})
+        self.check_call(args, kwargs)
+        call = Call(self, args, kwargs, delay=countdown, job_id=job_id,
+                    max_attempts=max_attempts, timeout=timeout, queue=queue)
+        return await dispatch.asend(call)
+
     def s(self, *args: Any, **kwargs: Any):
         """A signature of this call, for chains and groups (:mod:`kindling.canvas`).
 

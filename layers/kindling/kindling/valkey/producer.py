@@ -163,25 +163,82 @@ class StreamProducer:
         """Put many jobs on the stream: one pipelined (non-transactional) round trip per
         ``CHUNK`` jobs. ``calls`` holds :class:`kindling.client.Call` objects or
         ``(task, args, kwargs)`` tuples; a ``Call.delay`` becomes the job's ``not_before``."""
+        return self._put([self._prepare(c) for c in calls])
+
+    def send_each(self, calls: list) -> list:
+        """Put ``calls`` on the stream in one pipeline (at most ``CHUNK``: the async producer's
+        batch) and return one outcome per call, in order: its :class:`Sent`, or the exception
+        for that call alone (a bad call; an XADD the server refused, as
+        :class:`~kindling.errors.EnqueueError`; a lost reply, as
+        :class:`~kindling.errors.EnqueueUncertain`). Nothing is raised for one call's failure."""
+        outcomes: list = [None] * len(calls)
+        prepared, where = [], []
+        for i, c in enumerate(calls):
+            try:
+                prepared.append(self._prepare(c))
+            except Exception as exc:  # noqa: BLE001 - this call's own error, for its own awaiter
+                outcomes[i] = exc
+                continue
+            where.append(i)
+        if not prepared:
+            return outcomes
+        try:
+            sent, failed, unknown, error = self._put(prepared), {}, {}, None
+        except EnqueueError as exc:
+            sent, failed, unknown, error = exc.sent, exc.failed, getattr(exc, "unknown", {}), exc
+        by_id = {s.id: s for s in sent}
+        for i, (job, _) in zip(where, prepared, strict=True):
+            if job.id in by_id:
+                outcomes[i] = by_id[job.id]
+            elif job.id in unknown:
+                outcomes[i] = EnqueueUncertain(f"job {job.id} may have been added to {self.stream!r}: "
+                                               f"{unknown[job.id]}", unknown={job.id: unknown[job.id]})
+            else:
+                reason = failed.get(job.id, str(error))
+                outcomes[i] = (StreamFull if isinstance(error, StreamFull) else EnqueueError)(
+                    f"job {job.id} was not sent: {reason}", failed={job.id: reason})
+        return outcomes
+
+    async def aenqueue(self, task, /, *args, **kwargs) -> Sent:
+        """``await`` form of :meth:`enqueue`: concurrent awaits share one pipeline of XADDs
+        per round trip (:mod:`kindling.coalesce`); returns once this job's XADD was answered."""
+        from kindling.envelope import Call
+
+        return await self.asend(Call(task, args, kwargs))
+
+    async def asend(self, call) -> Sent:
+        """``await`` form of :meth:`send` (see :meth:`aenqueue`)."""
+        coalescer = self.__dict__.get("_coalescer")
+        if coalescer is None:
+            from kindling.coalesce import Coalescer
+
+            # One pipeline in flight: what arrives meanwhile is the next one, so each round
+            # trip carries everything that waited for it.
+            coalescer = self._coalescer = Coalescer(self.send_each, max_batch=CHUNK, max_flights=1)
+        return await coalescer.submit(call)
+
+    def _prepare(self, c) -> tuple:
+        """A call (or ``(task, args, kwargs)``) checked and encoded: ``(job, body)``."""
         from kindling.envelope import Call
         from kindling.registry import Task
 
-        prepared = []
-        for c in calls:
-            call = c if isinstance(c, Call) else Call(*c)
-            name = call.task.name if isinstance(call.task, Task) else call.task
-            if isinstance(call.task, Task):
-                call.task.check_call(call.args, call.kwargs)  # TypeError here, not "rejected" later
-            routed = call.queue or (call.task.queue if isinstance(call.task, Task) else None)
-            if routed and routed != "default":
-                from kindling.errors import UnknownQueue
+        call = c if isinstance(c, Call) else Call(*c)
+        name = call.task.name if isinstance(call.task, Task) else call.task
+        if isinstance(call.task, Task):
+            call.task.check_call(call.args, call.kwargs)  # TypeError here, not "rejected" later
+        routed = call.queue or (call.task.queue if isinstance(call.task, Task) else None)
+        if routed and routed != "default":
+            from kindling.errors import UnknownQueue
 
-                raise UnknownQueue(f"job for {name!r} is routed to queue {routed!r}: named queues are SQS queues, "
-                                   "and a stream producer has only its stream (send it with a kindling.Client)")
-            job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
-                          timeout=call.timeout, not_before=now_ms() + int(call.delay * 1000) if call.delay else None,
-                          chain=call.chain, parent=call.parent)
-            prepared.append((job, encode_job(job)))
+            raise UnknownQueue(f"job for {name!r} is routed to queue {routed!r}: named queues are SQS queues, "
+                               "and a stream producer has only its stream (send it with a kindling.Client)")
+        job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
+                      timeout=call.timeout, not_before=now_ms() + int(call.delay * 1000) if call.delay else None,
+                      chain=call.chain, parent=call.parent)
+        return job, encode_job(job)
+
+    def _put(self, prepared: list) -> list[Sent]:
+        """Put prepared ``(job, body)`` pairs on the stream, ``CHUNK`` per round trip."""
         if self.keyring is not None:
             from kindling.jobsig import stream_destination
 
