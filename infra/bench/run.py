@@ -1,7 +1,7 @@
 """kindling's benchmark harness: what do I gain over Celery, and over the handler I'd write myself?
 
     python infra/bench/run.py [--quick] [--only cold,memory,tls,critical,imports,throughput,dynamodb,sqs,
-                                              lambda_valkey,enqueue,latency]
+                                              lambda_valkey,enqueue,latency,network]
                               [--aws localstack|moto] [--out bench-results]
 
 Every scenario runs its systems round-robin within each repetition (interleaved, same
@@ -15,8 +15,8 @@ the ratios are the result.
 
 ``memory`` runs the Lambda-shaped cold starts under a cgroup CPU quota per memory size
 (cpushare.py: Lambda's CPU share is proportional to memory, one vCPU at 1,769 MB).
-``critical`` (critical_path.py) and ``lambda_valkey`` (lambda_valkey.py) live in modules of
-their own.
+``critical`` (critical_path.py), ``lambda_valkey`` (lambda_valkey.py) and ``network``
+(network.py: Valkey and DynamoDB behind a latency proxy) live in modules of their own.
 """
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ sys.path[:0] = [str(HERE), str(HERE / "systems")]
 import children  # noqa: E402
 import critical_path  # noqa: E402
 import lambda_valkey  # noqa: E402
+import network  # noqa: E402
 import stats  # noqa: E402
 from services import Services  # noqa: E402
 
 PY = sys.executable
 SCENARIOS = ("cold", "memory", "tls", "critical", "imports", "throughput", "dynamodb", "sqs", "lambda_valkey",
-             "enqueue", "latency")
+             "enqueue", "latency", "network")
 
 
 def log(msg: str) -> None:
@@ -455,7 +456,8 @@ WORKLOADS = {
 }
 
 
-def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1, stop_proc=stop) -> dict:
+def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1, stop_proc=stop,
+          timeout: float = 600) -> dict:
     """Start workers (``spawn()`` -> list of Popen), poll until ``n`` results exist.
 
     ``count()`` says how many are done (default: the keys in db 1, where results go);
@@ -469,7 +471,7 @@ def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1,
     peak_rss = peak_conns = 0
     last_sample = 0.0
     try:
-        deadline = t0 + 600
+        deadline = t0 + timeout
         while True:
             count = count_done()
             now = time.monotonic()
@@ -491,7 +493,7 @@ def drain(svc: Services, spawn, n: int, prefix: str, *, count=None, db: int = 1,
                     err = children.stderr_tail(p)
                     raise RuntimeError(f"worker exited with {p.returncode}: {err}")
             if now > deadline:
-                raise RuntimeError(f"{prefix}: only {count}/{n} results after 600 s")
+                raise RuntimeError(f"{prefix}: only {count}/{n} results after {timeout:g} s")
             time.sleep(0.005)
         end = time.monotonic()
     finally:
@@ -1036,6 +1038,8 @@ def report(results: dict, out: Path, stamp: str) -> str:
                       f"| {stats.fmt(pc(d['start_to_seen'], 50), 2)} | {stats.fmt(pc(d['start_to_seen'], 99), 2)} "
                       f"| {stats.fmt_ratio(stats.ratio(pc(d['total'], 50), base))} |")
         md.append("")
+    if "network" in results:
+        md.append(network.report(results["network"]))
     md.append("### Ratios and targets\n")
     md.extend(f"- {line}" for line in ratio_lines(results))
     return "\n".join(md) + "\n"
@@ -1208,6 +1212,8 @@ def ratio_lines(results: dict) -> list[str]:
             if k != c["baseline"]:
                 r = stats.ratio(stats.percentile(d["total"], 50), base)
                 lines.append(f"latency p50 enqueue->result seen: {k} / Celery = {stats.fmt_ratio(r)}")
+    if "network" in results:
+        lines.extend(network.ratio_lines(results["network"]))
     return lines
 
 
@@ -1379,6 +1385,8 @@ def main() -> int:
                                                             new_job=new_job, log=log),
             "enqueue": lambda: scenario_enqueue(ns, svc, env, results),
             "latency": lambda: scenario_latency(ns, svc, env, results),
+            # network.py drives this module's helpers (drain, the peers, the cold children)
+            "network": lambda: network.scenario(ns, svc, layer, env, results, h=sys.modules[__name__]),
         }
         for name in SCENARIOS:
             if name not in only:

@@ -11,7 +11,7 @@ run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run)
 sys.path[:] = [p for p in sys.path if not p.startswith(str(_PATH.parent))]  # run.py adds its own dirs
 # run.py's own modules, kept by it, not left for other tests
-for _name in ("stats", "services", "critical_path", "lambda_valkey", "children"):
+for _name in ("stats", "services", "critical_path", "lambda_valkey", "network", "children"):
     sys.modules.pop(_name, None)
 
 K, P, F = run.KINDLING_COLD, run.POWERTOOLS_COLD, run.FLOOR_COLD

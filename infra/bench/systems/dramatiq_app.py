@@ -17,8 +17,18 @@ from dramatiq.results.backends import RedisBackend
 URL = os.environ.get("KINDLING_BENCH_VALKEY", "redis://127.0.0.1:6379/0")
 RESULTS_URL = URL.rsplit("/", 1)[0] + "/1"
 
-broker = RedisBroker(url=URL)
-backend = RedisBackend(url=RESULTS_URL)
+# The network scenario's fixed run: DRAMATIQ_BENCH_MAX_CONNECTIONS bounds both pools, and a
+# thread past the bound waits for a connection instead of failing (redis-py's blocking pool).
+MAX_CONNECTIONS = int(os.environ.get("DRAMATIQ_BENCH_MAX_CONNECTIONS", "0"))
+if MAX_CONNECTIONS:
+    import redis
+
+    broker = RedisBroker(connection_pool=redis.BlockingConnectionPool.from_url(URL, max_connections=MAX_CONNECTIONS))
+    backend = RedisBackend(client=redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(
+        RESULTS_URL, max_connections=MAX_CONNECTIONS)))
+else:
+    broker = RedisBroker(url=URL)
+    backend = RedisBackend(url=RESULTS_URL)
 broker.add_middleware(Results(backend=backend))
 dramatiq.set_broker(broker)
 
