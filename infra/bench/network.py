@@ -232,7 +232,8 @@ def processing(ns, svc, env: dict, proxies: Proxies, h) -> dict:
         h.log(f"network: arq and dramatiq SKIPPED: no {h.PEERS_BIN / 'python'} (make bench installs them)")
     failures: dict[str, str] = {}
     fix_name = DRAMATIQ_FIXED.format(fix=DRAMATIQ_FIX_LABEL)
-    out: dict = {"n": N_PROCESS, "workloads": {}, "failures": failures}
+    n = ns.n_net
+    out: dict = {"n": n, "workloads": {}, "failures": failures}
     for workload, (task, args) in WORKLOADS.items():
         runs: dict[str, list[dict]] = {k: [] for k in systems}
         for i in range(ns.tp_reps):
@@ -240,7 +241,7 @@ def processing(ns, svc, env: dict, proxies: Proxies, h) -> dict:
                 if name in failures:
                     continue
                 try:
-                    runs[name].append(fn(task, args, N_PROCESS))
+                    runs[name].append(fn(task, args, n))
                 except RuntimeError as exc:
                     if name != DRAMATIQ:
                         raise
@@ -248,7 +249,7 @@ def processing(ns, svc, env: dict, proxies: Proxies, h) -> dict:
                     failures[name] = f"{workload}: {str(exc)[-600:]}"
                     h.log(f"network: {name} FAILED: {failures[name][:300]}; running it with {DRAMATIQ_FIX_LABEL}")
                     systems[fix_name] = peer("dramatiq", DRAMATIQ_FIX_ENV)
-                    runs[fix_name] = [systems[fix_name](task, args, N_PROCESS)]
+                    runs[fix_name] = [systems[fix_name](task, args, n)]
             h.log(f"network {workload} {i + 1}/{ns.tp_reps}: " + ", ".join(
                 f"{k} {v[-1]['jobs_per_s']:.0f}/s" for k, v in runs.items() if v))
         out["workloads"][workload] = {k: v for k, v in runs.items() if v}
@@ -372,11 +373,14 @@ def rates(runs: dict[str, list[dict]]) -> dict[str, list[float]]:
 def ratios(c: dict) -> dict:
     """The scenario's ratios: per workload kindling / Celery and kindling with latency /
     without; the async producer / Celery's sync_to_async; the handler with latency / without."""
-    out: dict = {"processing": {}, "kept": {}}
+    out: dict = {"processing": {}, "kept": {}, "kept_steady": {}}
     for workload, runs in c.get("processing", {}).get("workloads", {}).items():
         r = {k: _median(v) for k, v in rates(runs).items()}
         out["processing"][workload] = stats.ratio(r.get(KINDLING), r.get(CELERY))
         out["kept"][workload] = stats.ratio(r.get(KINDLING), r.get(KINDLING_ZERO))
+        steady = {k: _median([x["steady_jobs_per_s"] for x in runs.get(k, []) if x.get("steady_jobs_per_s")])
+                  for k in (KINDLING, KINDLING_ZERO)}
+        out["kept_steady"][workload] = stats.ratio(steady[KINDLING], steady[KINDLING_ZERO])
     enq = c.get("enqueue", {}).get("samples", {})
     out["async"] = stats.ratio(_median(enq.get(ENQ_AKINDLING, [])), _median(enq.get(ENQ_ACELERY, [])))
     out["async_threads"] = stats.ratio(_median(enq.get(ENQ_AKINDLING, [])),
@@ -428,6 +432,8 @@ def ratio_lines(c: dict) -> list[str]:
     for workload, value in r["kept"].items():
         lines.append(stats.verdict(f"network {workload}: kindling with the latency / through the proxy without it",
                                    value, TARGET_LATENCY_KEPT, at_most=False))
+    for workload, value in r["kept_steady"].items():
+        lines.append(f"network {workload}: the same, steady (10% to 90% of results) = {stats.fmt_ratio(value)}")
     if c.get("enqueue"):
         lines.append(stats.verdict("network enqueue: kindling aenqueue / Celery delay() from sync_to_async, "
                                    f"{N_ASYNC} concurrent requests", r["async"], TARGET_ASYNC, at_most=False))

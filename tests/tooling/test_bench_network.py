@@ -18,7 +18,7 @@ finally:
 
 
 def runs(*rates):
-    return [{"jobs_per_s": r} for r in rates]
+    return [{"jobs_per_s": r, "steady_jobs_per_s": 2 * r} for r in rates]
 
 
 def results():
@@ -45,6 +45,7 @@ def test_the_ratios_are_medians_of_the_same_run():
     r = network.ratios(results())
     assert r["processing"] == {"noop": 10000 / 250, "sleep 10 ms": 5000 / 250}
     assert r["kept"] == {"noop": 10000 / 10500, "sleep 10 ms": 5000 / 6000}
+    assert r["kept_steady"] == r["kept"]  # each steady rate is twice its rate here
     assert r["async"] == 10000 / 390 and r["async_threads"] == 10
     assert r["ddb_kept"] == 0.9
 

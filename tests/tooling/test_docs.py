@@ -37,7 +37,7 @@ FENCE = re.compile(r"^\s*```(\w*)\s*$")
 # How each example runs. Every file in docs/examples/ must be in exactly one of these.
 EAGER = ["quickstart.py", "tasks.py", "periodic.py", "app.py", "handles.py", "test_eager.py", "canvas.py",
          "results_policy.py"]
-ON_MOTO = ["send_and_read.py", "named_queues.py", "send_with_boto3.py"]
+ON_MOTO = ["send_and_read.py", "named_queues.py", "send_with_boto3.py", "async_send.py"]
 ON_VALKEY = ["stream_producer.py"]
 COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}
 OTHER_LANGUAGES = ["send.go"]
@@ -344,6 +344,14 @@ def test_the_named_queues_example_routes_each_job_to_its_queue(table):
     tasks = {url: sorted(json.loads(m["Body"])["task"] for m in drain(url)) for url in (default, reports, bulk)}
     assert tasks == {default: [], reports: ["__main__.monthly_report"],
                      bulk: ["__main__.monthly_report", "tasks.resize"]}
+
+
+@pytest.mark.service
+def test_the_async_example_sends_one_job_per_request(moto_endpoint):
+    queue = make_queue("jobs")
+    done = run_example("async_send.py", KINDLING_QUEUE_URL=queue)
+    assert done.stdout.strip() == "100"
+    assert sorted(json.loads(m["Body"])["args"][0] for m in drain(queue)) == sorted(f"{i}.png" for i in range(100))
 
 
 @pytest.mark.service
