@@ -57,6 +57,7 @@ ENQ_CELERY = "Celery delay(), one call per job"
 ENQ_ARQ = "arq enqueue_job(), one call per job"
 ENQ_DRAMATIQ = "dramatiq send(), one call per job"
 ENQ_AKINDLING = "kindling await producer.aenqueue, 1,000 concurrent requests"
+ENQ_ASQS = "kindling await client.aenqueue to SQS (LocalStack, 1 ms each way), 1,000 concurrent requests"
 ENQ_ACELERY = "Celery delay() from sync_to_async, 1,000 concurrent requests"
 ENQ_ACELERY_THREADS = "Celery delay() from sync_to_async(thread_sensitive=False), 1,000 concurrent requests"
 
@@ -267,13 +268,21 @@ def enqueue(ns, svc, env: dict, proxies: Proxies, h) -> dict:
     penv = dict(env, KINDLING_BENCH_VALKEY=lat)
     n = N_ASYNC
 
-    def child(mode: str, count: int) -> float:
+    def child(mode: str, count: int, extra: dict | None = None) -> float:
         svc.valkey(0).flushall()
-        done = subprocess.run([h.PY, str(HERE / "systems/network_enqueue.py"), mode, str(count)], env=penv,
+        done = subprocess.run([h.PY, str(HERE / "systems/network_enqueue.py"), mode, str(count)],
+                              env=dict(penv, **(extra or {})),
                               cwd=HERE / "systems", capture_output=True, text=True, timeout=600)
         if done.returncode != 0 or "ELAPSED" not in done.stdout:
             raise RuntimeError(f"network_enqueue {mode} failed ({done.returncode}): {done.stderr[-2000:]}")
         return count / float(done.stdout.split("ELAPSED", 1)[1].split()[0])
+
+    def sqs_env() -> dict:
+        """A fresh queue each time (an emulator may slow down as a queue grows), reached through the proxy."""
+        import boto3
+
+        url = boto3.client("sqs").create_queue(QueueName=f"kindling-bench-{time.time_ns()}")["QueueUrl"]
+        return {"KINDLING_QUEUE_URL": url, "AWS_ENDPOINT_URL": proxies.urls["aws-lat"]}
 
     def peer(kind: str) -> float:
         svc.valkey(0).flushall()
@@ -285,6 +294,7 @@ def enqueue(ns, svc, env: dict, proxies: Proxies, h) -> dict:
         ENQ_ACELERY: lambda: child("celery-sync-to-async", n),
         ENQ_ACELERY_THREADS: lambda: child("celery-sync-to-async-threads", n),
         ENQ_AKINDLING: lambda: child("kindling-aenqueue", n),
+        ENQ_ASQS: lambda: child("kindling-sqs-aenqueue", n, sqs_env()),
     }
     if (h.PEERS_BIN / "python").exists():
         systems[ENQ_ARQ] = lambda: peer("arq")
@@ -383,6 +393,7 @@ def ratios(c: dict) -> dict:
         out["kept_steady"][workload] = stats.ratio(steady[KINDLING], steady[KINDLING_ZERO])
     enq = c.get("enqueue", {}).get("samples", {})
     out["async"] = stats.ratio(_median(enq.get(ENQ_AKINDLING, [])), _median(enq.get(ENQ_ACELERY, [])))
+    out["async_sqs"] = stats.ratio(_median(enq.get(ENQ_ASQS, [])), _median(enq.get(ENQ_ACELERY, [])))
     out["async_threads"] = stats.ratio(_median(enq.get(ENQ_AKINDLING, [])),
                                        _median(enq.get(ENQ_ACELERY_THREADS, [])))
     ddb = c.get("dynamodb", {}).get("rates", {})
@@ -439,6 +450,8 @@ def ratio_lines(c: dict) -> list[str]:
                                    f"{N_ASYNC} concurrent requests", r["async"], TARGET_ASYNC, at_most=False))
         lines.append(f"network enqueue: kindling aenqueue / Celery delay() from sync_to_async(thread_sensitive="
                      f"False) = {stats.fmt_ratio(r['async_threads'])}")
+        lines.append(f"network enqueue: kindling aenqueue to SQS / Celery delay() from sync_to_async "
+                     f"= {stats.fmt_ratio(r['async_sqs'])}")
     if c.get("dynamodb"):
         lines.append(f"network DynamoDB: the warm handler with the latency / without it = "
                      f"{stats.fmt_ratio(r['ddb_kept'])}")

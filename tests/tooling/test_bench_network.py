@@ -34,7 +34,8 @@ def results():
                                                      n.CELERY: runs(250)}}},
         "enqueue": {"unit": "jobs/s", "n": 1000,
                     "samples": {n.ENQ_CELERY: [400], n.ENQ_KINDLING: [420], n.ENQ_ACELERY: [380, 400],
-                                n.ENQ_ACELERY_THREADS: [1000], n.ENQ_AKINDLING: [8000, 12000]}},
+                                n.ENQ_ACELERY_THREADS: [1000], n.ENQ_AKINDLING: [8000, 12000],
+                                n.ENQ_ASQS: [3900]}},
         "dynamodb": {"n": 2000, "rates": {n.DDB_LAT: [1800], n.DDB_ZERO: [2000]},
                      "critical": {f"{n.CP_KINDLING}, 1 ms each way": [120], f"{n.CP_FLOOR}, 1 ms each way": [100],
                                   f"{n.CP_RTT}, 1 ms each way": [2.5]}},
@@ -46,7 +47,7 @@ def test_the_ratios_are_medians_of_the_same_run():
     assert r["processing"] == {"noop": 10000 / 250, "sleep 10 ms": 5000 / 250}
     assert r["kept"] == {"noop": 10000 / 10500, "sleep 10 ms": 5000 / 6000}
     assert r["kept_steady"] == r["kept"]  # each steady rate is twice its rate here
-    assert r["async"] == 10000 / 390 and r["async_threads"] == 10
+    assert r["async"] == 10000 / 390 and r["async_threads"] == 10 and r["async_sqs"] == 10
     assert r["ddb_kept"] == 0.9
 
 

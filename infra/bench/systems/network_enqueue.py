@@ -7,6 +7,8 @@ the timing):
 
     kindling-enqueue        StreamProducer.enqueue, one call per job, one after another
     kindling-aenqueue       N concurrent requests, each ``await producer.aenqueue("noop")``
+    kindling-sqs-aenqueue   the same with ``await client.aenqueue("noop")`` to SQS (KINDLING_QUEUE_URL,
+                            AWS_ENDPOINT_URL: the latency proxy in front of LocalStack)
     celery-delay            Celery's noop.delay(), one after another
     celery-sync-to-async    N concurrent requests, each ``await sync_to_async(noop.delay)()``
                             (asgiref's default, thread_sensitive=True: what a Django async view gets)
@@ -23,7 +25,18 @@ import time
 def main() -> int:
     mode, n = sys.argv[1], int(sys.argv[2])
     url = os.environ["KINDLING_BENCH_VALKEY"]
-    if mode.startswith("kindling"):
+    if mode == "kindling-sqs-aenqueue":
+        from kindling.client import Client
+
+        client = Client(queue_url=os.environ["KINDLING_QUEUE_URL"], table="unused")
+        asyncio.run(client.aenqueue("noop"))  # connected, the queue's size limit read, outside the timing
+
+        async def requests():
+            await asyncio.gather(*(client.aenqueue("noop") for _ in range(n)))
+
+        t0 = time.perf_counter()
+        asyncio.run(requests())
+    elif mode.startswith("kindling"):
         from kindling.valkey import StreamProducer
 
         producer = StreamProducer(url, reader=False)
