@@ -52,7 +52,7 @@ def reject(o: Outcome, d: Delivery, reason: str, *, registry: Registry, worker: 
     return o
 
 
-def dead_undelivered(o: Outcome, *, worker: dict, ttl_s: int) -> None:
+def dead_undelivered(o: Outcome, *, worker: dict, ttl_s: int, redact: bool = False) -> None:
     """Make ``o`` the end of a job delivered too often without a recorded outcome: ``dead``,
     not run again."""
     o.reason = (f"delivered {o.deliveries} times without a recorded outcome (its runs crashed or timed out "
@@ -60,7 +60,8 @@ def dead_undelivered(o: Outcome, *, worker: dict, ttl_s: int) -> None:
     at = now_ms()
     o.record = build_record(key=o.job_id, task=o.task, status=DEAD, attempts=o.attempts,  # type: ignore[arg-type]
                             started_at=at, finished_at=at, job=o.job,
-                            error={"type": "TooManyDeliveries", "message": o.reason}, worker=worker, ttl_s=ttl_s)
+                            error={"type": "TooManyDeliveries", "message": o.reason}, worker=worker, ttl_s=ttl_s,
+                            redact=redact)
     o.status = DEAD
 
 

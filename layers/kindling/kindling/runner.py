@@ -513,7 +513,8 @@ class Runner:
     def _dead_undelivered(self, o: Outcome) -> None:
         from kindling import refusals  # the crash-loop rule's rare end
 
-        refusals.dead_undelivered(o, worker=self._batch_worker, ttl_s=self.ttl_s)
+        known = self.registry.find(o.task) if o.task else None  # no preview of a redacted task's arguments
+        refusals.dead_undelivered(o, worker=self._batch_worker, ttl_s=self.ttl_s, redact=bool(known and known.redact))
 
     def _after_failure(self, o: Outcome) -> str:
         """``dead`` or ``failed`` for a run that failed with ``o.error``, and when to retry."""
