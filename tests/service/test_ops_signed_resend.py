@@ -18,7 +18,7 @@ from kindling.ops.dlq import redrive
 from kindling.ops.revive import RetryRefused, retry_job
 from kindling.status import DEAD, REJECTED, SUCCEEDED
 from test_ops import BROKEN, indexed_table, stack, work  # noqa: F401  (fixtures and the worker loop)
-from test_ops_dashboard import request
+from test_ops_dashboard import TOKEN, request
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_retry_without_the_secret_refuses_a_signed_job_and_keeps_its_dlq_message
 def test_the_dashboards_retry_refuses_it_the_same_way(stack, signing, monkeypatch):  # noqa: F811
     client = signed_dead_job(stack, "signed-dash")
     monkeypatch.delenv("KINDLING_SIGNING_SECRET")
-    srv = make_server(stack, host="127.0.0.1", port=0)
+    srv = make_server(stack, host="127.0.0.1", port=0, token=TOKEN, sample_backlog=False)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         status, refused = request(srv.server_address[1], "POST", "/api/job/signed-dash/retry",

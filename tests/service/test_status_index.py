@@ -5,7 +5,7 @@ import time
 
 import pytest
 from kindling import cli, codec, status
-from kindling.dashboard.data import summary
+from kindling.dashboard.aggregate import summary
 from kindling.records import build_record
 from kindling.results import DynamoResultStore
 from test_ops import indexed_table, stack  # noqa: F401  (fixtures)

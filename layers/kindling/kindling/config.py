@@ -47,6 +47,10 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              ("handler",)),
     Variable("KINDLING_PAYLOAD_BUCKET", None, "the S3 bucket for arguments and results too large for a message "
              "or a record", ("client", "runner")),
+    Variable("KINDLING_DASHBOARD_TOKEN", None, "`kindling dashboard`'s login token (default: one made and printed "
+             "at start)", ("ops.cli",)),
+    Variable("KINDLING_DASHBOARD_TRUST_HEADER", None, "`kindling dashboard` behind an authenticating proxy: the "
+             "header naming the user, trusted instead of a token", ("ops.cli",)),
     Variable("KINDLING_DEBUG", None, "'1': the command line shows an error's traceback, as --debug does",
              ("cli",)),
     Variable("KINDLING_RESULTS", None, "'valkey': outcomes in the Valkey result store instead of the table",

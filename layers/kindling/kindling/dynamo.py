@@ -19,7 +19,7 @@ import time
 
 from kindling.errors import StoreUnavailable
 from kindling.policy import compute_backoff
-from kindling.records import chord_error, stored_state
+from kindling.records import chord_error, chord_shard, stored_state
 from kindling.status import (
     COMPLETED,
     DEAD,
@@ -232,10 +232,12 @@ class DynamoResultStore:
         succeed: <reason>", or ``message`` when the member's status is not why (a member that
         succeeded but whose result is lost).
         """
-        names = {"#done": "done", "#size": "size", "#st": "status", "#at": "updated_at", "#kind": "kind"}
+        # status_shard and finished_at list the chord in the by_status index (its last count first).
+        names = {"#done": "done", "#size": "size", "#st": "status", "#at": "updated_at", "#kind": "kind",
+                 "#ss": "status_shard", "#fin": "finished_at"}
         values: dict = {":i": {"SS": [str(index)]}, ":n": {"N": str(size)}, ":at": {"N": str(at_ms)},
-                        ":kind": {"S": "chord"}}
-        adds, sets = ["#done :i"], ["#size = :n", "#at = :at", "#kind = :kind"]
+                        ":kind": {"S": "chord"}, ":ss": {"S": chord_shard(key)}}
+        adds, sets = ["#done :i"], ["#size = :n", "#at = :at", "#kind = :kind", "#ss = :ss", "#fin = :at"]
         if ok:
             sets.append("#st = if_not_exists(#st, :waiting)")
             values[":waiting"] = {"S": WAITING}

@@ -167,6 +167,13 @@ def next_id(job_id: str) -> str:
     return f"{stem}{_NEXT}{sha256_hex(job_id)[:20]}"
 
 
+def chain_first(job_id: str) -> str:
+    """The id of the first step of the chain ``job_id`` is a later step of (the stem
+    :func:`next_id` keeps, when under 64 characters), else ``job_id`` itself."""
+    stem = job_id.partition(_NEXT)[0]
+    return stem if stem != job_id and len(stem) < 64 else job_id
+
+
 def member_id(chord_id: str, index: int) -> str:
     """The job id of a chord's member ``index``."""
     return f"{chord_id}.{index}"

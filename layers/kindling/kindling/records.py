@@ -64,6 +64,9 @@ CHORD_PREFIX = "chord#"
 REVIVE_PREFIX = "revive#"
 """A job's revive ledger (:mod:`kindling.ops.revive`): ``revive#<job id>``."""
 SHARDS = 4
+CHORD_INDEX = "chord"
+"""The ``by_status`` index value of chord records (``chord#<n>``), sorted by their last count:
+apart from jobs' statuses, since a chord's ``dead`` is not a job's."""
 MAX_STATUS_SHARDS = 100  # the template's StatusIndexShards' MaxValue: a listing queries each one
 
 
@@ -104,6 +107,11 @@ def rejected_key(ref: str) -> str:
 def chord_key(chord_id: str) -> str:
     """The record key of a chord."""
     return CHORD_PREFIX + chord_id
+
+
+def chord_shard(key: str) -> str:
+    """A chord record's ``status_shard`` (index ``by_status``), from its key."""
+    return f"{CHORD_INDEX}#{_shard(key)}"
 
 
 def revive_key(job_id: str) -> str:

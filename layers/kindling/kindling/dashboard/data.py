@@ -1,100 +1,110 @@
-"""What the dashboard shows, read from the results table's indexes (never a Scan).
+"""What the dashboard's job and chord pages show, read by key (``BatchGetItem``, never a Scan).
 
-A summary covers the jobs that *finished* in a time window, as their records stand now (a
-job that failed and then succeeded counts once, as succeeded):
+* :func:`job` - a job's record and earlier generations (:func:`kindling.ops.query.get_job`),
+  its arguments' preview (``args_preview``, kept in the record), and where it stands in a
+  chain or a chord, with its neighbours' statuses.
+* :func:`chord` - a chord by its handle's id (``GroupHandle.id``): its record, members and
+  callback.
+* :func:`lookup` - what the page's search box finds for an id: a job, else a chord.
 
-* ``by_status`` gives every record but ``succeeded`` ones: 4 statuses x 4 shards queries;
-* ``by_task`` gives each named task's records, ``succeeded`` included: 4 queries per task.
-  The index cannot list its task names without a scan, so succeeded jobs are charted for
-  the tasks the dashboard is given (``--tasks`` / ``--task``) and for every task seen failing.
-
-Each query reads at most ``cap`` records (newest first); a summary that hit a cap says so.
+Ids are derived (:mod:`kindling.envelope`): a chord's member ``i`` is ``<chord>.<i>`` and its
+callback ``<chord>.then``; a chain's next step is ``next_id`` of the step before, its first
+step the stem of every later step's id. So a chain is read forward from its first step, at
+most :data:`MAX_CHAIN` steps, in one ``BatchGetItem``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-
+from kindling.dynamo import from_item
+from kindling.envelope import callback_id, chain_first, member_id, next_id
 from kindling.ops import Stack
-from kindling.ops.query import get_job, list_jobs
-from kindling.status import BY_STATUS, DEAD, FAILED, QUEUED, REJECTED, SUCCEEDED
+from kindling.ops.query import get_job
+from kindling.records import CHORD_PREFIX, chord_key
 
-__all__ = ["summary", "failures", "job", "percentile"]
+__all__ = ["job", "chord", "lookup", "MAX_CHAIN", "MAX_MEMBERS"]
 
-INDEXED = tuple(sorted(BY_STATUS))
-RAN = (SUCCEEDED, FAILED, DEAD)  # outcomes of a run: they have a duration and a queue wait
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The ``q`` percentile (0-100) by nearest rank; ``None`` for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))
-    return ordered[int(rank) - 1]
+MAX_CHAIN = 25
+MAX_MEMBERS = 300
 
 
-def summary(stack: Stack, tasks: list[str], *, window_s: int = 3600, buckets: int = 30, cap: int = 5000,
-            now_ms: int | None = None) -> dict:
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    since = now_ms - window_s * 1000
-    records: dict[str, dict] = {}
-    capped = False
-    for status in INDEXED:
-        found = list_jobs(stack, status=status, since_ms=since, until_ms=now_ms, limit=cap)
-        capped |= len(found) >= cap
-        for r in found:
-            records[r["id"]] = r
-    names = sorted(set(tasks) | {r.get("task") for r in records.values() if r.get("task")})
-    for name in names:
-        found = list_jobs(stack, task=name, since_ms=since, until_ms=now_ms, limit=cap)
-        capped |= len(found) >= cap
-        for r in found:
-            records.setdefault(r["id"], r)
-    step = max(1, window_s * 1000 // buckets)
-    starts = [since + i * step for i in range(buckets)]
-    by_status: dict[str, list[int]] = {s: [0] * buckets for s in (SUCCEEDED, *INDEXED)}
-    by_task: dict[str, list[int]] = {n: [0] * buckets for n in names}
-    durations, waits = [], []
-    for r in records.values():
-        i = min(buckets - 1, max(0, (int(r.get("finished_at", since)) - since) // step))
-        status = r.get("status")
-        if status in by_status:
-            by_status[status][i] += 1
-        if r.get("task") in by_task and status != QUEUED:
-            by_task[r["task"]][i] += 1
-        if status in RAN:
-            if r.get("duration_ms") is not None:
-                durations.append(float(r["duration_ms"]))
-            if r.get("enqueued_at") and r.get("started_at"):
-                waits.append(max(0, int(r["started_at"]) - int(r["enqueued_at"])))
-    finished = [sum(by_status[s][i] for s in (SUCCEEDED, FAILED, DEAD, REJECTED)) for i in range(buckets)]
-    per_min = 60_000 / step
-    backlog = {}
-    if stack.queue_url:
-        backlog["queue"] = stack.depth(stack.queue_url)
-        with contextlib.suppress(Exception):  # no redrive policy: no DLQ to show
-            backlog["dlq"] = stack.depth(stack.dlq_url)
-    return {
-        "now": now_ms, "since": since, "window_s": window_s, "step_ms": step, "buckets": starts,
-        "by_status": by_status, "by_task": by_task, "tasks": names,
-        "throughput": [round(n * per_min, 2) for n in finished],
-        "jobs": len(records), "per_minute": round(sum(finished) * 60_000 / (window_s * 1000), 2),
-        "duration_ms": {"p50": percentile(durations, 50), "p99": percentile(durations, 99), "n": len(durations)},
-        "queue_wait_ms": {"p50": percentile(waits, 50), "p99": percentile(waits, 99), "n": len(waits)},
-        "backlog": backlog, "capped": capped,
-    }
-
-
-def failures(stack: Stack, *, limit: int = 20, since_ms: int = 0) -> list[dict]:
-    """The latest dead, failed and rejected jobs, newest first, errors and tracebacks included."""
-    found: list[dict] = []
-    for status in (DEAD, FAILED, REJECTED):
-        found += list_jobs(stack, status=status, since_ms=since_ms, limit=limit)
-    found.sort(key=lambda r: (r.get("finished_at", 0), r["id"]), reverse=True)
-    return found[:limit]
+def _brief(stack: Stack, ids: list[str]) -> dict[str, dict]:
+    """``{id: {id, status, task, finished_at}}`` for the ids that have a record."""
+    found: dict[str, dict] = {}
+    names = {"#i": "id", "#s": "status", "#t": "task", "#f": "finished_at"}
+    for start in range(0, len(ids), 100):
+        request = {stack.table: {"Keys": [{"id": {"S": i}} for i in dict.fromkeys(ids[start:start + 100])],
+                                 "ProjectionExpression": "#i, #s, #t, #f", "ExpressionAttributeNames": names}}
+        while request:
+            response = stack.dynamodb.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(stack.table, []):
+                found[item["id"]["S"]] = from_item(item)
+            request = response.get("UnprocessedKeys") or {}
+    return found
 
 
 def job(stack: Stack, job_id: str) -> dict | None:
-    return get_job(stack, job_id)
+    """The job's record with ``generation``/``previous`` (its revives), ``chain`` (the steps,
+    when it is one of several) and ``chord`` (its chord's summary, when it is a member or the
+    callback). ``None`` when there is no record."""
+    record = get_job(stack, job_id)
+    if record is None:
+        return None
+    ids = [chain_first(job_id)]
+    for _ in range(MAX_CHAIN - 1):
+        ids.append(next_id(ids[-1]))
+    found = _brief(stack, ids)
+    steps = []
+    for i in ids:
+        if i not in found:
+            break
+        steps.append(found[i])
+    if len(steps) > 1 and any(s["id"] == job_id for s in steps):
+        record["chain"] = steps
+    head, _, tail = job_id.rpartition(".")
+    if head and (tail.isdigit() or tail == "then"):
+        c = _chord_record(stack, head)
+        if c is not None:
+            record["chord"] = {"id": head, "status": c.get("status"), "size": c.get("size"),
+                               "index": int(tail) if tail.isdigit() else None, "callback": tail == "then"}
+    return record
+
+
+def _chord_record(stack: Stack, chord_id: str) -> dict | None:
+    response = stack.dynamodb.get_item(TableName=stack.table, Key={"id": {"S": chord_key(chord_id)}},
+                                       ConsistentRead=True)
+    item = response.get("Item")
+    return from_item(item) if item else None
+
+
+def chord(stack: Stack, chord_id: str) -> dict | None:
+    """A chord by its id (its handle's ``id``; ``chord#<id>`` is taken too): ``{"id",
+    "status", "size", "done", "dead", "error", "updated_at", "completed_at", "sent_at",
+    "members": [{index, id, status, task, finished_at}], "callback": {...} or None}``."""
+    if chord_id.startswith(CHORD_PREFIX):
+        chord_id = chord_id[len(CHORD_PREFIX):]
+    c = _chord_record(stack, chord_id)
+    if c is None:
+        return None
+    size = int(c.get("size") or 0)
+    shown = min(size, MAX_MEMBERS)
+    cb = c.get("callback") or callback_id(chord_id)
+    found = _brief(stack, [member_id(chord_id, i) for i in range(shown)] + [cb])
+    dead = {int(i) for i in c.get("dead") or []}
+    done = {int(i) for i in c.get("done") or []}
+    members = [dict(found.get(member_id(chord_id, i)) or {"id": member_id(chord_id, i), "status": None},
+                    index=i, counted=i in done, failed_chord=i in dead) for i in range(shown)]
+    return {"id": chord_id, "key": chord_key(chord_id), "status": c.get("status"), "size": size,
+            "done": len(done), "dead": sorted(dead), "error": c.get("error"), "updated_at": c.get("updated_at"),
+            "completed_at": c.get("completed_at"), "sent_at": c.get("sent_at"), "members": members,
+            "members_shown": shown, "callback": found.get(cb) or ({"id": cb, "status": None} if c.get("callback")
+                                                                  else None)}
+
+
+def lookup(stack: Stack, text: str) -> dict | None:
+    """``{"kind": "job"|"chord", "id"}`` for what the search box was given, or ``None``."""
+    text = text.strip()
+    if not text.startswith(CHORD_PREFIX) and get_job(stack, text) is not None:
+        return {"kind": "job", "id": text}
+    if _chord_record(stack, text[len(CHORD_PREFIX):] if text.startswith(CHORD_PREFIX) else text) is not None:
+        return {"kind": "chord", "id": text.removeprefix(CHORD_PREFIX)}
+    return None

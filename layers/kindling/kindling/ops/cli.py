@@ -142,15 +142,21 @@ def add_parsers(sub, env) -> None:
     info.set_defaults(fn=cmd_info)
 
     dash = sub.add_parser("dashboard", help="a local web page over the results table",
-                          description="Serve the dashboard (charts by status and task, throughput, durations, "
-                                      "failures with tracebacks, retry) on 127.0.0.1. It has no login: see "
-                                      "docs/operations.md (The dashboard) before exposing it.")
+                          description="Serve the dashboard (search by task, status, time and error; job and chord "
+                                      "pages; per-task charts; backlog over time; /metrics) on 127.0.0.1, behind a "
+                                      "token it prints at start unless one is configured (docs/operations.md, The "
+                                      "dashboard).")
     dash.add_argument("--port", type=int, default=8080)
     dash.add_argument("--host", default="127.0.0.1")
     dash.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
                       help="task module or file, as for the worker: their names chart succeeded jobs (repeatable)")
     dash.add_argument("--task", action="append", default=[], dest="task_names", metavar="NAME",
                       help="a task name to chart (repeatable)")
+    dash.add_argument("--token", default=env("KINDLING_DASHBOARD_TOKEN"),
+                      help="the login token (KINDLING_DASHBOARD_TOKEN; default: one made and printed at start)")
+    dash.add_argument("--trust-header", default=env("KINDLING_DASHBOARD_TRUST_HEADER"), metavar="NAME",
+                      help="behind an authenticating proxy: trust this header's user instead of a token "
+                           "(KINDLING_DASHBOARD_TRUST_HEADER)")
     common(dash, queue=True)
     dash.set_defaults(fn=cmd_dashboard)
 
@@ -248,10 +254,10 @@ def _info(ns) -> int:
 
             report["dlq"] = {"error": (describe(exc) or (str(exc), 1))[0]}
     if ns.table:
-        from kindling.dashboard.data import summary
+        from kindling.dashboard.aggregate import summary
 
         counts = summary(stack, ns.task_names, window_s=max(1, (now - since) // 1000), buckets=1, now_ms=now)
-        report["by_status"] = {k: sum(v) for k, v in sorted(counts["by_status"].items())}
+        report["by_status"] = dict(sorted(counts["totals"].items()))
         report["tasks"], report["capped"] = counts["tasks"], counts["capped"]
     if ns.json:
         print(fmt.dumps(report))
@@ -484,4 +490,5 @@ def _dashboard(ns) -> int:
 
         load_tasks(ns.tasks)
         task_names += sorted(t.name for t in default_registry)
-    return serve(_stack(ns), host=ns.host, port=ns.port, tasks=task_names)
+    return serve(_stack(ns), host=ns.host, port=ns.port, tasks=task_names, token=ns.token,
+                 trust_header=ns.trust_header)
