@@ -31,6 +31,7 @@ page's own header and no foreign ``Origin`` (cross-site requests).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import urllib.parse
 from http import HTTPStatus
@@ -59,6 +60,7 @@ def make_server(stack: Stack, *, host: str = "127.0.0.1", port: int = 8080, task
     from kindling.dashboard import data, prometheus, search
     from kindling.dashboard.aggregate import Aggregator
     from kindling.dashboard.auth import COOKIE, Auth
+    from kindling.dashboard.fresh import Fresh
     from kindling.dashboard.series import BacklogSampler
     from kindling.records import CHORD_PREFIX
     from kindling.status import CHORD_STATUSES, DEAD, REJECTED
@@ -70,21 +72,66 @@ def make_server(stack: Stack, *, host: str = "127.0.0.1", port: int = 8080, task
         sampler.start()
     aggregators: dict[int, Aggregator] = {}
     refreshed: dict[int, float] = {}
+    running: set[int] = set()
+    guard = threading.Lock()
+    from concurrent.futures import ThreadPoolExecutor
+
+    readers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kindling-dashboard-search")
+
+    def _refresh(window: int) -> None:
+        try:
+            aggregators[window].refresh()
+            refreshed[window] = time.monotonic()
+        finally:
+            with guard:
+                running.discard(window)
 
     def summary(window: int) -> dict:
+        """The window's summary from its aggregate: read in the request the first time, then
+        served as it stands while a background thread brings it up to date (stale while
+        revalidating: a poll never waits for the table, and ``as_of`` says how fresh it is)."""
         window = min(WINDOWS, key=lambda w: abs(w - window))  # one aggregator per window the page offers
-        agg = aggregators.get(window)
-        if agg is None:
-            agg = aggregators[window] = Aggregator(stack, window_s=window, tasks=known_tasks)
-        if time.monotonic() - refreshed.get(window, -1e9) >= MIN_REFRESH_S:
-            agg.refresh()
-            refreshed[window] = time.monotonic()
+        with guard:
+            agg = aggregators.get(window)
+            if agg is None:
+                agg = aggregators[window] = Aggregator(stack, window_s=window, tasks=known_tasks)
+            first = window not in refreshed
+            due = not first and window not in running and time.monotonic() - refreshed[window] >= MIN_REFRESH_S
+            if due:
+                running.add(window)
+        if first:
+            with agg.first_lock:
+                if window not in refreshed:
+                    agg.refresh()
+                    refreshed[window] = time.monotonic()
+        elif due:
+            threading.Thread(target=_refresh, args=(window,), daemon=True).start()
         out = agg.summary()
         if not sampler.samples and not sample_backlog:
             sampler.sample()
         out["backlog"] = sampler.latest
         out["backlog_series"] = sampler.series(out["since"])
         return out
+
+    searches = Fresh(MIN_REFRESH_S)
+
+    def find(query: dict) -> dict:
+        """A search page; without ``since``/``until`` the window's (``window``, seconds back
+        from now), so that the page's polls ask the same question and share its answer."""
+        asked = tuple(sorted((k, v) for k, v in query.items() if v))
+
+        def read() -> dict:
+            now = int(time.time() * 1000)
+            until = int(query["until"]) if query.get("until") else now + 60_000
+            since = int(query["since"]) if query.get("since") else now - int(query.get("window") or 3600) * 1000
+            tasks_known = sorted(set(known_tasks) | {t for a in aggregators.values() for t in a.tasks})
+            return search.search(
+                stack, task=query.get("task") or None, status=query.get("status") or None,
+                error=query.get("error") or None, since_ms=since, until_ms=until,
+                page_size=int(query.get("page_size", 50)), token=query.get("token") or None,
+                tasks=tasks_known, pool=readers)
+
+        return searches.get(asked, read)
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "kindling-dashboard"
@@ -140,13 +187,7 @@ def make_server(stack: Stack, *, host: str = "127.0.0.1", port: int = 8080, task
                 if url.path == "/api/summary":
                     return self._json(summary(int(query.get("window", 3600))))
                 if url.path == "/api/search":
-                    until = int(query["until"]) if query.get("until") else int(time.time() * 1000) + 60_000
-                    tasks_known = sorted(set(known_tasks) | {t for a in aggregators.values() for t in a.tasks})
-                    return self._json(search.search(
-                        stack, task=query.get("task") or None, status=query.get("status") or None,
-                        error=query.get("error") or None, since_ms=int(query.get("since") or 0), until_ms=until,
-                        page_size=int(query.get("page_size", 50)), token=query.get("token") or None,
-                        tasks=tasks_known))
+                    return self._json(find(query))
                 if url.path == "/api/lookup":
                     found = data.lookup(stack, query.get("id", ""))
                     return self._json(found) if found else self._error(404, f"no job or chord {query.get('id')!r}")

@@ -71,33 +71,38 @@ class Aggregator:
         self.queries = 0
         self.clock = clock
         self._lock = threading.Lock()
+        self.first_lock = threading.Lock()  # the server's first read of this window, once
+        self.as_of = 0
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kindling-dashboard")
 
     # -- reading ---------------------------------------------------------------------------
     def refresh(self, now_ms: int | None = None) -> None:
+        """Bring the rows up to ``now_ms``. The reads run outside the lock: :meth:`summary`
+        answers from the rows as they stand meanwhile (one refresh at a time: the caller's)."""
         now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        since = now_ms - self.window_s * 1000
+        full = not self.seen_until or self.clock() - self.built_at >= REBUILD_S
+        start = since if full else max(since, self.seen_until - OVERLAP_MS)
+        self.queries, capped_before = 0, self.capped and not full
+        self.capped = False
+        found = self._read([("by_status", "status_shard", s, None) for s in sorted(BY_STATUS)], start, now_ms)
+        tasks = set(self.tasks)
+        named = {r[3] for r in found if r[3]} - tasks
+        found += self._read([("by_task", "task_shard", t, SUCCEEDED) for t in sorted(tasks)], start, now_ms)
+        if named:  # a task first seen now: its whole window
+            found += self._read([("by_task", "task_shard", t, SUCCEEDED) for t in sorted(named)], since, now_ms)
         with self._lock:
-            since = now_ms - self.window_s * 1000
-            full = not self.seen_until or self.clock() - self.built_at >= REBUILD_S
-            start = since if full else max(since, self.seen_until - OVERLAP_MS)
             if full:
                 self.rows.clear()
                 self.by_bucket.clear()
                 self.cache.clear()
-                self.capped = False
                 self.built_at = self.clock()
-            self.queries = 0
-            found = self._read([("by_status", "status_shard", s, None) for s in sorted(BY_STATUS)], start, now_ms)
-            named = {r[3] for r in found if r[3]} - self.tasks
-            old_tasks = sorted(self.tasks)
+            self.capped |= capped_before
             self.tasks |= named
-            found += self._read([("by_task", "task_shard", t, SUCCEEDED) for t in old_tasks], start, now_ms)
-            if named:  # a task first seen now: its whole window
-                found += self._read([("by_task", "task_shard", t, SUCCEEDED) for t in sorted(named)], since, now_ms)
             for row in found:
                 self._put(row)
             self._expire(since)
-            self.seen_until = now_ms
+            self.seen_until = self.as_of = now_ms
 
     def _read(self, values: list[tuple], since: int, until: int) -> list[tuple]:
         jobs = [(index, attr, f"{value}#{shard}", status) for index, attr, value, status in values
@@ -219,7 +224,7 @@ class Aggregator:
                 "jobs": sum(len(self.by_bucket.get(b, ())) for b in starts),
                 "per_minute": round(sum(finished) * 60_000 / (self.step * self.buckets), 2),
                 "duration_ms": _quantiles(all_d), "queue_wait_ms": _quantiles(all_w),
-                "capped": self.capped, "queries": self.queries,
+                "capped": self.capped, "queries": self.queries, "as_of": self.as_of,
             }
 
     def close(self) -> None:

@@ -77,19 +77,20 @@ def plan(*, task: str | None, status: str | None, error: str | None, tasks: list
 
 def search(stack: Stack, *, task: str | None = None, status: str | None = None, error: str | None = None,
            since_ms: int = 0, until_ms: int, page_size: int = 50, token: str | None = None,
-           tasks: list[str] = ()) -> dict:
-    """One page: ``{"items": [records, newest first], "next": token or None, "streams": n}``."""
+           tasks: list[str] = (), pool=None) -> dict:
+    """One page: ``{"items": [records, newest first], "next": token or None, "streams": n}``.
+    ``pool`` (an executor) reads the streams in parallel."""
     if not 1 <= page_size <= 500:
         raise OpsError("page size: 1-500")
     streams = plan(task=task, status=status, error=error, tasks=list(tasks))
     cursors = _decode(token)
     heads: dict[str, list[dict]] = {}
     after: dict[str, object] = {}  # where a stream's reading stopped: a start key, or _DONE
-    for s in streams:
-        start = cursors.get(s.key)
-        if start == _DONE:
-            continue
-        heads[s.key], after[s.key] = _read(stack, s, start, since_ms, until_ms, page_size)
+    todo = [s for s in streams if cursors.get(s.key) != _DONE]
+    mapper = pool.map if pool is not None else map
+    for s, (items, stop) in zip(todo, mapper(lambda s: _read(stack, s, cursors.get(s.key), since_ms, until_ms,
+                                                              page_size), todo), strict=True):
+        heads[s.key], after[s.key] = items, stop
     # k-way merge, newest first, each stream in its own order
     taken: list[tuple[dict, _Stream]] = []
     pos = dict.fromkeys(heads, 0)
