@@ -36,3 +36,11 @@ def test_a_links_refresh_is_clamped_to_the_pages_bounds(page, given, used):
     driver, url = page
     driver.get(f"{url}?refresh={given}")
     assert driver.execute_script("return REFRESH_MS") == used
+
+
+@pytest.mark.parametrize("n", [1, 9, 15, 40])
+def test_every_task_gets_a_colour_of_its_own(page, n):
+    driver, url = page
+    driver.get(url)
+    colours = driver.execute_script(f"return palette({n})")
+    assert len(colours) == n and len(set(colours)) == n
