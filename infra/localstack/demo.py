@@ -207,7 +207,7 @@ def operating(out: dict, started_ms: int) -> None:
     print("\nthe dashboard on this run (LocalStack keeps running for it):")
     print(f'  eval "$(infra/localstack/ctl env)"\n'
           f"  .venv/bin/kindling dashboard --table {table} --queue-url {queue} --tasks functions/worker/tasks.py\n"
-          "  open http://127.0.0.1:8080/   (and: kindling jobs show ID, kindling jobs retry ID, kindling dlq peek)")
+          "  open the login link it prints   (and: kindling jobs show ID, kindling jobs retry ID, kindling dlq peek)")
 
 
 if __name__ == "__main__":
