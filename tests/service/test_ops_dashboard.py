@@ -2,6 +2,7 @@
 with filters and paging, job and chord pages, retry, login, /metrics, and the checks that
 keep other sites and other host names out."""
 
+import base64
 import http.client
 import threading
 
@@ -157,6 +158,9 @@ def test_the_api_pages_jobs_shows_a_job_with_its_arguments_and_a_chain_with_link
     status, found = request(server, "GET", "/api/search?status=dead")
     assert status == 200 and [f["id"] for f in found["items"]] == ["dash-dead"]
     assert "smtp refused ada@example.com" in found["items"][0]["error"]["message"]
+    assert request(server, "GET", "/api/search?status=dead&token=not-a-token")[0] == 400
+    forged = base64.urlsafe_b64encode(b'{"by_status|dead#0": {"id": {"S": "x"}}}').decode()
+    assert request(server, "GET", f"/api/search?status=dead&token={forged}")[0] == 400
     status, job = request(server, "GET", "/api/job/dash-dead")
     assert status == 200 and job["status"] == "dead" and job["generation"] == 1
     assert codec.loads(job["args_preview"]) == {"args": ["ada@example.com"], "kwargs": {}}

@@ -205,6 +205,9 @@ def make_server(stack: Stack, *, host: str = "127.0.0.1", port: int = 8080, task
             except (OpsError, ValueError, KeyError) as exc:
                 return self._error(400, str(exc))
             except Exception as exc:  # noqa: BLE001 - AWS errors: shown on the page, the server goes on
+                code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+                if code == "ValidationException":  # a page token from elsewhere, a filter DynamoDB refuses
+                    return self._error(400, f"DynamoDB refused the query: {exc}")
                 return self._error(502, f"{type(exc).__name__}: {exc}")
             return self._error(404, "not found")
 

@@ -86,6 +86,13 @@ def search(stack: Stack, *, task: str | None = None, status: str | None = None, 
     cursors = _decode(token)
     heads: dict[str, list[dict]] = {}
     after: dict[str, object] = {}  # where a stream's reading stopped: a start key, or _DONE
+    for s in streams:  # a start key is the stream's own: its index key, finish time and id
+        start = cursors.get(s.key)
+        if start not in (None, _DONE) and not (
+                isinstance(start, dict) and set(start) == {"id", s.attr, "finished_at"}
+                and start[s.attr] == {"S": s.value} and set(start["id"]) == {"S"}
+                and set(start["finished_at"]) == {"N"}):
+            raise OpsError("a page token this search did not give")
     todo = [s for s in streams if cursors.get(s.key) != _DONE]
     mapper = pool.map if pool is not None else map
     for s, (items, stop) in zip(todo, mapper(lambda s: _read(stack, s, cursors.get(s.key), since_ms, until_ms,
