@@ -57,3 +57,16 @@ def test_the_variable_is_in_the_configuration_table_with_the_templates_default()
     assert variable.default == str(template["Parameters"]["StatusIndexShards"]["Default"]) == "4"
     env = template["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     assert env["KINDLING_STATUS_SHARDS"] == {"Ref": "StatusIndexShards"}
+
+
+def test_the_dashboard_searches_every_status_shard_and_chord_shard_the_deployment_writes(monkeypatch):
+    from kindling.dashboard.search import plan
+    from kindling.records import chord_shard
+
+    monkeypatch.setenv("KINDLING_STATUS_SHARDS", "8")
+    dead = {s.value for s in plan(task=None, status="dead", error=None, tasks=[])}
+    assert dead == {f"dead#{n}" for n in range(8)} >= {_dead(k)["status_shard"] for k in KEYS}
+    chords = {s.value for s in plan(task=None, status="chord", error=None, tasks=[])}
+    assert chords >= {chord_shard(f"chord#{k}") for k in KEYS} and len(chords) == 8
+    by_task = {s.value for s in plan(task="t", status="succeeded", error=None, tasks=[])}
+    assert by_task == {f"t#{n}" for n in range(4)}  # by_task keeps its own four

@@ -84,6 +84,12 @@ def status_shards(environ=None) -> int:
     return int(value)
 
 
+def index_shards(index: str) -> int:
+    """How many partitions a listing of one value of ``index`` reads: ``by_task`` has
+    :data:`SHARDS`, ``by_status`` (chords included) the deployment's :func:`status_shards`."""
+    return SHARDS if index == "by_task" else status_shards()
+
+
 def clip(text: str, limit: int) -> tuple[str, int | None]:
     """``text`` as valid UTF-8 of at most ``limit`` bytes, and its full size if it was cut.
 
@@ -111,7 +117,7 @@ def chord_key(chord_id: str) -> str:
 
 def chord_shard(key: str) -> str:
     """A chord record's ``status_shard`` (index ``by_status``), from its key."""
-    return f"{CHORD_INDEX}#{_shard(key)}"
+    return f"{CHORD_INDEX}#{_shard(key, status_shards())}"
 
 
 def revive_key(job_id: str) -> str:

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 
 from kindling.ops import Stack
-from kindling.records import SHARDS
+from kindling.records import index_shards
 from kindling.status import BY_STATUS, QUEUED, RAN, RECORDED, SUCCEEDED
 
 __all__ = ["Aggregator", "summary", "percentile", "OVERLAP_MS", "REBUILD_S", "QUANTILES"]
@@ -107,7 +107,7 @@ class Aggregator:
 
     def _read(self, values: list[tuple], since: int, until: int) -> list[tuple]:
         jobs = [(index, attr, f"{value}#{shard}", status) for index, attr, value, status in values
-                for shard in range(SHARDS)]
+                for shard in range(index_shards(index))]
         out: list[tuple] = []
         for part in self._pool.map(lambda j: self._query(*j, since, until), jobs):
             out += part

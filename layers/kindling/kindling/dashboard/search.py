@@ -22,7 +22,7 @@ import binascii
 from kindling import codec
 from kindling.dynamo import from_item
 from kindling.ops import OpsError, Stack
-from kindling.records import CHORD_INDEX, SHARDS
+from kindling.records import CHORD_INDEX, index_shards
 from kindling.status import BY_STATUS, RECORDED, SUCCEEDED
 
 __all__ = ["search", "STATUSES", "CHORD", "MAX_READ"]
@@ -52,7 +52,7 @@ def plan(*, task: str | None, status: str | None, error: str | None, tasks: list
 
     def add(index: str, value: str, filters: dict[str, str]) -> None:
         attr = "task_shard" if index == "by_task" else "status_shard"
-        for shard in range(SHARDS):
+        for shard in range(index_shards(index)):
             streams.append(_Stream(index, attr, f"{value}#{shard}", filters, error))
 
     if status == CHORD:

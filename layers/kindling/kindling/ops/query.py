@@ -25,7 +25,7 @@ import time
 
 from kindling.dynamo import from_item
 from kindling.ops import OpsError, Stack
-from kindling.records import SHARDS, revive_key, status_shards
+from kindling.records import index_shards, revive_key
 from kindling.status import SUCCEEDED
 
 __all__ = ["list_jobs", "get_job", "fill_errors", "parse_since"]
@@ -74,7 +74,7 @@ def list_jobs(stack: Stack, *, status: str | None = None, task: str | None = Non
         raise OpsError("succeeded jobs are listed per task (--task NAME): the by_status index leaves them out, "
                        "so that a succeeded job costs one index write")
     found: list[dict] = []
-    for shard in range(SHARDS if index == "by_task" else status_shards()):
+    for shard in range(index_shards(index)):
         try:
             found += _query(stack, index, attr, f"{value}#{shard}", since_ms, until_ms, limit, filters, page_size)
         except Exception as exc:
