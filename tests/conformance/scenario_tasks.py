@@ -9,6 +9,7 @@ import time
 
 from kindling import Backoff, Retry, current_job
 from kindling.registry import Registry
+from pydantic import BaseModel
 
 registry = Registry()
 task = registry.task
@@ -209,3 +210,20 @@ def count_none(key: str, failures: int = 0) -> str:
 def count_all(key: str) -> str:
     ran(key)
     return key
+
+
+class Order(BaseModel):
+    id: int
+    qty: int = 1
+
+
+class Receipt(BaseModel):
+    order_id: int
+    total: int
+    received: str
+
+
+@task(name="c.model")
+def place_order(order: Order) -> Receipt:
+    """Takes a pydantic model and returns one: what it received says whether it was validated."""
+    return Receipt(order_id=order.id, total=order.qty * 5, received=type(order).__name__)

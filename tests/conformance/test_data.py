@@ -120,7 +120,29 @@ def _returned(value):
             "result": _plain(json.loads(json.dumps(value, default=lambda v: v.isoformat())))}
 
 
+def model_argument(path):
+    """A pydantic model sent as its JSON, validated into the model for the task, and the
+    model it returns recorded as JSON (kindling.models)."""
+    job = path.enqueue(tasks.place_order, tasks.Order(id=2, qty=3))
+    path.run_until_settled()
+    seen = path.observe(job)
+    return {"status": seen["status"], "result": seen["result"]}
+
+
+def model_argument_invalid(path):
+    """A body whose model argument does not validate: rejected at admission, never retried."""
+    from kindling.client import Call
+
+    path.send([Call(tasks.place_order.name, [{"id": "not a number"}], {})])
+    path.run_until_settled()
+    return {"records": sorted((r.get("status"), (r.get("error") or {}).get("type"), r.get("attempts"))
+                              for r in path.records())}
+
+
 SCENARIOS = {
+    "model_argument": (model_argument, {"status": "succeeded",
+                                        "result": {"order_id": 2, "total": 15, "received": "Order"}}),
+    "model_argument_invalid": (model_argument_invalid, {"records": [("rejected", "InvalidJob", 1)]}),
     "chain_succeeds": (chain_succeeds, {"statuses": ["succeeded", "succeeded"], "result": 13}),
     "chain_with_failing_step": (chain_with_failing_step, {"statuses": ["succeeded", "dead", None],
                                                            "handle": "JobFailed"}),

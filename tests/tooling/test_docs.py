@@ -36,7 +36,7 @@ FENCE = re.compile(r"^\s*```(\w*)\s*$")
 
 # How each example runs. Every file in docs/examples/ must be in exactly one of these.
 EAGER = ["quickstart.py", "tasks.py", "periodic.py", "app.py", "handles.py", "test_eager.py", "canvas.py",
-         "results_policy.py"]
+         "results_policy.py", "models.py"]
 ON_MOTO = ["send_and_read.py", "named_queues.py", "send_with_boto3.py", "async_send.py"]
 ON_VALKEY = ["stream_producer.py"]
 COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}

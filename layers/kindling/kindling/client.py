@@ -306,16 +306,17 @@ class Client:
 
         revoke(DynamoResultStore(self.table), job_id, task=task)
 
-    def result(self, job_id: str, timeout: float = 30.0) -> Any:
+    def result(self, job_id: str, timeout: float = 30.0, *, model: Any = None) -> Any:
         """Wait for the job's final outcome and return its result.
 
         Polls with consistent reads and backoff (20 ms growing to 1 s:
         :func:`kindling.handles.wait`). A ``failed`` job is waited through, since it will be
         retried. Raises :class:`JobFailed` for a ``dead``, ``rejected`` or ``revoked`` job,
         or for one still ``failed`` when ``timeout`` runs out (with that attempt's error),
-        and ``TimeoutError`` if no outcome was recorded in time.
+        and ``TimeoutError`` if no outcome was recorded in time. With ``model`` (a pydantic
+        model), the result is returned validated as one.
         """
-        return wait_result(self, job_id, timeout)
+        return wait_result(self, job_id, timeout, model)
 
 
 def _fifo_options(job: Job, group: str) -> dict:

@@ -7,8 +7,9 @@ drain, eager mode, producers):
 * **Accepted**: ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list``,
   ``tuple`` (written as an array), ``dict`` with ``str`` keys, and their subclasses;
   ``datetime``/``date``/``time`` (written as ``value.isoformat()``), ``UUID`` (its
-  canonical string), ``Enum`` (its value) and dataclass instances (an object of their
-  fields). Anything else (``bytes``, ``set``, ``Decimal``, ...) is refused.
+  canonical string), ``Enum`` (its value), dataclass instances (an object of their
+  fields) and pydantic models (their ``model_dump(mode="json")``). Anything else
+  (``bytes``, ``set``, ``Decimal``, ...) is refused.
 * **Integers** of any size are written and read exactly: ``2**70`` arrives as ``2**70``,
   never as a float. (Python's own limit on int/str conversions, 4300 digits, still holds.)
 * **NaN and ±infinity are refused**, written or read: JSON has no such numbers, and writing
@@ -105,6 +106,8 @@ def _default(obj: object) -> object:
         return str(obj)
     if _is_instance(obj, "enum", "Enum"):
         value = obj.value  # type: ignore[attr-defined]
+    elif _is_instance(obj, "pydantic", "BaseModel"):
+        value = obj.model_dump(mode="json")  # type: ignore[attr-defined]
     elif hasattr(type(obj), "__dataclass_fields__") and not isinstance(obj, type):
         from dataclasses import fields  # loaded already: obj's class was made by it
 

@@ -90,9 +90,15 @@ def job_result(reader, job_id: str, deadline: float, timeout: float, task: str |
     return wait(step, deadline, settled=_settled(reader))
 
 
-def wait_result(reader, job_id: str, timeout: float = 30.0, task: str | None = None) -> Any:
-    """:func:`job_result` with ``timeout`` seconds from now."""
-    return job_result(reader, job_id, time.monotonic() + timeout, timeout, task)
+def wait_result(reader, job_id: str, timeout: float = 30.0, task: str | None = None, model: Any = None) -> Any:
+    """:func:`job_result` with ``timeout`` seconds from now; validated as ``model`` (a
+    pydantic model, or a type pydantic validates) if one is given (:mod:`kindling.models`)."""
+    value = job_result(reader, job_id, time.monotonic() + timeout, timeout, task)
+    if model is None:
+        return value
+    from kindling.models import as_model
+
+    return as_model(model, value)
 
 
 def unrecorded(task: str | None) -> str | None:
@@ -191,9 +197,10 @@ class JobHandle:
         record = self.record()
         return record["status"] if record else None
 
-    def result(self, timeout: float = 30.0) -> Any:
-        """Wait up to ``timeout`` seconds for the final outcome (:func:`job_result`)."""
-        return wait_result(self.reader, self.id, timeout, self.task)
+    def result(self, timeout: float = 30.0, *, model: Any = None) -> Any:
+        """Wait up to ``timeout`` seconds for the final outcome (:func:`job_result`); with
+        ``model`` (a pydantic model), the result validated as one."""
+        return wait_result(self.reader, self.id, timeout, self.task, model)
 
     def revoke(self) -> None:
         """Record the job ``revoked``, so no worker starts it from now on (a run already under

@@ -24,6 +24,8 @@ checkers only: the worker never imports :mod:`typing`).
 
 from __future__ import annotations
 
+import sys
+
 from kindling.errors import InvalidJob, TaskDefinitionError
 from kindling.policy import MAX_ATTEMPTS, MAX_TASK_LENGTH, MAX_TIMEOUT_S
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 _OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule",
-            "redact", "queue", "on_success", "on_failure", "on_dead", "results", "ignore_result")
+            "redact", "queue", "on_success", "on_failure", "on_dead", "results", "ignore_result", "pydantic")
 HOOKS = ("on_success", "on_failure", "on_dead")
 
 
@@ -66,11 +68,14 @@ class Task:
             and ``rejected``); ``None`` means the deployment's (``KINDLING_RESULTS_POLICY``).
             Anything but ``"all"`` skips the duplicate check. Celery's ``ignore_result=True``
             is taken as ``results="none"`` (and ``False`` as ``"all"``).
+        pydantic: validate arguments annotated with pydantic models even if no module has
+            loaded pydantic yet (Celery's option; otherwise found by itself:
+            :mod:`kindling.models`).
     """
 
     __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
                  "no_retry_on", "backoff", "schedule", "redact", "queue", "on_success", "on_failure", "on_dead",
-                 "results")
+                 "results", "pydantic", "_models")
 
     def __init__(
         self,
@@ -91,6 +96,7 @@ class Task:
         on_dead: Callable[..., Any] | None = None,
         results: str | None = None,
         ignore_result: bool | None = None,
+        pydantic: bool = False,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -107,6 +113,8 @@ class Task:
             raise TaskDefinitionError(f"max_attempts must be an integer from 1 to {MAX_ATTEMPTS}, got {max_attempts!r}")
         if not isinstance(skip_succeeded, bool):
             raise TaskDefinitionError(f"skip_succeeded must be True or False, got {skip_succeeded!r}")
+        if not isinstance(pydantic, bool):
+            raise TaskDefinitionError(f"pydantic must be True or False, got {pydantic!r}")
         if not isinstance(redact, bool):
             raise TaskDefinitionError(f"redact must be True or False, got {redact!r}")
         if queue is not None:
@@ -148,6 +156,8 @@ class Task:
         self.queue = queue
         self.on_success, self.on_failure, self.on_dead = on_success, on_failure, on_dead
         self.results = results
+        self.pydantic = pydantic
+        self._models: object = _UNRESOLVED  # kindling.models.Params or None, found at the first job
         self.registry: Registry | None = None  # set when registered
         if parsed is not None and _binding_problem(fn, [], {}):
             raise TaskDefinitionError(f"scheduled task {self.name!r} must run with no arguments: "
@@ -207,10 +217,24 @@ class Task:
 
     def check_arguments(self, args: list, kwargs: dict) -> None:
         """Raise :class:`InvalidJob` unless ``fn(*args, **kwargs)`` would bind (the worker's
-        check, before a run; the job is recorded ``rejected``)."""
+        check, before a run; the job is recorded ``rejected``). Arguments annotated with a
+        pydantic model are validated into it here, in place (:mod:`kindling.models`)."""
         problem = _binding_problem(self.fn, args, kwargs)
         if problem:
             raise InvalidJob(f"bad arguments for task {self.name!r}: {problem}", task=self.name)
+        models = self._models
+        if models is _UNRESOLVED:
+            # No model can be annotated where no module loaded pydantic: plain workers skip it.
+            models = None
+            if self.pydantic or "pydantic" in sys.modules:
+                from kindling.models import params
+
+                models = params(self.fn)
+            self._models = models
+        if models is not None:
+            from kindling.models import validate
+
+            validate(self.name, models, args, kwargs)  # type: ignore[arg-type]
 
     def check_call(self, args: list | tuple, kwargs: dict, *, leading: tuple[int, ...] = (0,)) -> None:
         """Raise ``TypeError`` unless ``fn(*args, **kwargs)`` would bind: the sender's check,
@@ -243,6 +267,7 @@ def _results_option(results: str | None, ignore_result: bool | None) -> str | No
         return check_results(results)
     except ValueError as exc:
         raise TaskDefinitionError(str(exc)) from None
+_UNRESOLVED = object()
 
 
 def _exception_types(option: str, value) -> tuple:

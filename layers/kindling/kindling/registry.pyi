@@ -16,7 +16,7 @@ class Handle(Protocol):
     id: str
     task: str
     def status(self) -> str | None: ...
-    def result(self, timeout: float = ...) -> Any: ...
+    def result(self, timeout: float = ..., *, model: Any = ...) -> Any: ...
 
 class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorator overloads below
     name: str
@@ -34,6 +34,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
     on_failure: Hook | None
     on_dead: Hook | None
     results: str | None
+    pydantic: bool
     registry: Registry | None
     def __init__(
         self,
@@ -54,6 +55,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         on_dead: Hook | None = ...,
         results: str | None = ...,
         ignore_result: bool | None = ...,
+        pydantic: bool = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
@@ -113,6 +115,7 @@ class Registry:
         on_dead: Hook | None = ...,
         results: str | None = ...,
         ignore_result: bool | None = ...,
+        pydantic: bool = ...,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
     def get(self, name: str) -> Task[..., Any]: ...
     def find(self, name: str) -> Task[..., Any] | None: ...
@@ -146,4 +149,5 @@ def task(
     on_dead: Hook | None = ...,
     results: str | None = ...,
     ignore_result: bool | None = ...,
+    pydantic: bool = ...,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
