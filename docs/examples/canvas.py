@@ -20,3 +20,13 @@ handle.ids                               # every step's job id, known before any
 handle = group([add.s(i, i) for i in range(10)]).then(total.s(extra=1)).delay()
 handle.result(timeout=60)                # total's result; JobFailed if the chord failed
 handle.status()                          # waiting, completed or dead (the chord's record)
+
+# .si(): an immutable signature, run with its own arguments only (no result before them)
+chain(add.s(1, 2), add.si(5, 5), add.s(100)).delay()   # add(1, 2), add(5, 5), add(10, 100)
+
+# a countdown holds back the first step (or every member of a group)
+chain(add.s(1, 2), add.s(10)).apply_async(countdown=2)
+
+# empty: a group's result is [], a chord's callback runs once with []
+assert group([]).delay().result() == []
+assert group([]).then(total.s(extra=1)).delay().result(timeout=60) == 1

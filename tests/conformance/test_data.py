@@ -120,6 +120,20 @@ def _returned(value):
             "result": _plain(json.loads(json.dumps(value, default=lambda v: v.isoformat())))}
 
 
+def chain_with_immutable_step(path):
+    """task.si(): a chain step run with its own arguments only, the step after it with its result."""
+    handle = chain(tasks.add.s(1, 2), tasks.add.si(5, 5), tasks.add.s(100)).delay()
+    path.run_until_settled()
+    return {"statuses": [_status(path, i) for i in handle.ids], "result": path.observe(handle.ids[-1])["result"]}
+
+
+def empty_chord(path):
+    """Celery's empty chord: the callback runs once, with []."""
+    handle = group([]).then(tasks.total.s()).delay()
+    path.run_until_settled()
+    return {"callback": path.observe(f"{handle.id}.then")["result"], "records": len(path.records())}
+
+
 def model_argument(path):
     """A pydantic model sent as its JSON, validated into the model for the task, and the
     model it returns recorded as JSON (kindling.models)."""
@@ -140,6 +154,8 @@ def model_argument_invalid(path):
 
 
 SCENARIOS = {
+    "chain_with_immutable_step": (chain_with_immutable_step, {"statuses": ["succeeded"] * 3, "result": 110}),
+    "empty_chord": (empty_chord, {"callback": 0, "records": 1}),
     "model_argument": (model_argument, {"status": "succeeded",
                                         "result": {"order_id": 2, "total": 15, "received": "Order"}}),
     "model_argument_invalid": (model_argument_invalid, {"records": [("rejected", "InvalidJob", 1)]}),

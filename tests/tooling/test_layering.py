@@ -61,6 +61,7 @@ ALLOWED = {
     ("policy", "registry"): "Task in annotations (typing only)",
     ("envelope", "registry"): "Task in Call's annotations (typing only)",
     ("schedules", "registry"): "Registry and Task in annotations (typing only)",
+    ("batch", "registry"): "Task in annotations (typing only); a direct call sets its job context (function-level)",
     # Same-layer cycles, to break.
     ("runner", "followups"): "only chains and chords load it (function-level)",
 }

@@ -203,7 +203,9 @@ def read_state(o: Outcome, states: dict) -> tuple[str | None, int]:
 
 
 class JobContext:
-    """What a running task can learn about its job through :func:`current_job`.
+    """What a running task can learn about its job through :func:`current_job`. A direct call
+    of a task (``resize("a.png")``) gets one too, as Celery's ``self.request``: ``id``
+    ``None``, attempt 1, no deadline.
 
     ``lambda_context`` is the Lambda context object of the invocation running the job
     (``None`` outside Lambda): what Powertools' utilities take, such as Idempotency's

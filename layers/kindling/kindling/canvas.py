@@ -58,16 +58,17 @@ class Signature:
     """A task call not sent yet: ``task.s(*args, **kwargs)``. ``sig.set(timeout=30)`` adds
     per-job options; ``sig.delay()`` sends it as a plain job."""
 
-    __slots__ = ("task", "args", "kwargs", "max_attempts", "timeout")
+    __slots__ = ("task", "args", "kwargs", "max_attempts", "timeout", "immutable")
 
     def __init__(self, task: Task | str, args: Iterable[Any] = (), kwargs: dict | None = None, *,
-                 max_attempts: int | None = None, timeout: float | None = None):
+                 max_attempts: int | None = None, timeout: float | None = None, immutable: bool = False):
         from kindling.registry import Task
 
         if not isinstance(task, Task | str):
             raise TypeError(f"a signature needs a task or a task name, got {task!r:.80}")
         self.task, self.args, self.kwargs = task, list(args), dict(kwargs or {})
         self.max_attempts, self.timeout = max_attempts, timeout
+        self.immutable = immutable  # task.si(): given no result before its arguments
 
     @property
     def name(self) -> str:
@@ -77,7 +78,7 @@ class Signature:
         """A copy with these per-job options."""
         return Signature(self.task, self.args, self.kwargs,
                          max_attempts=self.max_attempts if max_attempts is None else max_attempts,
-                         timeout=self.timeout if timeout is None else timeout)
+                         timeout=self.timeout if timeout is None else timeout, immutable=self.immutable)
 
     def call_object(self) -> dict:
         """The envelope's call object: ``{"task", "args", "kwargs"}`` and any options."""
@@ -86,6 +87,8 @@ class Signature:
             obj["max_attempts"] = self.max_attempts
         if self.timeout is not None:
             obj["timeout"] = self.timeout
+        if self.immutable:
+            obj["immutable"] = True
         return obj
 
     def delay(self):
@@ -113,7 +116,7 @@ def _check_call(sig: Signature, leading: int = 0) -> None:
     """``TypeError`` unless the call binds where it is sent (a task known by name only is
     checked by the worker)."""
     if not isinstance(sig.task, str):
-        sig.task.check_call(sig.args, sig.kwargs, leading=(leading,))
+        sig.task.check_call(sig.args, sig.kwargs, leading=(0 if sig.immutable else leading,))
 
 
 class chain:
@@ -130,12 +133,13 @@ class chain:
     def __or__(self, other: Signature | chain) -> chain:
         return chain(*self.steps, *(other.steps if isinstance(other, chain) else (other,)))
 
-    def apply_async(self, *, job_id: str | None = None) -> ChainHandle:
-        """Send the first step, carrying the rest; ``job_id`` names the first step's job."""
+    def apply_async(self, *, job_id: str | None = None, countdown: int = 0) -> ChainHandle:
+        """Send the first step, carrying the rest; ``job_id`` names the first step's job,
+        ``countdown`` holds it back (the later steps run as each one before them succeeds)."""
         for i, step in enumerate(self.steps):
             _check_call(step, leading=1 if i else 0)  # each step after the first gets a result first
         first, rest = self.steps[0], [s.call_object() for s in self.steps[1:]]
-        handle = dispatch.send(first._call(job_id=job_id, chain=rest or None), _registry(first))
+        handle = dispatch.send(first._call(job_id=job_id, chain=rest or None, delay=countdown), _registry(first))
         ids = [handle.id]
         for _ in rest:
             ids.append(next_id(ids[-1]))
@@ -153,7 +157,7 @@ class group:
 
     def __init__(self, members: Iterable[Signature]):
         members = tuple(members)
-        _check_signatures("group", members)
+        _check_signatures("group", members, empty=True)  # Celery's empty group: results []
         for member in members:
             _check_recorded(member, "a group's member")
         if len(members) > MAX_GROUP:
@@ -164,8 +168,8 @@ class group:
         """The chord: ``callback`` runs once every member has succeeded."""
         return chord(self, callback)
 
-    def apply_async(self, *, group_id: str | None = None) -> GroupHandle:
-        return chord(self, None).apply_async(chord_id=group_id)
+    def apply_async(self, *, group_id: str | None = None, countdown: int = 0) -> GroupHandle:
+        return chord(self, None).apply_async(chord_id=group_id, countdown=countdown)
 
     def delay(self) -> GroupHandle:
         return self.apply_async()
@@ -182,9 +186,11 @@ class chord:
             _check_recorded(callback, "a chord's callback")
         self.callback = callback
 
-    def apply_async(self, *, chord_id: str | None = None) -> GroupHandle:
+    def apply_async(self, *, chord_id: str | None = None, countdown: int = 0) -> GroupHandle:
         """Send every member in one go; ``chord_id`` (at most 100 characters) names the chord,
-        its members (``<id>.<index>``) and its callback (``<id>.then``)."""
+        its members (``<id>.<index>``) and its callback (``<id>.then``); ``countdown`` holds
+        the members back. With no members the callback is sent at once, with ``[]`` (Celery's
+        empty chord); an empty group sends nothing and its result is ``[]``."""
         from kindling.envelope import new_job_id
 
         cid = check_chord_id(chord_id if chord_id is not None else new_job_id())
@@ -194,7 +200,17 @@ class chord:
             _check_call(self.callback, leading=1)  # the members' results come first
         then = self.callback.call_object() if self.callback is not None else None
         members = self.group.members
-        calls = [s._call(job_id=member_id(cid, i), parent={"id": cid, "index": i, "size": len(members), "then": then})
+        if not members:
+            if self.callback is not None:
+                from kindling.envelope import Call, callback_id
+
+                cb = self.callback
+                args = cb.args if cb.immutable else [[], *cb.args]
+                dispatch.send(Call(cb.task, args, cb.kwargs, max_attempts=cb.max_attempts, timeout=cb.timeout,
+                                   job_id=callback_id(cid), delay=countdown), _registry(cb))
+            return GroupHandle(cid, 0, then is not None, dispatch.reader())
+        calls = [s._call(job_id=member_id(cid, i), parent={"id": cid, "index": i, "size": len(members), "then": then},
+                         delay=countdown)
                  for i, s in enumerate(members)]
         dispatch.send_many(calls, _registry(members[0]))
         return GroupHandle(cid, len(members), then is not None, dispatch.reader())
@@ -203,8 +219,8 @@ class chord:
         return self.apply_async()
 
 
-def _check_signatures(kind: str, steps: tuple) -> None:
-    if not steps:
+def _check_signatures(kind: str, steps: tuple, *, empty: bool = False) -> None:
+    if not steps and not empty:
         raise ValueError(f"a {kind} needs at least one signature")
     for s in steps:
         if not isinstance(s, Signature):

@@ -17,9 +17,10 @@ Version 2 adds three optional fields, all validated here and nowhere else:
 
 ``chain``
     The calls to make with this job's result, in order: a list of 1-100 call objects
-    ``{"task", "args", "kwargs"}`` with optional ``max_attempts`` and ``timeout``. When the
-    job succeeds, ``chain[0]`` is enqueued with the result prepended to its arguments and
-    ``chain[1:]`` as its own chain.
+    ``{"task", "args", "kwargs"}`` with optional ``max_attempts``, ``timeout`` and
+    ``immutable`` (``true``: called with its own arguments only, ``task.si()``). When the
+    job succeeds, ``chain[0]`` is enqueued with the result prepended to its arguments
+    (unless immutable) and ``chain[1:]`` as its own chain.
 ``parent``
     The group (chord) this job is a member of: ``{"id", "index", "size", "then"}``, where
     ``then`` is the call to make once all ``size`` members have finished (or ``null``).
@@ -70,7 +71,7 @@ _OPTIONAL_V2 = ("chain", "parent", "payload")
 _OPTIONAL = _OPTIONAL_V1 + _OPTIONAL_V2
 _FIELDS = frozenset(_REQUIRED + _OPTIONAL)
 _CALL_REQUIRED = ("task", "args", "kwargs")
-_CALL_FIELDS = frozenset(_CALL_REQUIRED + ("max_attempts", "timeout"))
+_CALL_FIELDS = frozenset(_CALL_REQUIRED + ("max_attempts", "timeout", "immutable"))
 _PARENT_FIELDS = frozenset(("id", "index", "size", "then"))
 _PAYLOAD_FIELDS = frozenset(("bucket", "key", "size", "sha256"))
 _HEX = frozenset("0123456789abcdef")
@@ -391,6 +392,8 @@ def _nested_call_error(where: str, call: object) -> str | None:
     unknown = sorted(set(call) - _CALL_FIELDS)
     if unknown:
         return f"{where} has unknown field(s): {', '.join(map(str, unknown))}"
+    if call.get("immutable", False) is not True and "immutable" in call:
+        return f"{where}: immutable must be true when present, got {call['immutable']!r:.40}"
     reason = _call_error(call)
     return f"{where}: {reason}" if reason else None
 

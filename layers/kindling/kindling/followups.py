@@ -209,14 +209,16 @@ def run(runner: Runner, outcomes: list[Outcome], send: Callable[[list[Job]], obj
 def next_step(job: Job, result: object) -> Job:
     """The chain's next job: ``chain[0]`` called with ``result`` first, carrying ``chain[1:]``."""
     step, rest = job.chain[0], job.chain[1:]
-    return new_job(step["task"], [result, *step.get("args", [])], step.get("kwargs", {}), job_id=next_id(job.id),
+    args = step["args"] if step.get("immutable") else [result, *step.get("args", [])]  # task.si(): no result
+    return new_job(step["task"], args, step.get("kwargs", {}), job_id=next_id(job.id),
                    max_attempts=step.get("max_attempts"), timeout=step.get("timeout"), chain=rest or None)
 
 
 def callback(parent: dict, results: list) -> Job:
     """The chord's callback job: ``then`` called with the members' results first."""
     then = parent["then"]
-    return new_job(then["task"], [results, *then.get("args", [])], then.get("kwargs", {}),
+    args = then["args"] if then.get("immutable") else [results, *then.get("args", [])]
+    return new_job(then["task"], args, then.get("kwargs", {}),
                    job_id=callback_id(parent["id"]), max_attempts=then.get("max_attempts"),
                    timeout=then.get("timeout"))
 

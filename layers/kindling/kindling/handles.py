@@ -277,14 +277,20 @@ class GroupHandle:
         return require(self.reader).record(chord_key(self.id))
 
     def status(self) -> str | None:
+        if not self.size:  # an empty group has no chord record: it completed when it was sent
+            return COMPLETED
         record = self.record()
         return record.get("status") if record else None
 
     def result(self, timeout: float = 30.0) -> Any:
         """The callback's result, or (a group without one) the members' results in order.
         Raises :class:`JobFailed` as soon as the chord is recorded ``dead``."""
+        if not self.size and not self.has_callback:
+            return []
         reader = require(self.reader)
         deadline = time.monotonic() + timeout
+        if not self.size:  # the callback was sent at once, with []
+            return job_result(reader, self.callback_id, deadline, timeout)  # type: ignore[arg-type]
 
         def step(last: bool) -> Any:
             record = self.record()

@@ -164,7 +164,24 @@ class Task:
                                       f"{_binding_problem(fn, [], {})}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
+        """Run the function inline, as Celery does, with a job context of its own for
+        :func:`kindling.current_job` (``id`` ``None``, first attempt: Celery's ``self.request``
+        on a direct call). Nothing is recorded."""
+        if self.is_async:
+            return _direct_async(self, args, kwargs)
+        from kindling.batch import reset_current_job, set_current_job
+
+        token = set_current_job(self._direct_context())
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            reset_current_job(token)
+
+    def _direct_context(self):
+        from kindling.batch import JobContext
+        from kindling.policy import DEFAULT_MAX_ATTEMPTS
+
+        return JobContext(None, self.name, 1, self.max_attempts or DEFAULT_MAX_ATTEMPTS, None)  # type: ignore[arg-type]
 
     def delay(self, *args: Any, **kwargs: Any):
         """Send a job running this task with these arguments; return its handle."""
@@ -197,6 +214,14 @@ class Task:
 
         self.check_call(args, kwargs, leading=(0, 1))
         return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any):
+        """An immutable signature (Celery's ``.si()``): in a chain or as a chord's callback it
+        runs with these arguments only, never the previous result or the members' results."""
+        from kindling.canvas import Signature
+
+        self.check_call(args, kwargs)
+        return Signature(self, args, kwargs, immutable=True)
 
     def apply_async(self, args=(), kwargs=None, *, countdown: int = 0, job_id: str | None = None,
                     max_attempts: int | None = None, timeout: float | None = None, queue: str | None = None):
@@ -268,6 +293,16 @@ def _results_option(results: str | None, ignore_result: bool | None) -> str | No
     except ValueError as exc:
         raise TaskDefinitionError(str(exc)) from None
 _UNRESOLVED = object()
+
+
+async def _direct_async(task: Task, args: tuple, kwargs: dict) -> Any:
+    from kindling.batch import reset_current_job, set_current_job
+
+    token = set_current_job(task._direct_context())
+    try:
+        return await task.fn(*args, **kwargs)
+    finally:
+        reset_current_job(token)
 
 
 def _exception_types(option: str, value) -> tuple:
