@@ -227,3 +227,9 @@ class Receipt(BaseModel):
 def place_order(order: Order) -> Receipt:
     """Takes a pydantic model and returns one: what it received says whether it was validated."""
     return Receipt(order_id=order.id, total=order.qty * 5, received=type(order).__name__)
+
+
+@task(name="c.count_fail", max_attempts=1)
+def count_fail(key: str) -> None:
+    ran(key)
+    raise RuntimeError(f"run {RUNS[key]} fails")

@@ -102,6 +102,20 @@ def duplicate_run_again(path):
     return {"runs": tasks.RUNS.get(key, 0), "status": path.observe(key)["status"]}
 
 
+def dead_id_sent_again(path):
+    """A job id is an idempotency key: sent again after its job died, it is not run again (the
+    record stays ``dead`` with the first run's error; the copy goes to the dead letters).
+    Running it again is a revive (``kindling jobs retry``: a new generation of the record)."""
+    key = f"dead-again-{time.monotonic_ns()}"
+    path.enqueue(tasks.count_fail, key, job_id=key)
+    path.run_until_settled()
+    path.enqueue(tasks.count_fail, key, job_id=key)
+    path.run_until_settled()
+    seen = path.observe(key)
+    return {"runs": tasks.RUNS.get(key, 0), "status": seen["status"], "error": seen["error"],
+            "message": (path.record(key) or {}).get("error", {}).get("message")}
+
+
 def revoked_before_running(path):
     key = f"revoked-{time.monotonic_ns()}"
     path.revoke(key, tasks.count.name)
@@ -140,6 +154,8 @@ SCENARIOS = {
                                                        "dead_letter": True}, False),
     "duplicate_skipped": (duplicate_skipped, {"runs": 1, "status": "succeeded", "attempts": 1}, False),
     "duplicate_run_again_without_skip_succeeded": (duplicate_run_again, {"runs": 2, "status": "succeeded"}, False),
+    "dead_id_sent_again": (dead_id_sent_again, {"runs": 1, "status": "dead", "error": "RuntimeError",
+                                                 "message": "run 1 fails"}, False),
     "revoked_before_running": (revoked_before_running, {"runs": 0, "status": "revoked"}, False),
     "not_before_ahead": (not_before_ahead, {"status": None, "attempts": 0, "delays": [3600]}, False),
     "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": None, "attempts": 0}, False),
