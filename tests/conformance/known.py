@@ -38,11 +38,6 @@ EXCEPTIONS["eager", "delay_past_sqs_maximum"] = "eager mode runs every job at on
 EXCEPTIONS["eager", "large_result"] = (
     "eager mode has no payload bucket: a result over 350,000 bytes is ResultTooLarge, as on any worker without one")
 
-# -- SQS -----------------------------------------------------------------------------------------
-
-EXCEPTIONS["sqs_handler", "delay_past_sqs_maximum"] = EXCEPTIONS["sqs_loop", "delay_past_sqs_maximum"] = (
-    "SQS holds a message back at most 900 s: the Client refuses a longer delay (ValueError) before sending")
-
 
 def verdict(path: str, scenario: str) -> tuple[str, str] | None:
     """``("xfail", reason)``, ``("exception", reason)`` or ``None`` (the cell must hold, but

@@ -31,7 +31,7 @@ from typing import Any
 
 from kindling import codec, config
 from kindling.dynamo import from_item
-from kindling.envelope import Call, Job, encode_job, new_job  # Call: defined beside Job, imported from here too
+from kindling.envelope import Call, Job, encode_job, new_job, now_ms  # Call: defined beside Job, imported from here too
 from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
 from kindling.handles import JobHandle, wait_result
 from kindling.payloads import SIGNATURE_BYTES
@@ -39,6 +39,10 @@ from kindling.registry import Task
 from kindling.routing import queue_name, resolve
 
 SQS_MAX_DELAY = 900
+"""The longest SQS holds a message back itself (DelaySeconds)."""
+SQS_MAX_RETENTION = 1_209_600
+"""The longest a message can wait on SQS (14 days, the template's MessageRetentionPeriod): a
+longer delay rides in the envelope's ``not_before`` (see :meth:`Client._prepare`)."""
 _FIRST_USE = threading.Lock()
 
 
@@ -137,8 +141,8 @@ class Client:
         return self.send(Call(task, args, kwargs))
 
     def send(self, call: Call) -> JobHandle:
-        """Send one job with options (delay in seconds up to 900, job id, attempts, timeout,
-        FIFO group, named queue)."""
+        """Send one job with options (delay in seconds, up to 14 days: past 900 the job's
+        ``not_before``; job id, attempts, timeout, FIFO group, named queue)."""
         job, body, options, url = self._prepare(call)
         self.sqs.send_message(QueueUrl=url, MessageBody=body, **options, **_trace_attribute())
         return JobHandle(job.id, job.task, self)
@@ -243,8 +247,9 @@ class Client:
             call.task.check_call(call.args, call.kwargs)  # TypeError here, not "rejected" later
         task_queue = call.task.queue if isinstance(call.task, Task) else None
         url = resolve(queue_name(call.queue, task_queue), self.queue_url, self.queues)
-        if not 0 <= call.delay <= SQS_MAX_DELAY:
-            raise ValueError(f"delay must be 0-{SQS_MAX_DELAY} seconds for SQS, got {call.delay}")
+        if not 0 <= call.delay <= SQS_MAX_RETENTION:
+            raise ValueError(f"delay must be 0-{SQS_MAX_RETENTION} seconds (14 days, SQS's longest retention) "
+                             f"for SQS, got {call.delay}")
         fifo = url.endswith(".fifo")
         if fifo and call.delay:
             raise ValueError("a FIFO queue takes no per-message delay (set the queue's DelaySeconds instead)")
@@ -252,8 +257,11 @@ class Client:
             raise ValueError(f"a FIFO queue needs group= on every job ({name!r} has none)")
         if call.group and not fifo:
             raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {url!r}")
+        # Past SQS's 15 minutes the rest of the delay is the job's not_before: the worker's
+        # admission hands an early delivery back until it is due (up to 12 h a hop, no attempt).
+        not_before = now_ms() + int(call.delay * 1000) if call.delay > SQS_MAX_DELAY else None
         job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
-                      timeout=call.timeout, chain=call.chain, parent=call.parent)
+                      timeout=call.timeout, chain=call.chain, parent=call.parent, not_before=not_before)
         body = encode_job(job).decode()
         options: dict = {}
         size = len(body.encode())
@@ -268,7 +276,7 @@ class Client:
             value = self.keyring.sign(jobsig.sqs_destination(url), body)
             options["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}
         if call.delay:
-            options["DelaySeconds"] = call.delay
+            options["DelaySeconds"] = min(int(call.delay), SQS_MAX_DELAY)
         if call.group:
             options.update(_fifo_options(job, call.group))
         return job, body, options, url

@@ -224,10 +224,21 @@ class Task:
         return Signature(self, args, kwargs, immutable=True)
 
     def apply_async(self, args=(), kwargs=None, *, countdown: int = 0, job_id: str | None = None,
-                    max_attempts: int | None = None, timeout: float | None = None, queue: str | None = None):
-        """Send a job with options: ``countdown`` seconds before it may run, a ``job_id`` of
-        your own (a second send of the same id runs once), attempts and time limit, and a
-        named ``queue`` over the task's own."""
+                    max_attempts: int | None = None, timeout: float | None = None, queue: str | None = None,
+                    eta=None):
+        """Send a job with options: ``countdown`` seconds before it may run (or ``eta``, an
+        aware ``datetime`` it may run from: Celery's), a ``job_id`` of your own (a second
+        send of the same id runs once), attempts and time limit, and a named ``queue`` over
+        the task's own."""
+        if eta is not None:
+            if countdown:
+                raise ValueError("give countdown or eta, not both")
+            from datetime import UTC, datetime  # only sends with an eta
+
+            if eta.tzinfo is None:  # naive: UTC, as Celery's default timezone reads it
+                eta = eta.replace(tzinfo=UTC)
+            # Whole seconds, rounded up: a job never runs before its eta.
+            countdown = max(0, -int(-(eta - datetime.now(UTC)).total_seconds() // 1))
         from kindling import dispatch
         from kindling.envelope import Call
 

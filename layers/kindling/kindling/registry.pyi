@@ -1,5 +1,6 @@
 # Types for checkers only: registry.py stays free of typing at run time (the worker's cold path).
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from kindling.canvas import Signature
@@ -83,6 +84,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         max_attempts: int | None = ...,
         timeout: float | None = ...,
         queue: str | None = ...,
+        eta: datetime | None = ...,
     ) -> Handle: ...
     def check_arguments(self, args: list[Any], kwargs: dict[str, Any]) -> None: ...
     def check_call(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any], *,

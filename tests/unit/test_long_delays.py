@@ -1,0 +1,107 @@
+"""Delays past SQS's 15 minutes: the message is held back the 900 s SQS allows and the rest
+rides in the envelope's ``not_before``, which the worker's admission re-times (a hop of up
+to 12 hours per delivery, no attempt counted) until the job is due; ``eta=`` is a countdown
+to a moment (Celery's)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from kindling import sqs
+from kindling.batch import Delivery
+from kindling.client import Client
+from kindling.envelope import Call, encode_job, new_job, now_ms
+from kindling.registry import Registry
+from kindling.runner import Runner
+from kindling.stores import MemoryResultStore
+
+
+class FakeSqs:
+    def __init__(self):
+        self.sent = []
+
+    def send_message(self, **kwargs):
+        self.sent.append(kwargs)
+        return {"MessageId": "m1"}
+
+    def get_queue_attributes(self, **kwargs):
+        return {"Attributes": {"MaximumMessageSize": "262144"}}
+
+
+@pytest.fixture
+def client():
+    c = Client(queue_url="https://sqs.eu-west-1.amazonaws.com/123456789012/jobs", table="results")
+    c._sqs = FakeSqs()
+    return c
+
+
+def test_a_two_hour_countdown_is_sent_as_900_seconds_and_a_not_before(client):
+    before = now_ms()
+    client.send(Call("tasks.add", [1, 2], delay=7200))
+    sent = client.sqs.sent[0]
+    assert sent["DelaySeconds"] == 900
+    not_before = json.loads(sent["MessageBody"])["not_before"]
+    assert before + 7_200_000 <= not_before <= now_ms() + 7_200_000
+
+
+def test_a_countdown_within_15_minutes_is_the_message_delay_alone(client):
+    client.send(Call("tasks.add", [1, 2], delay=600))
+    sent = client.sqs.sent[0]
+    assert sent["DelaySeconds"] == 600 and "not_before" not in json.loads(sent["MessageBody"])
+
+
+def test_a_countdown_past_sqs_retention_is_refused(client):
+    with pytest.raises(ValueError, match="14 days"):
+        client.send(Call("tasks.add", [1, 2], delay=15 * 86_400))
+
+
+def test_eta_is_the_countdown_to_that_moment():
+    r = Registry()
+
+    @r.task(name="add")
+    def add(a, b):
+        return a + b
+
+    sent = []
+
+    class Producer:
+        def send(self, call):
+            sent.append(call)
+
+    from kindling import dispatch
+
+    before = dispatch.set_producer(Producer())
+    try:
+        add.apply_async((1, 2), eta=dt.datetime.now(dt.UTC) + dt.timedelta(hours=2))
+        add.apply_async((1, 2), eta=dt.datetime.now(dt.UTC) - dt.timedelta(hours=2))  # past: at once
+        with pytest.raises(ValueError, match="countdown or eta"):
+            add.apply_async((1, 2), eta=dt.datetime.now(dt.UTC), countdown=5)
+    finally:
+        dispatch.set_producer(before)
+    assert 7190 <= sent[0].delay <= 7200 and sent[1].delay == 0
+
+
+def test_an_early_delivery_is_re_timed_to_its_due_time_without_an_attempt_and_runs_once_when_due():
+    r = Registry()
+    runs = []
+
+    @r.task(name="add")
+    def add(a, b):
+        runs.append((a, b))
+        return a + b
+
+    store = MemoryResultStore()
+    runner = Runner(r, store, log=None, metrics=False, max_deliveries=100)
+    due = now_ms() + 7_200_000 - 900_000  # received after the message's 900 s delay
+    body = encode_job(new_job("add", [1, 2], not_before=due))
+    first = Delivery("m1", body, 1, receipt="r1", queue_arn="arn:aws:sqs:eu-west-1:123456789012:jobs")
+    [o] = runner.run([first])
+    assert (o.status, runs, store.records) == ("deferred", [], {})  # nothing recorded: no attempt used
+    hop = sqs.settlement([first], [o], in_flight_s=5).visibility[first.queue_arn][0]["VisibilityTimeout"]
+    assert 6290 <= hop <= 6300  # re-timed to its due time, a hop under SQS's 12 hours
+
+    later = new_job("add", [1, 2], not_before=now_ms() - 1)  # the hop is over: due
+    [o] = runner.run([Delivery("m1", encode_job(later), 2, receipt="r2")])
+    assert (o.status, o.attempts, runs) == ("succeeded", 1, [(1, 2)])
