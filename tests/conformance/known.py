@@ -32,7 +32,8 @@ for _scenario in ("default_retry_delay", "backoff", "dead_after_max_attempts", "
                   "timeout", "configured_retry_delay", "retry_delay_zero", "configured_max_attempts", "hooks_dead"):
     EXCEPTIONS["eager", _scenario, "dead_letter"] = EAGER_NO_DLQ
 for _scenario in ("rejected_not_json", "rejected_bad_signature", "rejected_unsigned",
-                  "rejected_unsigned_delivered_too_often", "dead_delivered_too_often", "not_before_ahead"):
+                  "rejected_unsigned_delivered_too_often", "dead_delivered_too_often", "not_before_ahead",
+                  "celery_message", "celery_message_with_callback"):
     EXCEPTIONS["eager", _scenario] = EAGER_NO_MESSAGE
 EXCEPTIONS["eager", "delay_past_sqs_maximum"] = "eager mode runs every job at once, inline: a delay is not waited for"
 EXCEPTIONS["eager", "large_result"] = (

@@ -116,6 +116,28 @@ def dead_id_sent_again(path):
             "message": (path.record(key) or {}).get("error", {}).get("message")}
 
 
+def celery_message(path):
+    """An unchanged Celery producer's message (kombu's SQS transport, protocol 2) runs the
+    registered task it names, under the Celery task id (kindling.celery_message)."""
+    from support.celery_messages import celery_body
+
+    task_id = f"celery-{time.monotonic_ns()}"
+    path.enqueue_raw(celery_body("c.add", [2, 3], {}, task_id=task_id))
+    path.run_until_settled()
+    seen = path.observe(task_id)
+    return {k: seen[k] for k in ("status", "result", "attempts")}
+
+
+def celery_message_with_callback(path):
+    """A Celery link callback kindling cannot honour: rejected with the reason, never run."""
+    from support.celery_messages import celery_body
+
+    path.enqueue_raw(celery_body("c.add", [2, 3], {}, embed={"callbacks": [{"task": "c.echo"}]}))
+    path.run_until_settled()
+    return {"records": _records(path),
+            "reason": [(r.get("error") or {}).get("message", "")[:58] for r in path.records()]}
+
+
 def revoked_before_running(path):
     key = f"revoked-{time.monotonic_ns()}"
     path.revoke(key, tasks.count.name)
@@ -156,6 +178,10 @@ SCENARIOS = {
     "duplicate_run_again_without_skip_succeeded": (duplicate_run_again, {"runs": 2, "status": "succeeded"}, False),
     "dead_id_sent_again": (dead_id_sent_again, {"runs": 1, "status": "dead", "error": "RuntimeError",
                                                  "message": "run 1 fails"}, False),
+    "celery_message": (celery_message, {"status": "succeeded", "result": 5, "attempts": 1}, False),
+    "celery_message_with_callback": (celery_message_with_callback, {
+        "records": [("rejected", "InvalidJob")],
+        "reason": ["Celery task message: link callbacks cannot be honoured by "]}, False),
     "revoked_before_running": (revoked_before_running, {"runs": 0, "status": "revoked"}, False),
     "not_before_ahead": (not_before_ahead, {"status": None, "attempts": 0, "delays": [3600]}, False),
     "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": None, "attempts": 0}, False),

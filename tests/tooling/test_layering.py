@@ -29,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "layers/kindling/kindling"
 
 LAYERS = {
     "core": ["errors", "status", "digest", "codec", "policy", "backoff", "envelope", "records", "registry", "routing",
-             "schedules", "jobsig", "batch", "refusals", "result_store", "models",
+             "schedules", "jobsig", "batch", "refusals", "result_store", "models", "celery_message",
              "valkey.keys"],  # no imports; the cluster client (drivers) reads its hash-tag rule
     "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors",
                 "valkey.cluster"],
@@ -61,6 +61,7 @@ ALLOWED = {
     ("policy", "registry"): "Task in annotations (typing only)",
     ("envelope", "registry"): "Task in Call's annotations (typing only)",
     ("schedules", "registry"): "Registry and Task in annotations (typing only)",
+    ("envelope", "celery_message"): "a body that is not an envelope but a Celery message (function-level)",
     ("batch", "registry"): "Task in annotations (typing only); a direct call sets its job context (function-level)",
     # Same-layer cycles, to break.
     ("runner", "followups"): "only chains and chords load it (function-level)",

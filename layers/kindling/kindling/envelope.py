@@ -290,9 +290,17 @@ def decode_job(body: str | bytes) -> Job:
     try:
         data = codec.loads(body)
     except codec.DecodeError as exc:
+        if body[:3] in ("eyJ", b"eyJ"):  # base64 of '{"': kombu's SQS transport, a Celery producer
+            from kindling import celery_message
+
+            return celery_message.decode(body)
         raise InvalidJob(f"message body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidJob(f"message body is JSON {type(data).__name__}, expected an object")
+    if "version" not in data and isinstance(data.get("headers"), dict) and "body" in data:  # kombu, no base64
+        from kindling import celery_message
+
+        return celery_message.decode(data)
     _validate(data)
     return Job(
         id=data["id"],

@@ -1,0 +1,68 @@
+"""Celery's task message (protocol 2, as kombu's SQS transport sends it) read as a job by
+kindling.envelope.decode_job, and refused with a reason where kindling cannot honour it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from kindling.envelope import decode_job, encode_job, new_job
+from kindling.errors import InvalidJob
+from support.celery_messages import celery_body
+
+ID = "0b1c5a4e-3f0e-4c53-9b6a-2f7f5d1e9a11"
+
+
+@pytest.mark.parametrize("b64", [True, False], ids=["base64", "raw_json"])
+def test_a_celery_message_is_the_job_it_asks_for(b64):
+    job = decode_job(celery_body("orders.add", [2, 3], {"c": 1}, task_id=ID, b64=b64))
+    assert (job.id, job.task, job.args, job.kwargs, job.not_before, job.timeout) == (
+        ID, "orders.add", [2, 3], {"c": 1}, None, None)
+
+
+def test_eta_and_the_hard_time_limit_are_carried_over():
+    job = decode_job(celery_body("orders.add", [], {}, eta="2030-01-02T03:04:05.500000+00:00", timelimit=[30, 20]))
+    assert job.not_before == 1893553445500
+    assert job.timeout == 30
+    naive = decode_job(celery_body("orders.add", [], {}, eta="2030-01-02T03:04:05.500000"))
+    assert naive.not_before == 1893553445500  # Celery's naive eta is UTC
+
+
+@pytest.mark.parametrize(("embed", "what"), [
+    ({"callbacks": [{"task": "x"}]}, "link callbacks"),
+    ({"errbacks": [{"task": "x"}]}, "link_error callbacks"),
+    ({"chain": [{"task": "x"}]}, "a Celery chain"),
+    ({"chord": {"task": "x"}}, "a Celery chord"),
+])
+def test_what_kindling_cannot_honour_is_refused_with_the_reason_and_the_claimed_id(embed, what):
+    with pytest.raises(InvalidJob, match=f"{what} cannot be honoured") as refused:
+        decode_job(celery_body("orders.add", [1], {}, task_id=ID, embed=embed))
+    assert (refused.value.job_id, refused.value.task) == (ID, "orders.add")
+
+
+def test_a_serializer_other_than_json_is_refused():
+    with pytest.raises(InvalidJob, match="serializer .*JSON only"):
+        decode_job(celery_body("orders.add", [1], {}, content_type="application/x-python-serialize"))
+
+
+def test_base64_that_is_not_a_celery_message_is_still_not_json():
+    with pytest.raises(InvalidJob, match="neither a kindling envelope nor a Celery task message"):
+        decode_job(b"eyJhIjogMX0=")  # base64 of {"a": 1}
+
+
+def test_kindling_envelopes_never_load_the_celery_reader():
+    probe = f"""
+import sys
+sys.path.insert(0, {sys.path[0]!r})
+from kindling.envelope import decode_job
+decode_job({encode_job(new_job("orders.add", [1])).decode()!r})
+for bad in ("{{not json", '{{"headers": 1}}'):
+    try:
+        decode_job(bad)
+    except Exception:
+        pass
+print("kindling.celery_message" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
