@@ -36,6 +36,8 @@ for _scenario in ("rejected_not_json", "rejected_bad_signature", "rejected_unsig
                   "celery_message", "celery_message_with_callback"):
     EXCEPTIONS["eager", _scenario] = EAGER_NO_MESSAGE
 EXCEPTIONS["eager", "delay_past_sqs_maximum"] = "eager mode runs every job at once, inline: a delay is not waited for"
+EXCEPTIONS["eager", "over_the_rate_limit"] = (
+    "eager mode runs every job at once, inline, as Celery's eager mode does: a rate limit is not waited for")
 EXCEPTIONS["eager", "large_result"] = (
     "eager mode has no payload bucket: a result over 350,000 bytes is ResultTooLarge, as on any worker without one")
 

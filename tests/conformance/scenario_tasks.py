@@ -233,3 +233,9 @@ def place_order(order: Order) -> Receipt:
 def count_fail(key: str) -> None:
     ran(key)
     raise RuntimeError(f"run {RUNS[key]} fails")
+
+
+@task(name="c.rated", rate_limit="1/h")
+def rated(key: str) -> str:
+    ran(key)
+    return key

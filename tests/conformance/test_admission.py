@@ -138,6 +138,18 @@ def celery_message_with_callback(path):
             "reason": [(r.get("error") or {}).get("message", "")[:58] for r in path.records()]}
 
 
+def over_the_rate_limit(path):
+    """A task limited to 1/h: of two jobs, one runs and the other is handed back unrun, its
+    attempt unused (kindling.ratelimit)."""
+    from kindling.client import Call
+
+    key = f"rated-{time.monotonic_ns()}"
+    ids = path.send([Call(tasks.rated, [key], {}), Call(tasks.rated, [key], {})])
+    path.run_until_settled()
+    seen = sorted((path.observe(i)["status"] or "none", path.observe(i)["attempts"]) for i in ids)
+    return {"runs": tasks.RUNS.get(key, 0), "outcomes": seen}
+
+
 def revoked_before_running(path):
     key = f"revoked-{time.monotonic_ns()}"
     path.revoke(key, tasks.count.name)
@@ -182,6 +194,7 @@ SCENARIOS = {
     "celery_message_with_callback": (celery_message_with_callback, {
         "records": [("rejected", "InvalidJob")],
         "reason": ["Celery task message: link callbacks cannot be honoured by "]}, False),
+    "over_the_rate_limit": (over_the_rate_limit, {"runs": 1, "outcomes": [("none", 0), ("succeeded", 1)]}, False),
     "revoked_before_running": (revoked_before_running, {"runs": 0, "status": "revoked"}, False),
     "not_before_ahead": (not_before_ahead, {"status": None, "attempts": 0, "delays": [3600]}, False),
     "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": None, "attempts": 0}, False),

@@ -45,7 +45,7 @@ def store(request):
 
 def test_the_protocol_lists_every_method_a_worker_follow_up_handle_or_tool_calls():
     assert sorted(CONTRACT) == ["begin_read", "begin_write", "claim_chord", "count_member", "mark_chord_sent",
-                                "read_results", "read_states", "record", "revoke", "write"]
+                                "read_results", "read_states", "record", "revoke", "take", "write"]
 
 
 @pytest.mark.parametrize("cls", STORES, ids=lambda c: c.__name__)
@@ -223,6 +223,7 @@ CALLS = {
     "claim_chord": lambda s, d: s.claim_chord("chord#d", None, at_ms=1, deadline=d),
     "mark_chord_sent": lambda s, d: s.mark_chord_sent("chord#d", at_ms=1, deadline=d),
     "record": lambda s, d: s.record("a", deadline=d),
+    "take": lambda s, d: s.take("rate#d#1", 1, 2, ttl_s=60, deadline=d),
 }
 
 
@@ -289,3 +290,12 @@ def test_a_store_that_never_answers_gives_up_at_the_deadline_as_store_unavailabl
     with pytest.raises(StoreUnavailable) as caught:
         CALLS[call](store, time.monotonic() + 0.2)
     assert _gave_up_at_the_deadline(caught.value), repr(caught.value)
+
+
+def test_a_rate_limit_count_gives_each_take_what_its_window_has_left(store):
+    """kindling.ratelimit's count: takes share the window's limit, and no take goes past it."""
+    key = "rate#contract.task#12345"
+    assert store.take(key, 3, 5, ttl_s=60) == 3
+    assert store.take(key, 3, 5, ttl_s=60) == 2  # what was left
+    assert store.take(key, 1, 5, ttl_s=60) == 0
+    assert store.take("rate#contract.task#12346", 9, 5, ttl_s=60) == 5  # a new window, asked for more than it holds

@@ -258,6 +258,35 @@ class DynamoResultStore:
         }, self._deadline(deadline))
         return from_item(response.get("Attributes") or {})
 
+    def take(self, key: str, want: int, limit: int, *, ttl_s: int, deadline: float | None = None) -> int:
+        """Take up to ``want`` of the ``limit`` runs counted under ``key`` (a rate-limited
+        task's window: :mod:`kindling.ratelimit`); return how many were taken.
+
+        One conditional ``UpdateItem`` (``ADD``, only while the count leaves room for all of
+        them); when it does not, the rest of the window is read and taken in a second."""
+        import time
+
+        def add(n: int) -> bool:
+            try:
+                self._call("UpdateItem", {
+                    "TableName": self.table, "Key": {"id": {"S": key}},
+                    "UpdateExpression": "ADD #n :n SET #exp = if_not_exists(#exp, :exp)",
+                    "ConditionExpression": "attribute_not_exists(#n) OR #n <= :room",
+                    "ExpressionAttributeNames": {"#n": "taken", "#exp": "expires_at"},
+                    "ExpressionAttributeValues": {":n": {"N": str(n)}, ":room": {"N": str(limit - n)},
+                                                  ":exp": {"N": str(int(time.time()) + ttl_s)}},
+                }, self._deadline(deadline))
+            except _ConditionFailed:
+                return False
+            return True
+
+        if want <= limit and add(want):
+            return want
+        item = self._call("GetItem", {"TableName": self.table, "Key": {"id": {"S": key}}, "ConsistentRead": True},
+                          self._deadline(deadline)).get("Item") or {}
+        left = min(want, limit - int(item.get("taken", {}).get("N", 0)))
+        return left if left > 0 and add(left) else 0
+
     def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
                     deadline: float | None = None) -> bool:
         """Move the chord record from ``waiting`` to ``completed``, naming its callback, before

@@ -120,6 +120,15 @@ def chord_shard(key: str) -> str:
     return f"{CHORD_INDEX}#{_shard(key, status_shards())}"
 
 
+RATE_PREFIX = "rate#"
+"""A rate-limited task's count for one window (:mod:`kindling.ratelimit`)."""
+
+
+def rate_key(task: str, window: int) -> str:
+    """The record key counting ``task``'s runs in window number ``window``."""
+    return f"{RATE_PREFIX}{task}#{window}"
+
+
 def revive_key(job_id: str) -> str:
     """The record key of a job's revive ledger."""
     return REVIVE_PREFIX + job_id

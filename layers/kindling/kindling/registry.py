@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 _OPTIONS = ("name", "timeout", "max_attempts", "skip_succeeded", "retry_on", "no_retry_on", "backoff", "schedule",
-            "redact", "queue", "on_success", "on_failure", "on_dead", "results", "ignore_result", "pydantic")
+            "redact", "queue", "on_success", "on_failure", "on_dead", "results", "ignore_result", "pydantic",
+            "rate_limit")
 HOOKS = ("on_success", "on_failure", "on_dead")
 
 
@@ -68,6 +69,8 @@ class Task:
             and ``rejected``); ``None`` means the deployment's (``KINDLING_RESULTS_POLICY``).
             Anything but ``"all"`` skips the duplicate check. Celery's ``ignore_result=True``
             is taken as ``results="none"`` (and ``False`` as ``"all"``).
+        rate_limit: ``"100/m"``, ``"10/s"``, ``"5/h"``: runs started per period across every
+            worker; jobs over it are handed back unrun (:mod:`kindling.ratelimit`).
         pydantic: validate arguments annotated with pydantic models even if no module has
             loaded pydantic yet (Celery's option; otherwise found by itself:
             :mod:`kindling.models`).
@@ -75,7 +78,7 @@ class Task:
 
     __slots__ = ("name", "fn", "is_async", "timeout", "max_attempts", "skip_succeeded", "registry", "retry_on",
                  "no_retry_on", "backoff", "schedule", "redact", "queue", "on_success", "on_failure", "on_dead",
-                 "results", "pydantic", "_models")
+                 "results", "pydantic", "_models", "rate_limit")
 
     def __init__(
         self,
@@ -97,6 +100,7 @@ class Task:
         results: str | None = None,
         ignore_result: bool | None = None,
         pydantic: bool = False,
+        rate_limit: str | None = None,
     ):
         if not callable(fn):
             raise TaskDefinitionError(f"@task needs a function, got {fn!r}")
@@ -157,6 +161,11 @@ class Task:
         self.on_success, self.on_failure, self.on_dead = on_success, on_failure, on_dead
         self.results = results
         self.pydantic = pydantic
+        self.rate_limit = None
+        if rate_limit is not None:
+            from kindling.ratelimit import parse  # only modules with a rate-limited task
+
+            self.rate_limit = parse(rate_limit)
         self._models: object = _UNRESOLVED  # kindling.models.Params or None, found at the first job
         self.registry: Registry | None = None  # set when registered
         if parsed is not None and _binding_problem(fn, [], {}):

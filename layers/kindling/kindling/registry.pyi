@@ -5,6 +5,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from kindling.canvas import Signature
 from kindling.policy import Backoff
+from kindling.ratelimit import RateLimit
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,6 +37,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
     on_dead: Hook | None
     results: str | None
     pydantic: bool
+    rate_limit: RateLimit | None
     registry: Registry | None
     def __init__(
         self,
@@ -57,6 +59,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         results: str | None = ...,
         ignore_result: bool | None = ...,
         pydantic: bool = ...,
+        rate_limit: str | int | None = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
@@ -119,6 +122,7 @@ class Registry:
         results: str | None = ...,
         ignore_result: bool | None = ...,
         pydantic: bool = ...,
+        rate_limit: str | int | None = ...,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
     def get(self, name: str) -> Task[..., Any]: ...
     def find(self, name: str) -> Task[..., Any] | None: ...
@@ -153,4 +157,5 @@ def task(
     results: str | None = ...,
     ignore_result: bool | None = ...,
     pydantic: bool = ...,
+    rate_limit: str | int | None = ...,
 ) -> Callable[[Callable[P, R]], Task[P, R]]: ...

@@ -93,6 +93,11 @@ class ResultStore(Protocol):
         """The job's record as stored (a consistent read), or ``None``: a handle's reader."""
         ...
 
+    def take(self, key: str, want: int, limit: int, *, ttl_s: int, deadline: float | None = None) -> int:
+        """Take up to ``want`` of the ``limit`` runs counted under ``key`` (a rate-limited task's
+        window, :mod:`kindling.ratelimit`), atomically across every worker; return how many."""
+        ...
+
     def revoke(self, job_id: str, *, task: str | None = None) -> None:
         """Record the job ``revoked`` (:func:`kindling.records.revoke`); raises
         :class:`~kindling.errors.KindlingError` naming the status that refused it."""

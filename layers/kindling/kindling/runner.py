@@ -248,6 +248,10 @@ class Runner:
         runnable = batch.runnable
         try:
             self._apply_previous(runnable, batch.collect())
+            if any(self.task_of(o).rate_limit is not None for o in runnable if o.status is None):
+                from kindling.ratelimit import admit  # one round trip per rate-limited task
+
+                admit(self, runnable, read_by)
         except StoreUnavailable as exc:
             batch.handed_back = self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
             return batch

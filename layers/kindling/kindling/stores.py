@@ -29,6 +29,8 @@ class MemoryResultStore:
         self.events: list[tuple] = []  # what was sent and collected, in order (tests)
         self.fail = False  # set True to simulate an unreachable store
         self.counts = 0  # chord member counts (UpdateItem in DynamoDB)
+        self.takes = 0  # rate limit takes (kindling.ratelimit)
+        self.unlimited = False  # eager mode runs every job at once, as Celery's eager mode does
 
     @staticmethod
     def _in_time(deadline: float | None) -> None:
@@ -45,6 +47,17 @@ class MemoryResultStore:
         self._reach(deadline)
         self.reads += 1
         return {i: stored_state(self.records[i]) for i in job_ids if i in self.records}
+
+    def take(self, key: str, want: int, limit: int, *, ttl_s: int, deadline: float | None = None) -> int:
+        """Take up to ``want`` of the ``limit`` runs counted under ``key`` (:mod:`kindling.ratelimit`)."""
+        self._reach(deadline)
+        self.takes += 1
+        if self.unlimited:
+            return want
+        taken = self.records.get(key, {}).get("taken", 0)
+        granted = max(0, min(want, limit - taken))
+        self.records[key] = {"id": key, "taken": taken + granted}
+        return granted
 
     def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}

@@ -150,6 +150,13 @@ class ValkeyResultStore:
         old = self._eval(_COUNT_MEMBER, [self._key(key)], args, deadline)
         return codec.loads(old) if old is not None else {}
 
+    def take(self, key: str, want: int, limit: int, *, ttl_s: int, deadline: float | None = None) -> int:
+        """Take up to ``want`` of the ``limit`` runs counted under ``key`` (a rate-limited
+        task's window: :mod:`kindling.ratelimit`) in one script; return how many were taken."""
+        from kindling.valkey.scripts import TAKE
+
+        return int(self._eval(TAKE, [self._key(key)], [want, limit, ttl_s], deadline))
+
     def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
                     deadline: float | None = None) -> bool:
         """Move the chord record from ``waiting`` to ``completed``, naming its callback, before

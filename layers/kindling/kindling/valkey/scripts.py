@@ -311,3 +311,16 @@ redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[4])
 redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4])
 return false
 """
+
+TAKE = """
+-- KEYS[1]: a rate-limited task's count for one window; ARGV: want, limit, ttl seconds.
+-- Takes what the window has left, up to want, and returns it (kindling.ratelimit).
+local taken = tonumber(redis.call('GET', KEYS[1]) or '0')
+local granted = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - taken)
+if granted <= 0 then
+  return 0
+end
+redis.call('INCRBY', KEYS[1], granted)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+return granted
+"""
