@@ -11,11 +11,11 @@ import uuid
 
 def celery_body(task: str, args: list, kwargs: dict, *, task_id: str | None = None, eta: str | None = None,
                 embed: dict | None = None, content_type: str = "application/json", b64: bool = True,
-                timelimit: list | None = None) -> bytes:
+                timelimit: list | None = None, expires: str | None = None) -> bytes:
     """The SQS message body a Celery producer sends for ``task(*args, **kwargs)``."""
     task_id = task_id or str(uuid.uuid4())
     embed = embed or {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
-    headers = {"lang": "py", "task": task, "id": task_id, "shadow": None, "eta": eta, "expires": None,
+    headers = {"lang": "py", "task": task, "id": task_id, "shadow": None, "eta": eta, "expires": expires,
                "group": None, "group_index": None, "retries": 0, "timelimit": timelimit or [None, None],
                "root_id": task_id, "parent_id": None, "argsrepr": repr(args), "kwargsrepr": repr(kwargs),
                "origin": "gen1@host", "ignore_result": False}

@@ -66,3 +66,9 @@ print("kindling.celery_message" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_message_past_its_expires_is_not_run():
+    with pytest.raises(InvalidJob, match="expired at 2021-01-01T00:00:00"):
+        decode_job(celery_body("orders.add", [1], {}, expires="2021-01-01T00:00:00+00:00"))
+    assert decode_job(celery_body("orders.add", [1], {}, expires="2099-01-01T00:00:00+00:00")).args == [1]

@@ -13,12 +13,12 @@ serialized ``[args, kwargs, embed]``. The headers carry ``task``, ``id``, ``retr
 ``eta`` (ISO 8601 or null), ``expires``, ``timelimit`` ([hard, soft]) and ``lang: "py"``.
 
 Mapped: ``id`` is the job id (a Celery task id sent twice runs once, as any kindling id),
-``eta`` its ``not_before``, the hard time limit its ``timeout``. Refused (the job is
-``rejected``, with the reason, never run): a serializer other than JSON (pickle is never
-read), protocol 1, and what kindling cannot honour: ``link``/``link_error`` callbacks,
-a Celery chain or chord in ``embed``. ``retries`` is not carried over: attempts are counted
-in kindling's record. Outcomes go to the results table; a Celery ``AsyncResult`` cannot read
-them.
+``eta`` its ``not_before``, the hard time limit its ``timeout``; a message past its
+``expires`` is not run. Refused (the job is ``rejected``, with the reason, never run): a
+serializer other than JSON (pickle is never read), protocol 1, and what kindling cannot
+honour: ``link``/``link_error`` callbacks, a Celery chain or chord in ``embed``.
+``retries`` is not carried over: attempts are counted in kindling's record. Outcomes go to
+the results table; a Celery ``AsyncResult`` cannot read them.
 
 Imported by :func:`kindling.envelope.decode_job` only for a body that is not an envelope
 and looks like one of these, so a worker of kindling producers never loads it.
@@ -73,6 +73,12 @@ def decode(body: str | bytes | dict) -> Job:
         if embed.get(key):
             raise bad(f"{what} cannot be honoured by kindling: send it with kindling's canvas "
                       "(kindling.chain, kindling.group(...).then(...))")
+    expires = _eta_ms(headers.get("expires"))
+    if expires is not None:
+        from kindling.envelope import now_ms
+
+        if now_ms() > expires:  # Celery's worker revokes it; it is not run here either
+            raise bad(f"expired at {headers['expires']} (Celery's expires=): not run")
     timelimit = headers.get("timelimit") or [None, None]
     hard = timelimit[0] if isinstance(timelimit, list) and timelimit else None
     try:
@@ -108,7 +114,7 @@ def _eta_ms(eta: object) -> int | None:
     try:
         moment = datetime.fromisoformat(str(eta))
     except ValueError:
-        raise InvalidJob(f"Celery task message: eta {eta!r:.60} is not an ISO 8601 time") from None
+        raise InvalidJob(f"Celery task message: {eta!r:.60} is not an ISO 8601 time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
