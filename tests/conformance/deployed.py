@@ -135,17 +135,16 @@ class DeployedStack(paths.Path):
         return 1
 
     def wait_until_held(self) -> None:
-        """A job the function hands back for its not_before: settled once the function took
-        it (nothing visible, one message in flight)."""
+        """Jobs held back for later (a not_before the function hands back, a delay SQS keeps):
+        settled once nothing is left to take now (nothing visible, whatever is in flight or delayed)."""
         self._sent.any = False
         deadline, held = time.monotonic() + SETTLE_TIMEOUT_S, 0
         while held < QUIET_POLLS:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.name}: the job was never taken")
-            attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=[
-                "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-            taken = (attributes["ApproximateNumberOfMessages"], attributes["ApproximateNumberOfMessagesNotVisible"])
-            held = held + 1 if taken == ("0", "1") else 0
+            visible = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=[
+                "ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"]
+            held = held + 1 if visible == "0" else 0
             time.sleep(POLL_S)
 
     # -- observing --------------------------------------------------------------------------------

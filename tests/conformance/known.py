@@ -62,6 +62,7 @@ STACK = "deployed_stack"
 # Cells the deployed stack does not run: each rule is the same LambdaWorker's, proved on
 # sqs_handler above; what the stack adds (its event source mapping, its DLQ, its function's
 # environment) is what the cells it runs compare.
+NO_PYDANTIC = "the deployed function ships no pydantic (a task module that uses it ships it in requirements.txt)"
 STACK_NOT_RUN = {
     "rejected_bad_signature": "signing needs a stack deployed with a signing key: tests/stack/test_signed_stack.py",
     "rejected_unsigned": "signing needs a stack deployed with a signing key: tests/stack/test_signed_stack.py",
@@ -70,15 +71,17 @@ STACK_NOT_RUN = {
     "retry_after_past_the_cap": "a real 12-hour wait",
     "retry_delay_zero": "a second deployment (RetryDelay=0) that waits out SQS's 30 s visibility twice",
     "configured_max_attempts": "a second deployment (MaxAttempts=2): the stack reads it as sqs_handler does",
+    "model_argument": NO_PYDANTIC,
+    "model_argument_invalid": NO_PYDANTIC,
+    "over_the_rate_limit": "its 1/h window is counted in the stack's table: a second run within the hour finds it used",
     "configured_result_ttl": "a second deployment (ResultTtlDays=2): the stack reads it as sqs_handler does",
 }
-EXCEPTIONS[STACK, "delay_past_sqs_maximum"] = EXCEPTIONS["sqs_handler", "delay_past_sqs_maximum"]
 STACK_UNSEEN_DELAYS = ("the deployed function asks for its delays inside LocalStack (its ChangeMessageVisibility "
                        "calls): the test sees the outcome, not the delay; sqs_handler runs the same LambdaWorker "
                        "and sees both")
 for _scenario in ("default_retry_delay", "retry_then_success", "backoff", "retry_after", "retry_on_listed",
                   "dead_after_max_attempts", "configured_retry_delay", "not_before_ahead"):
     EXCEPTIONS[STACK, _scenario, "delays"] = STACK_UNSEEN_DELAYS
-for _scenario in ("duplicate_skipped", "duplicate_run_again_without_skip_succeeded"):
+for _scenario in ("duplicate_skipped", "duplicate_run_again_without_skip_succeeded", "dead_id_sent_again"):
     EXCEPTIONS[STACK, _scenario, "runs"] = ("the deployed function runs in LocalStack's Lambda process: the test "
                                             "counts no runs there (status and attempts are compared)")
