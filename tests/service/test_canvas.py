@@ -760,7 +760,7 @@ def test_dynamo_reads_results_and_marks_a_chord(table):
     item = boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": "chord#d2"}})["Item"]
     assert item["status"]["S"] == "completed" and item["callback"]["S"] == "d2.then"
     assert (item["completed_at"]["N"], item["sent_at"]["N"]) == ("20", "30")
-    assert "status_shard" not in item and "task_shard" not in item  # off the jobs' indexes
+    assert "task_shard" not in item and item["status_shard"]["S"].startswith("chord#")  # listed as a chord
     store.count_member(chord_key("d4"), 0, 1, ok=False)
     store.mark_chord_sent(chord_key("d4"), at_ms=1)  # a dead chord is not marked
     assert "sent_at" not in boto3.client("dynamodb").get_item(TableName=table, Key={"id": {"S": "chord#d4"}})["Item"]
@@ -919,8 +919,7 @@ def test_signatures_chains_and_groups_are_checked_when_built(reg):
         chain(add.s(1), "add")
     with pytest.raises(ValueError, match="at most 101"):
         chain(*[add.s()] * 102)
-    with pytest.raises(ValueError, match="at least one"):
-        group([])
+    assert group([]).members == ()  # Celery's empty group: its results are []
     with pytest.raises(TypeError, match="callback is a signature"):
         group([add.s(1)]).then(add)
     with pytest.raises(ValueError, match="chord id"):
