@@ -29,9 +29,9 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out, column = Path(tmp) / "matrix.md", Path(tmp) / "stack.md"
         env = dict(os.environ, KINDLING_CONFORMANCE_MATRIX=str(out), KINDLING_CONFORMANCE_MATRIX_STACK=str(column))
-        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", *extra]
-        code = subprocess.call([*pytest, str(HERE)], cwd=HERE.parent.parent, env=env, stdout=subprocess.DEVNULL)
-        if stack:
+        pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no"]
+        code = subprocess.call([*pytest, *extra, str(HERE)], cwd=HERE.parent.parent, env=env, stdout=subprocess.DEVNULL)
+        if stack:  # one process: its scenarios share one deployed stack (extra arguments such as -n are not given)
             code |= subprocess.call([*pytest, str(HERE.parent / "stack/test_conformance_stack.py")],
                                     cwd=HERE.parent.parent, env=env, stdout=subprocess.DEVNULL)
         text = out.read_text() if out.exists() else ""
