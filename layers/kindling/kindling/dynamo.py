@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from _thread import allocate_lock
 
 from kindling.errors import StoreUnavailable
 from kindling.policy import compute_backoff
@@ -40,6 +41,8 @@ __all__ = ["DynamoResultStore", "from_item", "to_item"]
 
 WRITE_CHUNK = 25  # BatchWriteItem's limit
 READ_CHUNK = 100  # BatchGetItem's limit
+
+_LOCAL_MADE = allocate_lock()  # the pools' one threading.local, made once
 
 
 class DynamoResultStore:
@@ -473,8 +476,9 @@ class DynamoResultStore:
         import threading
         from concurrent.futures import ThreadPoolExecutor
 
-        if self._local is None:
-            self._local = threading.local()
+        with _LOCAL_MADE:  # a stream worker may make its read pool and its write pool at once
+            if self._local is None:
+                self._local = threading.local()
         return ThreadPoolExecutor(self.concurrency, thread_name_prefix=name, initializer=self._init_thread)
 
     @staticmethod

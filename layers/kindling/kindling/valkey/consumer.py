@@ -19,7 +19,8 @@ are marked ``counts_runs``: the runner records an entry delivered more often tha
 attempts allow (its workers crashed every time) ``dead`` without running it, unless the store
 already has a final outcome for it.
 
-Settling (:meth:`StreamConsumer.settle`, planned by the pure :func:`plan_settlement`): one
+Settling (:meth:`StreamConsumer.settle`, planned by the pure :func:`plan_settlement`; the
+long-running worker sends it in its next read's round trip, ``fetch(block_ms, settle)``): one
 pipelined round trip of ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
 skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first
 (capped at ``dead_maxlen`` entries, ``MAXLEN ~``, the trimmed count logged); a job read
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 
     from kindling.runner import Outcome
     from kindling.signed import Verifier
+
+    Settled = tuple[Sequence[Outcome], Sequence[Delivery]]  # a batch to settle: its outcomes, its deliveries
 
 DEAD_MAXLEN = 10_000
 """Entries kept in ``<stream>:dead`` by default (``XADD MAXLEN ~``); the records stay in the store."""
@@ -135,12 +138,20 @@ class StreamConsumer:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def fetch(self, block_ms: int | None) -> list[Delivery]:
-        """Reclaimed entries first (idle past the visibility timeout), else new ones."""
+    def fetch(self, block_ms: int | None, settle: Sequence[Settled] = (), *, together: bool = False) -> list[Delivery]:
+        """Reclaimed entries first (idle past the visibility timeout), else new ones.
+
+        ``settle``: batches (outcomes, deliveries) to settle first, in the same pipelined
+        round trip as the reclaim (:meth:`settle` for each, in order): their entries are
+        acknowledged before idle ones are reclaimed, so none of them is reclaimed.
+        ``together``: new entries are read (without blocking) in that round trip too, and
+        come after the reclaimed ones: up to twice ``batch`` entries when some are reclaimed."""
         if not self._group_ready:
             self.ensure_group()
         try:
-            deliveries = self._reclaim()
+            if together:
+                return self._reclaim(settle, read=True)
+            deliveries = self._reclaim(settle)
             if not deliveries:
                 deliveries = self._read(block_ms)
         except errors.response_errors() as exc:
@@ -150,16 +161,23 @@ class StreamConsumer:
             return []
         return deliveries
 
-    def _reclaim(self) -> list[Delivery]:
+    def _reclaim(self, settle: Sequence[Settled] = (), read: bool = False) -> list[Delivery]:
         pipe = self.client.pipeline(transaction=False)
+        settled = [self._queue_settlement(pipe, outcomes, deliveries) for outcomes, deliveries in settle]
         self._move(keys=[self.scheduled, self.stream], args=move_args(now_ms()), client=pipe)
         pipe.xautoclaim(self.stream, self.group, self.consumer, self.visibility_ms, start_id="0-0", count=self.batch)
-        moved, reply = pipe.execute()
+        if read:
+            pipe.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=self.batch, block=None)
+        replies = pipe.execute()
+        for done in settled:
+            done(replies)
+        new = self._new_entries(replies.pop()) if read else []
+        moved, reply = replies[-2:]
         self.next_due_ms = int(moved[1]) if int(moved[1]) >= 0 else None
         entries = reply[1] if len(reply) > 1 else []
         entries = [(i, f) for i, f in entries if f is not None]  # deleted meanwhile
         if not entries:
-            return []
+            return new
         pipe = self.client.pipeline(transaction=False)
         for entry_id, _ in entries:
             pipe.xpending_range(self.stream, self.group, min=entry_id, max=entry_id, count=1)
@@ -168,13 +186,16 @@ class StreamConsumer:
         for (entry_id, fields), info in zip(entries, counts, strict=True):
             attempts = int(info[0]["times_delivered"]) if info else 2
             deliveries.append(self._delivery(entry_id, fields, attempts))
-        return deliveries
+        return deliveries + new
 
     def _read(self, block_ms: int | None) -> list[Delivery]:
         if block_ms and self.next_due_ms is not None:  # wake up for the next delayed job
             block_ms = max(1, min(block_ms, self.next_due_ms - now_ms()))
-        reply = self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=self.batch,
-                                       block=block_ms)
+        return self._new_entries(self.client.xreadgroup(self.group, self.consumer, {self.stream: ">"},
+                                                        count=self.batch, block=block_ms))
+
+    def _new_entries(self, reply) -> list[Delivery]:
+        """The deliveries of an ``XREADGROUP ... >`` reply (first deliveries)."""
         if not reply:
             return []
         if isinstance(reply, dict):  # RESP3
@@ -226,12 +247,27 @@ class StreamConsumer:
         """Settle a batch's entries in one pipelined round trip (:func:`plan_settlement`
         says what each becomes). The dead stream is capped at ``dead_maxlen``; what the cap
         trimmed (its length before, plus what was added, minus its length after) is logged."""
+        self.settle_all([(outcomes, deliveries)])
+
+    def settle_all(self, settle: Sequence[Settled]) -> None:
+        """Settle batches (outcomes, deliveries), in order, in one pipelined round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        settled = [self._queue_settlement(pipe, outcomes, deliveries) for outcomes, deliveries in settle]
+        if len(pipe):
+            replies = pipe.execute()
+            for done in settled:
+                done(replies)
+
+    def _queue_settlement(self, pipe, outcomes: Sequence[Outcome],
+                          deliveries: Sequence[Delivery]) -> Callable[[list], None]:
+        """Queue a batch's settlement on ``pipe``; the callable returned reads its part of
+        the pipeline's replies (what the dead stream's cap trimmed)."""
         plan = plan_settlement(outcomes, deliveries, now_ms(), self.visibility_ms)
         if not plan.done and not plan.given_back:
-            return
-        pipe = self.client.pipeline(transaction=False)
+            return lambda replies: None
+        first = len(pipe)
         if plan.dead:
-            pipe.xlen(self.dead_stream)  # reply 0: the dead stream's length before
+            pipe.xlen(self.dead_stream)  # the dead stream's length before
         for fields in plan.dead:
             pipe.xadd(self.dead_stream, fields, maxlen=self.dead_maxlen, approximate=True)
         for job, due_ms in plan.scheduled:
@@ -244,12 +280,15 @@ class StreamConsumer:
         if plan.done:
             pipe.xack(self.stream, self.group, *plan.done)
             pipe.xdel(self.stream, *plan.done)
-        replies = pipe.execute()
-        if plan.dead:
-            trimmed = int(replies[0]) + len(plan.dead) - int(replies[after])
-            if trimmed > 0 and self.log:
-                self.log({"kindling": "dead_trimmed", "stream": self.dead_stream, "trimmed": trimmed,
-                          "maxlen": self.dead_maxlen})
+
+        def done(replies: list) -> None:
+            if plan.dead:
+                trimmed = int(replies[first]) + len(plan.dead) - int(replies[after])
+                if trimmed > 0 and self.log:
+                    self.log({"kindling": "dead_trimmed", "stream": self.dead_stream, "trimmed": trimmed,
+                              "maxlen": self.dead_maxlen})
+
+        return done
 
 
 class Settlement:

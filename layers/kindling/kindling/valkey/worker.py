@@ -8,6 +8,13 @@ time is not taken over and run twice, then settle its entries in one round trip
 about a job (signatures, attempts and the crash-loop rule, retry timing, records) is the
 runner's: the worker never reads a body itself.
 
+The long-running loop keeps round trips off its batches' way, since a hop away each costs
+a millisecond or more: while a batch is executed (its check read, its jobs run, its write
+sent), a thread of its own settles the batch before it in the same pipelined round trip as
+the next read, reads the next batch and sends its duplicate check. The loop's thread then
+waits for one round trip per batch: its write, read back before the next batch runs (a batch
+is never run into a store outage) and before any of its entries is acknowledged.
+
 What is the worker's own: containment (a runner that raises anyway runs its entries one by
 one, and an entry that still breaks it is recorded ``rejected``), and the long-running loop:
 the next batch read (and its duplicate check sent) while the running one's jobs run in
@@ -103,6 +110,10 @@ class StreamWorker:
         self._ahead: _Batch | list[Delivery] | None = None
         self._ahead_held = None  # the heartbeat's hold on entries read ahead but not admitted
         self._ahead_error: BaseException | None = None
+        # Batches completed (their writes read back) whose entries are yet to be settled, in
+        # the next read's round trip; and those settled beside a running batch, to count.
+        self._unsettled: list[_Batch] = []
+        self._settled_aside: list[_Batch] = []
         self.heartbeat = None
         if heartbeat and visibility_ms > 0:
             self.heartbeat = Heartbeat(
@@ -185,19 +196,46 @@ class StreamWorker:
             self._contain(b, lambda: self.runner.execute(b.run, meanwhile))
         return b
 
-    def _complete(self, b: _Batch) -> list[Outcome]:
+    def _complete(self, b: _Batch, *, later: bool = False) -> list[Outcome]:
         """Read the write back, then settle the entries: none is acknowledged before its
-        record is written."""
+        record is written. ``later``: settled with the next read (:meth:`_settle_pending`
+        otherwise), in the loop, which makes that read at once."""
         if b.done:
             return b.outcomes
         if b.outcomes is None:
             self._contain(b, lambda: setattr(b, "outcomes", self.runner.finish(b.run, send=self.send)))
         b.release()
         b.done = True  # settled at most once: a settlement cut off by Valkey leaves entries pending
+        if later:
+            self._unsettled.append(b)
+            return b.outcomes
         self.port.settle(b.outcomes, b.deliveries)
-        for o in b.outcomes:
-            self.counts[o.status] = self.counts.get(o.status, 0) + 1
+        self._count([b])
         return b.outcomes
+
+    def _count(self, batches: list[_Batch]) -> None:
+        for b in batches:
+            for o in b.outcomes:
+                self.counts[o.status] = self.counts.get(o.status, 0) + 1
+
+    def _take_unsettled(self) -> tuple[list[_Batch], list]:
+        """The batches waiting to be settled (taken: settled at most once), and what to settle."""
+        batches, self._unsettled = self._unsettled, []
+        return batches, [(b.outcomes, b.deliveries) for b in batches]
+
+    def _settle_pending(self) -> None:
+        """Settle the completed batches still waiting, in one round trip."""
+        batches, settle = self._take_unsettled()
+        if batches:
+            self.port.settle_all(settle)
+            self._count(batches)
+
+    def _fetch_settling(self, block_ms: int | None) -> list[Delivery]:
+        """Read the next batch, settling the batches waiting in the same round trip."""
+        batches, settle = self._take_unsettled()
+        deliveries = self.port.fetch(block_ms, settle)
+        self._count(batches)
+        return deliveries
 
     def _contain(self, b: _Batch, phase: Callable[[], object]) -> None:
         """One phase of the runner. The runner contains whatever one job or body does, so
@@ -272,6 +310,8 @@ class StreamWorker:
             while not self._stopping or sent is not None or self._ahead is not None:
                 try:
                     sent = self._round(sent, burst, valkey_backoff, store_backoff)
+                    if sent is None:  # no read to settle with: settled now
+                        self._settle_pending()
                 except errors.connection_errors() as exc:
                     sent = self._complete_quietly(sent)
                     self.port.connection_lost()
@@ -286,6 +326,7 @@ class StreamWorker:
             if isinstance(ahead, _Batch):  # left by an error: pending, reclaimed later
                 ahead.release()
             self._ahead_held = _released(self._ahead_held)
+            self._complete_quietly(None)
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
                     signal.signal(s, handler)
@@ -318,7 +359,7 @@ class StreamWorker:
             else:
                 deliveries = ahead
         elif not self._stopping:
-            deliveries = self.fetch(None if sent is not None else self.block_ms)
+            deliveries = self._fetch_settling(None if sent is not None else self.block_ms)
             valkey_backoff.reset()
         try:
             if self._stopping and ahead is not None:  # read ahead before the signal: given back unstarted
@@ -337,12 +378,26 @@ class StreamWorker:
                     self._hand_back(admitted)
                 return None
             if admitted is None:
+                self._settle_pending()
                 if burst and self.idle():
                     raise _Drained
                 if not burst and not deliveries:  # nothing to do: the one-off import costs no job
                     codec.use_orjson()
                 return None
-            executed = self._execute(admitted, lambda: self._read_ahead(admitted.run.job_ids()))
+            read_ahead = ended = None
+            if admitted.run is not None and admitted.outcomes is None:
+                in_flight = admitted.run.job_ids()
+                # Beside the whole execution; with jobs in threads, the runner's waiter calls it
+                # too while they run (whichever comes first reads, the other waits for it).
+                read_ahead = _once(lambda: self._read_ahead(in_flight))
+                ended = _beside(read_ahead)
+            try:
+                executed = self._execute(admitted, read_ahead)
+            finally:
+                if ended is not None:
+                    ended()
+            aside, self._settled_aside = self._settled_aside, []
+            self._count(aside)
             if _writing(executed):
                 return executed
             # nothing in flight (handed back, or nothing to write): settled now, paused if the store is down
@@ -357,7 +412,7 @@ class StreamWorker:
 
     def _finish_sent(self, b: _Batch, store_backoff: Pauses):
         """Complete the batch in flight; ``_DOWN`` (after a pause) if the store was down."""
-        down = store_down(self._complete(b))
+        down = store_down(self._complete(b, later=True))
         if down:
             self._pause(store_backoff, "store_unavailable", down)
             return _DOWN
@@ -378,21 +433,26 @@ class StreamWorker:
             reason = reason or f"{STORE_UNAVAILABLE}: the previous batch's write failed; not run into the outage"
             unrun = b.runnable if b.run is not None else b.deliveries
             b.outcomes = [_deferred(d, reason, retry_in, cause) for d in unrun]
-        self._complete(b)
+        self._complete(b, later=True)
 
     def _read_ahead(self, in_flight: set[str]) -> None:
-        """While a batch's jobs run in threads: read the next batch and send its duplicate
-        check, so that the threads wait for neither when they come free. ``in_flight``: the
-        running batch's job ids, read again once its write is read back
-        (:meth:`kindling.runner.Runner.begin`). Whatever fails is raised by the next round,
-        after the running batch has been settled as usual."""
-        if self._stopping:
-            return
+        """While a batch's jobs run: settle the batches completed before it and read the
+        next batch in one round trip, and send its duplicate check, so that the jobs wait
+        for none of them. ``in_flight``: the running batch's job ids, read again once its
+        write is read back (:meth:`kindling.runner.Runner.begin`). Whatever fails is raised
+        by the next round, after the running batch has been settled as usual."""
+        batches, settle = self._take_unsettled()
         try:
-            deliveries = self.fetch(None)
+            if self._stopping:
+                if settle:
+                    self.port.settle_all(settle)
+                deliveries = []
+            else:
+                deliveries = self.port.fetch(None, settle, together=True)
         except BaseException as exc:  # noqa: BLE001 - raised by the next round, not into the running batch
             self._ahead_error = exc
             return
+        self._settled_aside = batches  # counted by the loop's thread
         if not deliveries:
             return
         self._ahead = deliveries
@@ -412,8 +472,13 @@ class StreamWorker:
         return self.heartbeat.hold(self.consumer, [d.ref for d in deliveries]).__enter__()
 
     def _complete_quietly(self, sent: _Batch | None) -> None:
-        """After Valkey or the store failed mid-round: the batch in flight is read back and
-        settled if it can be; if not, its entries stay pending and are reclaimed."""
+        """After Valkey or the store failed mid-round: the batches waiting to be settled and
+        the batch in flight (read back) are settled if they can be; if not, their entries
+        stay pending and are reclaimed."""
+        try:
+            self._settle_pending()
+        except errors.connection_errors():
+            pass
         if sent is not None:
             try:
                 self._complete(sent)
@@ -422,6 +487,7 @@ class StreamWorker:
         return None
 
     def _pause(self, backoff: Pauses, event: str, error: str) -> None:
+        self._complete_quietly(None)  # hand-backs are settled before the pause, as their retry times say
         if self.runner.log:
             self.runner.log({"kindling": event, "error": error[:300], "retry_in_s": round(backoff.delay, 2)})
         deadline = time.monotonic() + backoff.next()
@@ -448,6 +514,44 @@ class _Batch:
     def release(self) -> None:
         """Stop the heartbeat's hold (joined: no beat after this)."""
         self.held = _released(self.held)
+
+
+def _beside(work: Callable[[], object]) -> Callable[[], object]:
+    """Start ``work`` (which must not raise) on a thread of its own; the callable returned
+    waits until it has ended. ``_thread``: one thread and one lock need nothing more."""
+    from _thread import allocate_lock, start_new_thread
+
+    ended = allocate_lock()
+    ended.acquire()
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            ended.release()
+
+    start_new_thread(run, ())
+    return ended.acquire
+
+
+def _once(work: Callable[[], object]) -> Callable[[], None]:
+    """``work`` run by the first caller; any other waits until it has ended."""
+    from _thread import allocate_lock
+
+    taken, ended = allocate_lock(), allocate_lock()
+    ended.acquire()
+
+    def call() -> None:
+        if taken.acquire(False):
+            try:
+                work()
+            finally:
+                ended.release()
+        else:
+            with ended:
+                pass
+
+    return call
 
 
 def _released(held) -> None:
