@@ -1335,14 +1335,14 @@ def main() -> int:
     ns.n_ddb = 2000 if q else 5000
     ns.n_e2e, ns.e2e_reps = (300, 1) if q else (1000, 3)
     ns.lat_n = 500 if q else 2000
-    ns.n_net = network.N_PROCESS
+    ns.n_net, ns.n_kept = network.N_PROCESS, network.N_KEPT
     if ns.reps:
         ns.cold_reps = ns.import_reps = ns.tp_reps = ns.enq_reps = ns.e2e_reps = ns.mem_reps = ns.tls_reps = ns.reps
         ns.critical_reps = ns.drain_cold_reps = ns.drain_lat_n = ns.reps
         ns.lat_n = max(10, ns.reps)
     if n_override:
         ns.n, ns.n_cpu, ns.n_sqs = n_override, max(1, n_override // 5), n_override
-        ns.n_ddb = ns.n_e2e = ns.n_net = n_override
+        ns.n_ddb = ns.n_e2e = ns.n_net = ns.n_kept = n_override
     out = Path(ns.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")

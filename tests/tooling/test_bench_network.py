@@ -67,3 +67,21 @@ def test_the_report_shows_the_round_trips_the_failed_peer_and_its_fix():
     assert network.DRAMATIQ_FIX_LABEL in md
     assert "critical path, 1 ms each way: kindling first batch 120 ms / (floor 100 + one round trip 2.50) = 1.17x" \
         in md
+
+
+def test_the_latency_kept_is_judged_on_the_longer_runs_and_the_short_ones_stated():
+    """3,000 no-ops take kindling 0.16 s, where its one-time start through the proxy weighs
+    as if every batch paid it: the target is judged on N_KEPT jobs, run alike through both proxies."""
+    n = network
+    c = results()
+    c["processing"]["kept"] = {"n": n.N_KEPT, "workloads": {
+        "noop": {n.KINDLING: runs(19000, 18000, 20000), n.KINDLING_ZERO: runs(20000)},
+        "sleep 10 ms": {n.KINDLING: runs(5700), n.KINDLING_ZERO: runs(6000)}}}
+    r = network.ratios(c)
+    assert r["kept"] == {"noop": 19000 / 20000, "sleep 10 ms": 5700 / 6000}
+    assert r["kept_short"] == {"noop": 10000 / 10500, "sleep 10 ms": 5000 / 6000}
+    lines = network.ratio_lines(c)
+    assert f"network noop: kindling with the latency / through the proxy without it ({n.N_KEPT} jobs): 0.95 " \
+           "(target >= 0.9): met" in lines, lines
+    assert any(line.startswith("network noop: the same on the 3000 jobs of the comparison") for line in lines)
+    assert f"the latency kept, kindling alone on {n.N_KEPT} x noop" in network.report(c)
