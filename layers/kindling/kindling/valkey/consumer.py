@@ -20,8 +20,8 @@ attempts allow (its workers crashed every time) ``dead`` without running it, unl
 already has a final outcome for it.
 
 Settling (:meth:`StreamConsumer.settle`, planned by the pure :func:`plan_settlement`; the
-long-running worker sends it in its next read's round trip, ``fetch(block_ms, settle)``): one
-pipelined round trip of ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
+long-running worker sends it in its next read's round trip, ``fetch(None, settle,
+together=True)``): one pipelined round trip of ``XACK`` + ``XDEL`` of settled entries (succeeded, rejected,
 skipped); for ``dead`` ones an ``XADD`` of the body and error to ``<stream>:dead`` first
 (capped at ``dead_maxlen`` entries, ``MAXLEN ~``, the trimmed count logged); a job read
 before its ``not_before`` goes to the scheduled set and is acknowledged, and so does a

@@ -17,8 +17,8 @@ is never run into a store outage) and before any of its entries is acknowledged.
 
 What is the worker's own: containment (a runner that raises anyway runs its entries one by
 one, and an entry that still breaks it is recorded ``rejected``), and the long-running loop:
-the next batch read (and its duplicate check sent) while the running one's jobs run in
-threads and its write is in flight, SIGTERM/SIGINT finishing the batch in hand, and pauses
+the next batch read (and its duplicate check sent) while the running one is executed and
+its write is in flight, SIGTERM/SIGINT finishing the batch in hand, and pauses
 with a backoff while Valkey or the result store is down.
 """
 
@@ -339,8 +339,10 @@ class StreamWorker:
     def _round(self, sent: _Batch | None, burst: bool, valkey_backoff: Pauses,
                store_backoff: Pauses) -> _Batch | None:
         """One turn of the loop: read the next batch (without blocking while a write is in
-        flight) and send its duplicate check, read back the write in flight and settle its
-        entries, then run the next batch and send its write. Returns the batch now in flight.
+        flight; read ahead by the round before, usually) and send its duplicate check, read
+        back the write in flight (its entries settled with the next read), then run the next
+        batch and send its write, while the batch after it is read ahead. Returns the batch
+        now in flight.
 
         The next batch's check goes out before the write in flight is read back, so ids of
         that write are read again afterwards (:meth:`kindling.runner.Runner.begin`); and if
@@ -436,8 +438,8 @@ class StreamWorker:
         self._complete(b, later=True)
 
     def _read_ahead(self, in_flight: set[str]) -> None:
-        """While a batch's jobs run: settle the batches completed before it and read the
-        next batch in one round trip, and send its duplicate check, so that the jobs wait
+        """While a batch is executed: settle the batches completed before it and read the
+        next batch in one round trip, and send its duplicate check, so that the loop waits
         for none of them. ``in_flight``: the running batch's job ids, read again once its
         write is read back (:meth:`kindling.runner.Runner.begin`). Whatever fails is raised
         by the next round, after the running batch has been settled as usual."""
