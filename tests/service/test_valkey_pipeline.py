@@ -99,8 +99,8 @@ def _setup(url: str, stream: str, jobs: list, threads: int = 0, task=None, **sto
     for job in jobs:
         job = job if not isinstance(job, str) else new_job("count", [job], job_id=job)
         store.entries[job.id] = client.xadd(stream, {"job": encode_job(job)}).decode()
-    worker = StreamWorker(url, registry=registry, store=store, stream=stream, batch=5, block_ms=50,
-                          visibility_ms=200, log=False, threads=threads)
+    worker = StreamWorker(url, registry=registry, store=store, stream=stream, batch=5, max_batch=5,
+                          block_ms=50, visibility_ms=200, log=False, threads=threads)
     return worker, store, runs, client
 
 
@@ -223,7 +223,7 @@ def test_threaded_a_batch_read_ahead_when_the_worker_stops_is_given_back_unrun(v
 
     first.clear()
     later = StreamWorker(valkey_url, registry=worker.runner.registry, store=store, stream=stream, batch=5,
-                         block_ms=50, visibility_ms=200, log=False, threads=THREADED)
+                         max_batch=5, block_ms=50, visibility_ms=200, log=False, threads=THREADED)
     assert later.run(burst=True) == {"succeeded": 5}
     assert runs == Counter(keys), runs
     assert store.acked_before_written == []

@@ -65,8 +65,8 @@ def _run(url: str, batches: int, kind: str) -> tuple[Counter, Counter, list]:
         pipe.xadd(stream, {"job": encode_job(new_job("noop", []))})
     pipe.execute()
     store = ValkeyResultStore(url, prefix=f"trips-{uuid.uuid4().hex[:6]}")
-    worker = StreamWorker(url, registry=registry, store=store, stream=stream, batch=BATCH, block_ms=50,
-                          heartbeat=False, log=False, concurrency=10)
+    worker = StreamWorker(url, registry=registry, store=store, stream=stream, batch=BATCH, max_batch=BATCH,
+                          block_ms=50, heartbeat=False, log=False, concurrency=10)
     trips: list = []
     Counting(worker.client, "stream", trips)
     Counting(store.client, "store", trips)
@@ -94,3 +94,55 @@ def test_a_batch_waits_for_one_round_trip_its_write(valkey_url, kind):
     assert per_batch.get("jobs' thread", 0) == 1, detail
     assert where == {"stream": 1, "store": 2}, detail  # acknowledge + read; check, write
 
+
+
+def _read_sizes(url: str, jobs: int, **options) -> tuple[list[int], object]:
+    """The COUNT of each read a burst run of ``jobs`` no-ops asks for, and the worker."""
+    from kindling.envelope import encode_job, new_job
+    from kindling.registry import Registry
+    from kindling.valkey import StreamWorker, ValkeyResultStore, connect
+
+    stream = f"sizes:{uuid.uuid4().hex[:8]}"
+    registry = Registry()
+    registry.task(name="noop")(lambda: None)
+    pipe = connect(url).pipeline(transaction=False)
+    for _ in range(jobs):
+        pipe.xadd(stream, {"job": encode_job(new_job("noop", []))})
+    pipe.execute()
+    worker = StreamWorker(url, registry=registry, store=ValkeyResultStore(url, prefix=f"sizes-{uuid.uuid4().hex[:6]}"),
+                          stream=stream, block_ms=50, heartbeat=False, log=False, **options)
+    asked: list[int] = []
+    fetch = worker.port.fetch
+
+    def counting(*args, **kwargs):
+        asked.append(worker.port.batch)
+        return fetch(*args, **kwargs)
+
+    worker.port.fetch = counting
+    assert worker.run(burst=True) == {"succeeded": jobs}
+    return asked, worker
+
+
+def test_quick_full_rounds_grow_the_reads_up_to_max_batch(valkey_url, monkeypatch):
+    """Under a backlog of quick jobs each round reads twice as many entries as the round
+    before it read, up to ``max_batch`` (kindling.valkey.readsize): the round trips a batch waits
+    for are spread over more jobs. Every round counts as quick here, whatever this
+    machine's speed, so that the sizes asked for are exact."""
+    monkeypatch.setattr("kindling.valkey.readsize.QUICK_S", 3600.0)
+    asked, worker = _read_sizes(valkey_url, 1500, batch=50, max_batch=400)
+    # The first round's own read and the one it reads ahead while running are both 50.
+    assert asked[:6] == [50, 50, 100, 200, 400, 400], asked
+    assert set(asked[6:]) <= {400}, asked
+    assert worker.batch == 50  # the next run starts from batch again
+
+
+def test_slow_rounds_keep_the_first_size(valkey_url, monkeypatch):
+    monkeypatch.setattr("kindling.valkey.readsize.QUICK_S", 0.0)  # no round is quick
+    asked, _ = _read_sizes(valkey_url, 300, batch=50, max_batch=400)
+    assert set(asked) == {50}, asked
+
+
+def test_max_batch_equal_to_batch_fixes_the_size(valkey_url, monkeypatch):
+    monkeypatch.setattr("kindling.valkey.readsize.QUICK_S", 3600.0)
+    asked, _ = _read_sizes(valkey_url, 300, batch=50, max_batch=50)
+    assert set(asked) == {50}, asked

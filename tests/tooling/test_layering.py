@@ -30,7 +30,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "layers/kindling/kindling"
 LAYERS = {
     "core": ["errors", "status", "digest", "codec", "policy", "backoff", "envelope", "records", "registry", "routing",
              "schedules", "jobsig", "batch", "refusals", "result_store", "models", "celery_message", "ratelimit",
-             "valkey.keys"],  # no imports; the cluster client (drivers) reads its hash-tag rule
+             "valkey.keys", "valkey.readsize"],  # no imports; the cluster client (drivers) reads its hash-tag rule
     "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors",
                 "valkey.cluster"],
     "shared": ["payloads", "sqs_send", "signed", "logs", "metrics", "otel", "tasklog", "valkey.scheduled",

@@ -96,7 +96,10 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              ("valkey.drain_event",)),
     Variable("KINDLING_VALKEY_GROUP", None, "the consumer group (default valkey.keys.DEFAULT_GROUP, kindling)",
              ("config", "valkey.drain_event")),
-    Variable("KINDLING_VALKEY_BATCH", "100", "entries `kindling worker --valkey` reads per round", ("config",)),
+    Variable("KINDLING_VALKEY_BATCH", "100", "entries `kindling worker --valkey` reads per round, to start with",
+             ("config",)),
+    Variable("KINDLING_VALKEY_MAX_BATCH", "2000", "the most entries `kindling worker --valkey` reads per round "
+             "once quick rounds have grown its reads", ("config",)),
     Variable("KINDLING_VALKEY_BLOCK_MS", "1000", "how long one read of `kindling worker --valkey` blocks",
              ("config",)),
     Variable("KINDLING_VALKEY_VISIBILITY_MS", "30000", "how long an entry of `kindling worker --valkey` stays "
@@ -151,15 +154,17 @@ def result_ttl_days(environ: Mapping[str, str] | None = None) -> float:
 def valkey_worker_options(environ: Mapping[str, str] | None = None) -> dict:
     """``kindling worker --valkey``'s settings from the environment, as
     :class:`kindling.valkey.StreamWorker` takes them: the consumer group (when set), entries
-    per round, block and visibility (ms), attempts, per-batch log lines, and how long
-    outcomes are kept (``ttl_days``, for the records and the Valkey result store alike)."""
+    per round (the first reads' and the most), block and visibility (ms), attempts,
+    per-batch log lines, and how long outcomes are kept (``ttl_days``, for the records and
+    the Valkey result store alike)."""
     from kindling.policy import configured_max_attempts
 
     def number(name: str) -> int:
         return int(get(name, environ))  # type: ignore[arg-type]
 
     options = {
-        "batch": number("KINDLING_VALKEY_BATCH"), "block_ms": number("KINDLING_VALKEY_BLOCK_MS"),
+        "batch": number("KINDLING_VALKEY_BATCH"), "max_batch": number("KINDLING_VALKEY_MAX_BATCH"),
+        "block_ms": number("KINDLING_VALKEY_BLOCK_MS"),
         "visibility_ms": number("KINDLING_VALKEY_VISIBILITY_MS"),
         "max_attempts": configured_max_attempts(os.environ if environ is None else environ),
         "log": get("KINDLING_LOG", environ) != "0", "ttl_days": result_ttl_days(environ),

@@ -14,6 +14,8 @@ sent), a thread of its own settles the batch before it in the same pipelined rou
 the next read, reads the next batch and sends its duplicate check. The loop's thread then
 waits for one round trip per batch: its write, read back before the next batch runs (a batch
 is never run into a store outage) and before any of its entries is acknowledged.
+Under a backlog of quick jobs it reads larger batches, round by round
+(:mod:`kindling.valkey.readsize`), so that round trip is spread over more jobs.
 
 What is the worker's own: containment (a runner that raises anyway runs its entries one by
 one, and an entry that still breaks it is recorded ``rejected``), and the long-running loop:
@@ -71,7 +73,11 @@ class StreamWorker:
             registry, store and ``max_attempts`` are used, and the process's JSON codec is
             left as it is. Give either this or what to build one from, not both.
         stream, group, consumer: the stream key, consumer group and this consumer's name.
-        batch: entries read per round.
+        batch: entries read per round: the long-running loop's (:meth:`run`) first reads.
+        max_batch: the most entries the long-running loop reads at once. While reads come
+            back full and rounds are quick (under 0.1 s), it reads twice as many each round,
+            up to this (default 2,000, and never less than ``batch``); slow rounds halve it
+            back toward ``batch`` (:mod:`kindling.valkey.readsize`). ``batch`` here: a fixed size.
         block_ms: how long one ``XREADGROUP`` blocks waiting for entries.
         visibility_ms: how long an entry may stay pending before another consumer reclaims it.
         max_attempts: deliveries before a failing job is dead (a job or task may say less or
@@ -87,7 +93,8 @@ class StreamWorker:
 
     def __init__(self, url: str, table: str | None = None, registry=None, *, store=None, runner: Runner | None = None,
                  stream: str = DEFAULT_STREAM, group: str = DEFAULT_GROUP, consumer: str | None = None,
-                 batch: int = 100, block_ms: int = 1000, visibility_ms: int = 30_000, max_attempts: int | None = None,
+                 batch: int = 100, max_batch: int | None = None, block_ms: int = 1000, visibility_ms: int = 30_000,
+                 max_attempts: int | None = None,
                  dead_maxlen: int | None = None, heartbeat: bool = True, client=None, log=True, **runner_options):
         consumer = consumer or default_consumer()
         if runner is None:
@@ -99,6 +106,8 @@ class StreamWorker:
         self.port = StreamConsumer(client, stream, group, consumer, batch=batch, visibility_ms=visibility_ms,
                                    dead_maxlen=dead_maxlen, verifier=runner.verifier, log=self._log)
         self.block_ms = block_ms
+        self.max_batch = max_batch
+        self._read_full = False  # whether the last read took as many entries as it asked for
         self.runner = runner
         # A store on one connection (DynamoResultStore's default) cannot have the next batch's
         # read in flight while this batch's write waits to be read back: they would share it.
@@ -233,7 +242,9 @@ class StreamWorker:
     def _fetch_settling(self, block_ms: int | None) -> list[Delivery]:
         """Read the next batch, settling the batches waiting in the same round trip."""
         batches, settle = self._take_unsettled()
+        asked = self.port.batch
         deliveries = self.port.fetch(block_ms, settle)
+        self._read_full = len(deliveries) >= asked
         self._count(batches)
         return deliveries
 
@@ -297,6 +308,8 @@ class StreamWorker:
         import signal  # here, not at the top: it imports enum, a few ms of the drain's cold start
         import threading
 
+        from kindling.valkey.readsize import ReadSize
+
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = [signal.signal(s, self.stop) for s in (signal.SIGTERM, signal.SIGINT)]
@@ -306,10 +319,14 @@ class StreamWorker:
         # The batch whose write is in flight: the next batch is read from the stream and its
         # duplicate check sent before that write is read back (and its entries settled).
         sent: _Batch | None = None
+        first = self.port.batch
+        size = ReadSize(first, self.max_batch)
         try:
             while not self._stopping or sent is not None or self._ahead is not None:
                 try:
+                    started = time.monotonic()
                     sent = self._round(sent, burst, valkey_backoff, store_backoff)
+                    self.port.batch = size.after(self._read_full, time.monotonic() - started)
                     if sent is None:  # no read to settle with: settled now
                         self._settle_pending()
                 except errors.connection_errors() as exc:
@@ -322,6 +339,7 @@ class StreamWorker:
                 except _Drained:
                     break
         finally:
+            self.port.batch = first
             ahead, self._ahead = self._ahead, None
             if isinstance(ahead, _Batch):  # left by an error: pending, reclaimed later
                 ahead.release()
@@ -450,7 +468,9 @@ class StreamWorker:
                     self.port.settle_all(settle)
                 deliveries = []
             else:
+                asked = self.port.batch
                 deliveries = self.port.fetch(None, settle, together=True)
+                self._read_full = len(deliveries) >= asked
         except BaseException as exc:  # noqa: BLE001 - raised by the next round, not into the running batch
             self._ahead_error = exc
             return
