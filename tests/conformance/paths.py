@@ -183,6 +183,7 @@ class Path:
             "result": self.result_of(record) if record.get("status") == "succeeded" else None,
             "delays": self.delays.get(job_id, []),
             "dead_letter": job_id in self.dead_letters(),
+            "due_at": record.get("due_at"),  # a scheduled record's due time (epoch ms)
         }
 
     def close(self) -> None:

@@ -163,14 +163,18 @@ def not_before_ahead(path):
     path.enqueue_raw(encode_job(job))
     path.run_until_settled()
     seen = path.observe(job.id)
-    return {k: seen[k] for k in ("status", "attempts", "delays")}
+    observed = {k: seen[k] for k in ("status", "attempts", "delays")}
+    return {**observed, "due_at_is_not_before": seen["due_at"] == job.not_before}
 
 
 def delay_past_sqs_maximum(path):
+    before = int(time.time() * 1000)
     job = path.enqueue(tasks.add, 1, 2, delay=3600)
+    after = int(time.time() * 1000)
     path.run_until_settled()
     seen = path.observe(job)
-    return {k: seen[k] for k in ("status", "attempts")}
+    due_in_an_hour = seen["due_at"] is not None and before + 3_600_000 <= seen["due_at"] <= after + 3_600_000
+    return {**{k: seen[k] for k in ("status", "attempts")}, "due_in_an_hour": due_in_an_hour}
 
 
 REJECTED = {"records": [("rejected", "InvalidJob")]}
@@ -196,8 +200,10 @@ SCENARIOS = {
         "reason": ["Celery task message: link callbacks cannot be honoured by "]}, False),
     "over_the_rate_limit": (over_the_rate_limit, {"runs": 1, "outcomes": [("none", 0), ("succeeded", 1)]}, False),
     "revoked_before_running": (revoked_before_running, {"runs": 0, "status": "revoked"}, False),
-    "not_before_ahead": (not_before_ahead, {"status": None, "attempts": 0, "delays": [3600]}, False),
-    "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": None, "attempts": 0}, False),
+    "not_before_ahead": (not_before_ahead, {"status": "scheduled", "attempts": 0, "delays": [3600],
+                                            "due_at_is_not_before": True}, False),
+    "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": "scheduled", "attempts": 0, "due_in_an_hour": True},
+                               False),
 }
 
 

@@ -92,6 +92,25 @@ def test_a_rejection_never_replaces_a_real_record(store):
     assert store.write([rec("k", "rejected")]) == {}
 
 
+def test_a_scheduled_record_lands_only_where_no_run_is_recorded_and_any_outcome_replaces_it(store):
+    """An early delivery's ``scheduled`` (the runner's admission) never hides an outcome, a
+    revive's ``queued`` or a revoke; whatever replaces ``queued`` replaces it."""
+    for old in ("succeeded", "failed", "dead", "rejected", "revoked"):
+        store.write([rec(f"{old}-j", old)])
+    store.write([rec("dead-q", "dead", 2)])
+    store.write([rec("dead-q", "queued", 0, generation=2)])
+    scheduled = [rec(k, "scheduled", 0, due_at=1) for k in ("new", "succeeded-j", "failed-j", "dead-j",
+                                                            "rejected-j", "revoked-j", "dead-q")]
+    assert store.write(scheduled) == {"succeeded-j": "succeeded", "failed-j": "failed", "dead-j": "dead",
+                                      "rejected-j": "rejected", "revoked-j": "revoked", "dead-q": "queued"}
+    assert store.write([rec("new", "scheduled", 0, due_at=2)]) == {}  # the next hop's, over its own
+    assert store.record("new")["due_at"] == 2
+    for status in ("succeeded", "failed", "dead", "rejected", "revoked"):
+        store.write([rec(f"s-{status}", "scheduled", 0, due_at=1)])
+        assert store.write([rec(f"s-{status}", status)]) == {}, status
+        assert store.read_states([f"s-{status}"]) == {f"s-{status}": (status, 1)}
+
+
 def test_of_two_records_of_one_job_in_one_write_the_last_wins(store):
     assert store.write([rec("j", "succeeded"), rec("j", "dead", 3)]) == {}
     assert store.read_states(["j"]) == {"j": ("dead", 3)}

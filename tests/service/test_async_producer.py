@@ -22,7 +22,7 @@ from kindling.errors import EnqueueError
 from kindling.registry import Registry
 from kindling.valkey import StreamProducer
 from kindling.valkey.client import Valkey
-from kindling.valkey.keys import scheduled_key
+from kindling.valkey.keys import FIELD
 
 # -- SQS ---------------------------------------------------------------------------------
 
@@ -217,17 +217,31 @@ def test_a_thousand_concurrent_stream_aenqueues_go_in_two_pipelines(valkey_url, 
 @pytest.mark.valkey
 def test_an_xadd_the_server_refuses_fails_only_its_own_await(valkey_url, stream):
     r = Valkey.from_url(valkey_url)
-    r.set(stream, "not a stream")  # every XADD is refused (WRONGTYPE); a delayed job's ZADD is not
+    r.set(f"{stream}:refused", "not a stream")  # an XADD to it is refused (WRONGTYPE)
     producer = StreamProducer(valkey_url, stream=stream, reader=False)
+    make = producer.client.pipeline
+
+    def pipeline(*args, **kwargs):  # the even-numbered jobs' XADDs go where the server refuses them
+        pipe = make(*args, **kwargs)
+        xadd = pipe.xadd
+
+        def routed(name, fields, *a, **k):
+            even = decode_job(fields[FIELD]).args[0] % 2 == 0
+            return xadd(f"{stream}:refused" if even else name, fields, *a, **k)
+
+        pipe.xadd = routed
+        return pipe
+
+    producer.client.pipeline = pipeline
 
     async def main():
-        calls = [Call("echo", [i], delay=60 if i % 2 else 0) for i in range(6)]
+        calls = [Call("echo", [i]) for i in range(6)]
         return await asyncio.gather(*(producer.asend(c) for c in calls), return_exceptions=True)
 
     outcomes = asyncio.run(main())
     assert [type(o).__name__ for o in outcomes] == ["EnqueueError", "Sent"] * 3
     assert all("WRONGTYPE" in str(o) for o in outcomes[0::2])
-    assert r.zcard(scheduled_key(stream)) == 3
+    assert r.xlen(stream) == 3
 
 
 @pytest.mark.valkey

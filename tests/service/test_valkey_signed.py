@@ -11,7 +11,7 @@ import json
 import uuid
 
 import pytest
-from kindling.valkey.keys import dead_key
+from kindling.valkey.keys import dead_key, scheduled_key
 
 pytestmark = pytest.mark.valkey
 
@@ -109,13 +109,14 @@ def test_a_delayed_signed_job_keeps_its_signature_through_the_scheduled_set(url,
     p = producer(url, stream, signing=keyring())
     from kindling.client import Call
 
-    (sent,) = p.enqueue_many([Call("add", (2, 2), delay=0.2)])
-    unsigned = producer(url, stream).enqueue_many([Call("add", (9, 9), delay=0.2)])[0]
-    assert sent.entry is None
-    time.sleep(0.3)
-    outcomes = setup.drain()
-    statuses = {o.job_id if o.status == "succeeded" else "rejected": o.status for o in outcomes}
-    assert statuses == {sent.id: "succeeded", "rejected": "rejected"}
+    (sent,) = p.enqueue_many([Call("add", (2, 2), delay=0.5)])
+    unsigned = producer(url, stream).enqueue_many([Call("add", (9, 9), delay=0.5)])[0]
+    early = {o.job_id if o.status == "deferred" else "rejected": o.status for o in setup.drain()}
+    assert early == {sent.id: "deferred", "rejected": "rejected"}  # judged on its first read, not when due
+    assert setup.store.records[sent.id]["status"] == "scheduled" and p.client.zcard(scheduled_key(stream)) == 1
+    time.sleep(0.6)
+    outcomes = setup.drain()  # moved back onto the stream from the scheduled set, signature and all
+    assert [(o.job_id, o.status) for o in outcomes] == [(sent.id, "succeeded")]
     assert setup.ran == [(2, 2)] and unsigned.id not in setup.store.records
 
 

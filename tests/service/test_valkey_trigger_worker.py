@@ -133,8 +133,9 @@ def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_
     r = producer.client
     t0 = now_ms()
     (later,) = producer.enqueue_many([Call("slow", ["later", 1], delay=2)])
-    assert later.entry is None and r.xlen(stream) == 0 and r.zcard(scheduled_key(stream)) == 1
-    # an older producer's delayed job straight on the stream: moved to the set when first read
+    # on the stream: the first worker to read it records it scheduled and moves it to the set
+    assert later.entry is not None and r.xlen(stream) == 1 and r.zcard(scheduled_key(stream)) == 0
+    # a raw envelope with a not_before, straight on the stream: the same
     legacy = new_job("slow", ["legacy", 1], not_before=t0 + 2000)
     r.xadd(stream, {"job": encode_job(legacy)})
     # visibility 300 ms: a delay of more than 6 times it, which reclaims used to run out
@@ -147,6 +148,26 @@ def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_
     assert ledger.runs == {"later": 1, "legacy": 1}
     assert r.zcard(scheduled_key(stream)) == 0 and r.xlen(stream) == 0
     assert not [e for e in ledger.log if e.get("kindling") == "deferred"]
+
+
+def test_a_delayed_job_goes_on_the_stream_and_its_first_reader_records_it_scheduled(valkey_url, stream):
+    """So ``kindling jobs show`` says when it is due from the start; it then waits in the
+    scheduled set, due at its not_before, without an attempt."""
+    from kindling.client import Call
+    from kindling.valkey import StreamProducer
+
+    ledger = Ledger()
+    producer = StreamProducer(valkey_url, stream=stream)
+    r = producer.client
+    (later,) = producer.enqueue_many([Call("slow", ["later", 1], delay=3600)])
+    assert r.xlen(stream) == 1 and r.zcard(scheduled_key(stream)) == 0
+    worker = ledger.worker(valkey_url, stream, block_ms=50)
+    [o] = worker.process(worker.fetch(10))
+    assert (o.status, ledger.runs) == ("deferred", {})
+    record = ledger.store.records[later.id]
+    assert (record["status"], record["attempts"]) == ("scheduled", 0)
+    [(_, due)] = r.zrangebyscore(scheduled_key(stream), "-inf", "+inf", withscores=True)
+    assert record["due_at"] == int(due) and r.xlen(stream) == 0
 
 
 # -- housekeeping ----------------------------------------------------------------------------------------

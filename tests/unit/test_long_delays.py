@@ -1,7 +1,7 @@
-"""Delays past SQS's 15 minutes: the message is held back the 900 s SQS allows and the rest
-rides in the envelope's ``not_before``, which the worker's admission re-times (a hop of up
-to 12 hours per delivery, no attempt counted) until the job is due; ``eta=`` is a countdown
-to a moment (Celery's)."""
+"""Delays past SQS's 15 minutes: the message is sent at once and the delay rides in the
+envelope's ``not_before``: the worker's admission records the job ``scheduled`` (with its due
+time) and re-times it (a hop of up to 12 hours per delivery, no attempt counted) until it is
+due; ``eta=`` is a countdown to a moment (Celery's)."""
 
 from __future__ import annotations
 
@@ -37,11 +37,13 @@ def client():
     return c
 
 
-def test_a_two_hour_countdown_is_sent_as_900_seconds_and_a_not_before(client):
+def test_a_two_hour_countdown_is_sent_at_once_with_a_not_before(client):
+    """No DelaySeconds: the worker receives it at once and records it scheduled, so
+    ``jobs show`` says when it is due from the start."""
     before = now_ms()
     client.send(Call("tasks.add", [1, 2], delay=7200))
     sent = client.sqs.sent[0]
-    assert sent["DelaySeconds"] == 900
+    assert "DelaySeconds" not in sent
     not_before = json.loads(sent["MessageBody"])["not_before"]
     assert before + 7_200_000 <= not_before <= now_ms() + 7_200_000
 
@@ -94,14 +96,16 @@ def test_an_early_delivery_is_re_timed_to_its_due_time_without_an_attempt_and_ru
 
     store = MemoryResultStore()
     runner = Runner(r, store, log=None, metrics=False, max_deliveries=100)
-    due = now_ms() + 7_200_000 - 900_000  # received after the message's 900 s delay
-    body = encode_job(new_job("add", [1, 2], not_before=due))
-    first = Delivery("m1", body, 1, receipt="r1", queue_arn="arn:aws:sqs:eu-west-1:123456789012:jobs")
+    due = now_ms() + 7_200_000  # received at once: no DelaySeconds
+    job = new_job("add", [1, 2], not_before=due)
+    first = Delivery("m1", encode_job(job), 1, receipt="r1", queue_arn="arn:aws:sqs:eu-west-1:123456789012:jobs")
     [o] = runner.run([first])
-    assert (o.status, runs, store.records) == ("deferred", [], {})  # nothing recorded: no attempt used
+    assert (o.status, runs) == ("deferred", [])
+    record = store.records[job.id]  # recorded scheduled: no attempt used
+    assert (record["status"], record["attempts"], record["due_at"]) == ("scheduled", 0, due)
     hop = sqs.settlement([first], [o], in_flight_s=5).visibility[first.queue_arn][0]["VisibilityTimeout"]
-    assert 6290 <= hop <= 6300  # re-timed to its due time, a hop under SQS's 12 hours
+    assert 7190 <= hop <= 7200  # re-timed to its due time, a hop under SQS's 12 hours
 
-    later = new_job("add", [1, 2], not_before=now_ms() - 1)  # the hop is over: due
+    later = new_job("add", [1, 2], job_id=job.id, not_before=now_ms() - 1)  # the hop is over: due
     [o] = runner.run([Delivery("m1", encode_job(later), 2, receipt="r2")])
     assert (o.status, o.attempts, runs) == ("succeeded", 1, [(1, 2)])

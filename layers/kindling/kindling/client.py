@@ -257,8 +257,9 @@ class Client:
             raise ValueError(f"a FIFO queue needs group= on every job ({name!r} has none)")
         if call.group and not fifo:
             raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {url!r}")
-        # Past SQS's 15 minutes the rest of the delay is the job's not_before: the worker's
-        # admission hands an early delivery back until it is due (up to 12 h a hop, no attempt).
+        # Past SQS's 15 minutes the delay is the job's not_before, and the message is sent at
+        # once: the worker records the job scheduled (so its due time can be read from the
+        # start) and hands it back until it is due (up to 12 h a hop, no attempt).
         not_before = now_ms() + int(call.delay * 1000) if call.delay > SQS_MAX_DELAY else None
         job = new_job(name, call.args, call.kwargs, job_id=call.job_id, max_attempts=call.max_attempts,
                       timeout=call.timeout, chain=call.chain, parent=call.parent, not_before=not_before)
@@ -275,8 +276,8 @@ class Client:
 
             value = self.keyring.sign(jobsig.sqs_destination(url), body)
             options["MessageAttributes"] = {jobsig.ATTRIBUTE: {"DataType": "String", "StringValue": value}}
-        if call.delay:
-            options["DelaySeconds"] = min(int(call.delay), SQS_MAX_DELAY)
+        if call.delay and not_before is None:
+            options["DelaySeconds"] = int(call.delay)
         if call.group:
             options.update(_fifo_options(job, call.group))
         return job, body, options, url

@@ -341,6 +341,21 @@ def revoked_record(job_id: str, task: str | None = None, *, at_ms: int | None = 
                         error={"type": "Revoked", "message": REVOKED_MESSAGE})
 
 
+def scheduled_record(job: Job, *, worker: dict | None = None, ttl_s: int = 0, trace_id: str | None = None,
+                     redact: bool = False) -> dict:
+    """The record of a job received before its ``not_before`` (:data:`kindling.status.SCHEDULED`):
+    no attempt, and ``due_at``, the epoch ms it is due at, for ``kindling jobs show`` and the
+    dashboard. Its times are the receipt's: ``by_status`` lists it among the latest."""
+    from kindling.envelope import now_ms
+    from kindling.status import SCHEDULED
+
+    at = now_ms()
+    record = build_record(key=job.id, task=job.task, status=SCHEDULED, attempts=0, started_at=at, finished_at=at,
+                          job=job, worker=worker, ttl_s=ttl_s, trace_id=trace_id, redact=redact)
+    record["due_at"] = job.not_before
+    return record
+
+
 def revoke(store, job_id: str, *, task: str | None = None) -> None:
     """Write ``job_id``'s :func:`revoked_record` to ``store`` (anything with ``write``), under
     the forward-only rule (:data:`kindling.status.REPLACES`): only a job with no outcome

@@ -8,6 +8,9 @@ recorded under its job id, so its sender sees the rejection; anything else, and 
 message whose signature does not verify, under a key of its own message
 (:func:`kindling.records.rejected_key`).
 
+And an outcome the store refused as of an older generation (:func:`drop_stale`): the job was
+revived while its delivery ran.
+
 The runner loads this module at the first message it refuses: a batch of plain jobs never
 does.
 """
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
     from kindling.envelope import Job
     from kindling.registry import Registry
 
-__all__ = ["dead_undelivered", "reject"]
+__all__ = ["dead_undelivered", "drop_stale", "reject"]
 
 
 def reject(o: Outcome, d: Delivery, reason: str, *, registry: Registry, worker: dict, ttl_s: int,
@@ -63,6 +66,18 @@ def dead_undelivered(o: Outcome, *, worker: dict, ttl_s: int, redact: bool = Fal
                             error={"type": "TooManyDeliveries", "message": o.reason}, worker=worker, ttl_s=ttl_s,
                             redact=redact)
     o.status = DEAD
+
+
+def drop_stale(o: Outcome, log) -> None:
+    """An outcome the store refused as of an older generation: the job was revived while
+    this delivery ran, and the revive's own message runs it. Dropped (acknowledged, not
+    retried, not recorded anywhere), said in one log line (to ``log``, if any)."""
+    o.reason = (f"not recorded: the job was revived while this delivery of generation {o.generation} ran; "
+                f"its outcome ({o.status}) is dropped")
+    if log:
+        log({"level": "WARNING", "message": "stale outcome dropped",
+             "kindling": "stale_generation", "job_id": o.job_id, "task": o.task, "generation": o.generation,
+             "outcome": o.status, "attempt": o.attempts, "ref": o.ref, "xray_trace_id": o.trace_id})
 
 
 def _claims(body: str | bytes) -> tuple[str | None, str | None]:

@@ -54,8 +54,8 @@ from kindling.batch import (
 )
 from kindling.envelope import Job, decode_job, now_ms
 from kindling.errors import InvalidJob, NewerEnvelope, ResultTooLarge, StoreUnavailable
-from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, renumbered
-from kindling.status import DEAD, DEFERRED, FAILED, FINAL, NEWER_GENERATION, REVOKED, SKIPPED, SUCCEEDED
+from kindling.records import MAX_RESULT_BYTES, build_record, describe_error, encode_result, renumbered, scheduled_record
+from kindling.status import DEAD, DEFERRED, FAILED, FINAL, NEWER_GENERATION, REVOKED, SCHEDULED, SKIPPED, SUCCEEDED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -324,8 +324,12 @@ class Runner:
                 return self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
             for o in outcomes:
                 if o.record is not None and o.record["id"] in refused:
+                    if o.status == DEFERRED:  # a scheduled record over a later one: handed back until due all the same
+                        continue
                     if refused[o.record["id"]] == NEWER_GENERATION:
-                        self._drop_stale(o)
+                        from kindling.refusals import drop_stale  # the rare path
+
+                        drop_stale(o, self.log)
                     else:
                         o.reason = f"not recorded: the store already holds a later outcome ({refused[o.record['id']]})"
                     o.status = SKIPPED
@@ -399,9 +403,11 @@ class Runner:
         o.exhausted = policy.out_of_deliveries(o.deliveries, self._attempts_allowed(o), self.max_deliveries,
                                                d.counts_runs)
         if job.not_before is not None and job.not_before > now_ms():
-            o.status = DEFERRED
-            o.reason = "not_before is in the future"
+            o.status, o.reason = DEFERRED, "not_before is in the future"
             o.retry_in = min(-(-(job.not_before - now_ms()) // 1000), policy.MAX_DELAY_S)
+            if policy.keeps(self._results_of(o), SCHEDULED):  # "all" only: none is left scheduled for ever
+                o.record = scheduled_record(job, worker=self._admitting_worker, ttl_s=self.ttl_s,
+                                            trace_id=o.trace_id, redact=task.redact)
 
     def _rejected(self, o: Outcome, d: Delivery, reason: str, **claims) -> Outcome:
         """A message that is not a job this worker can run: recorded, never run."""
@@ -502,17 +508,6 @@ class Runner:
             status = self._after_failure(o)
             o.record = renumbered(o.record, status, o.attempts)  # type: ignore[arg-type]
             o.status = status
-
-    def _drop_stale(self, o: Outcome) -> None:
-        """An outcome the store refused as of an older generation: the job was revived while
-        this delivery ran, and the revive's own message runs it. Dropped (acknowledged, not
-        retried, not recorded anywhere), said in one log line."""
-        o.reason = (f"not recorded: the job was revived while this delivery of generation {o.generation} ran; "
-                    f"its outcome ({o.status}) is dropped")
-        if self.log:
-            self.log({"level": "WARNING", "message": "stale outcome dropped",
-                      "kindling": "stale_generation", "job_id": o.job_id, "task": o.task, "generation": o.generation,
-                      "outcome": o.status, "attempt": o.attempts, "ref": o.ref, "xray_trace_id": o.trace_id})
 
     def _dead_undelivered(self, o: Outcome) -> None:
         from kindling import refusals  # the crash-loop rule's rare end

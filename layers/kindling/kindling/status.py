@@ -17,6 +17,13 @@ Recorded statuses (what a result record says):
   (:data:`GENERATION_CHECKED`).
   The producer writes no ``queued`` record (its fast path is one SendMessage), nor the
   worker a ``running`` one (it would be a second write per job on the hot path).
+* ``scheduled`` - a job a worker received before its ``not_before``: handed back until due,
+  no attempt used, and recorded with its ``due_at`` (epoch ms) so that ``kindling jobs show``
+  and the dashboard say when it is due. Written by the runner's admission, and only for a
+  job whose successes are recorded (results policy "all"), so that none is left
+  ``scheduled`` for ever. It stands for no run yet (read as no record, like ``queued``):
+  every outcome replaces it, and it replaces only no record or a ``scheduled`` one (never a
+  real outcome, a revive's ``queued`` or a ``revoked``). Not final: a waiter keeps waiting.
 * ``revoked`` - an operator cancelled the job (``kindling jobs revoke``,
   ``handle.revoke()``): no worker starts it from then on; final: the batch's duplicate
   check skips it at no extra cost. A run already under way runs on (no worker records
@@ -59,8 +66,9 @@ class Status:
     DUPLICATE = "duplicate"
     QUEUED = "queued"
     REVOKED = "revoked"
+    SCHEDULED = "scheduled"
 
-    ALL = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, SKIPPED, DEFERRED, DUPLICATE, QUEUED, REVOKED})
+    ALL = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, SKIPPED, DEFERRED, DUPLICATE, QUEUED, REVOKED, SCHEDULED})
 
 
 SUCCEEDED = Status.SUCCEEDED
@@ -72,8 +80,9 @@ DEFERRED = Status.DEFERRED
 DUPLICATE = Status.DUPLICATE
 QUEUED = Status.QUEUED
 REVOKED = Status.REVOKED
+SCHEDULED = Status.SCHEDULED
 
-RECORDED = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED, REVOKED})
+RECORDED = frozenset({SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED, REVOKED, SCHEDULED})
 """Statuses a result record can hold."""
 
 BY_STATUS = RECORDED - {SUCCEEDED}
@@ -140,14 +149,19 @@ def generation_of(record: dict) -> int:
 # the ``dead`` it revives. A revoke lands only on a job not finished (no record, a
 # ``failed`` or ``queued`` one). Of a run already under way when it landed, only a
 # ``succeeded`` replaces it (the job did run: the truth); a ``failed`` or ``dead`` is
-# refused, so the revoke stands and the job is not tried again.
+# refused, so the revoke stands and the job is not tried again. A ``scheduled`` record
+# (a job received early) stands for no record too: whatever replaces ``queued`` replaces it;
+# it replaces only no record or itself, so an early redelivery or retry never hides an
+# outcome, and a refused one leaves the job handed back until due.
+_NO_RUN_YET = frozenset({QUEUED, SCHEDULED})
 REPLACES: dict[str, frozenset] = {
-    SUCCEEDED: frozenset({None, SUCCEEDED, FAILED, DEAD, REJECTED, QUEUED, REVOKED}),
-    FAILED: frozenset({None, FAILED, REJECTED, QUEUED}),
-    DEAD: frozenset({None, FAILED, DEAD, REJECTED, QUEUED}),
-    REJECTED: frozenset({None, REJECTED, QUEUED}),
+    SUCCEEDED: frozenset({None, SUCCEEDED, FAILED, DEAD, REJECTED, REVOKED}) | _NO_RUN_YET,
+    FAILED: frozenset({None, FAILED, REJECTED}) | _NO_RUN_YET,
+    DEAD: frozenset({None, FAILED, DEAD, REJECTED}) | _NO_RUN_YET,
+    REJECTED: frozenset({None, REJECTED}) | _NO_RUN_YET,
     QUEUED: frozenset({DEAD}),
-    REVOKED: frozenset({None, FAILED, QUEUED, REVOKED}),
+    REVOKED: frozenset({None, FAILED, REVOKED}) | _NO_RUN_YET,
+    SCHEDULED: frozenset({None, SCHEDULED}),
 }
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 import time
 
-from kindling.status import QUEUED
+from kindling.status import QUEUED, SCHEDULED
 
-__all__ = ["dumps", "width", "jobs_table", "job_detail", "dlq_table", "dead_stream_table", "when", "ms"]
+__all__ = ["dumps", "width", "jobs_table", "job_detail", "dlq_table", "dead_stream_table", "when", "due", "ms"]
 
 
 def dumps(value) -> str:
@@ -25,6 +25,19 @@ def when(epoch_ms) -> str:
     if not epoch_ms:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(epoch_ms) / 1000))
+
+
+def due(epoch_ms, now_ms: int | None = None) -> str:
+    """``2026-11-22 20:54:23 (in 1h 59m)`` (UTC): when a scheduled job is due, and how soon."""
+    if not epoch_ms:
+        return "-"
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    left = (int(epoch_ms) - now) // 60_000  # whole minutes: "in 0m" is under a minute
+    if int(epoch_ms) <= now:
+        return f"{when(epoch_ms)} (due now)"
+    days, minutes = divmod(left, 1440)
+    soon = (f"{days}d " if days else "") + f"{minutes // 60}h {minutes % 60}m"
+    return f"{when(epoch_ms)} (in {soon})"
 
 
 def ms(value) -> str:
@@ -78,7 +91,8 @@ def jobs_table(records: list[dict], width: int = 120) -> str:
     return f"{out}\n{len(records)} job(s)"
 
 
-def job_detail(record: dict, width: int = 120) -> str:
+def job_detail(record: dict, width: int = 120, *, now: int | None = None) -> str:
+    """One job's record, a line per field; ``now`` (epoch ms) is what a due time counts from."""
     r = record
     lines: list[tuple[str, str]] = [("id", r["id"]), ("task", r.get("task") or "-")]
     status = r.get("status") or "no record"
@@ -88,6 +102,10 @@ def job_detail(record: dict, width: int = 120) -> str:
     lines.append(("attempts", str(r.get("attempts", "-"))))
     if r.get("status") == QUEUED:  # a revive's record: no run of this generation yet
         lines.append(("revived", when(r.get("finished_at"))))
+    elif r.get("status") == SCHEDULED:  # received before its not_before: no run yet
+        lines.append(("due", due(r.get("due_at"), now)))
+        lines.append(("enqueued", when(r.get("enqueued_at"))))
+        lines.append(("received", when(r.get("finished_at"))))
     else:
         lines.append(("enqueued", when(r.get("enqueued_at"))))
         lines.append(("started", when(r.get("started_at"))))

@@ -6,8 +6,11 @@ jobs (:class:`StreamFull`); it never trims: ``XADD MAXLEN`` would drop unread jo
 The check is a soft cap (concurrent producers can overshoot it by one chunk each), never a
 loss.
 
-A job with a delay waits in the scheduled set (:mod:`kindling.valkey.scheduled`) until it
-is due, instead of on the stream.
+A job with a delay goes on the stream like any other, with its ``not_before``: the first
+worker to read it records it ``scheduled`` with its due time (the runner's admission, so
+``kindling jobs show`` and the dashboard say when it is due from the start) and moves it to
+the scheduled set (:mod:`kindling.valkey.scheduled`), which puts it back on the stream when
+it is due. One extra pass through a worker per delayed job buys a record of it.
 
 Given the worker function (``function_name=``, or ``KINDLING_WORKER_FUNCTION``), the
 producer wakes it after adding jobs: in the same pipelined round trip as the ``XADD`` s, after
@@ -31,7 +34,6 @@ from kindling.handles import JobHandle, NoReader
 from kindling.valkey.connection import DEFAULT_SOCKET_TIMEOUT, connect, text
 from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, SIG_FIELD, TRACE_FIELD
 from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaInvoker
-from kindling.valkey.scheduled import schedule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,8 +51,8 @@ class StreamFull(EnqueueError):
 class Sent(JobHandle):
     """A job put on the stream: its handle (``status()``, ``result()``, ``revoke()``, read
     through the producer's ``reader``: :mod:`kindling.handles`), with its job id, task and
-    stream entry id (``None`` for a delayed job, which waits in the scheduled set and gets
-    its entry when it is due)."""
+    stream entry id as added (a delayed job's is acknowledged and deleted once a worker has
+    moved it to the scheduled set; it gets a new entry when it is due)."""
 
     __slots__ = ("entry",)
 
@@ -246,7 +248,7 @@ class StreamProducer:
             prepared = [(job, body, self.keyring.sign(destination, body)) for job, body in prepared]
         sent: list[Sent] = []
         # The caller's X-Ray trace travels as a field of each entry, as SQS's AWSTraceHeader
-        # does (a delayed job's entry is made when it is due, without it).
+        # does (a delayed job's entry made when it is due goes without it).
         import os
 
         header = os.environ.get("_X_AMZN_TRACE_ID")
@@ -255,17 +257,14 @@ class StreamProducer:
             if self.maxlen is not None:
                 self._check_room(len(chunk), sent, prepared[start:])
             pipe = self.client.pipeline(transaction=False)
-            for job, body, *signed in chunk:
+            for _job, body, *signed in chunk:
                 signature = signed[0] if signed else None
-                if job.not_before is not None:
-                    schedule(pipe, self.stream, body, job.not_before, signature)
-                else:
-                    fields = {FIELD: body}
-                    if signature is not None:
-                        fields[SIG_FIELD] = signature
-                    if header:
-                        fields[TRACE_FIELD] = header
-                    pipe.xadd(self.stream, fields)
+                fields = {FIELD: body}  # a delayed one too: see the module's docstring
+                if signature is not None:
+                    fields[SIG_FIELD] = signature
+                if header:
+                    fields[TRACE_FIELD] = header
+                pipe.xadd(self.stream, fields)
             if self.kicker is not None:
                 self.kicker.queue(pipe)  # after the XADDs: see kindling.valkey.kick
             try:
@@ -277,8 +276,7 @@ class StreamProducer:
                 if isinstance(reply, Exception):
                     refused[job.id] = f"{type(reply).__name__}: {reply}"
                 else:
-                    entry = None if job.not_before is not None else text(reply)
-                    sent.append(Sent(job.id, job.task, entry, self.reader))
+                    sent.append(Sent(job.id, job.task, text(reply), self.reader))
             if self.kicker is not None:
                 took, backlog = replies[len(chunk):]
                 # A flag taken is kicked even if every XADD was refused: only its drain frees it.
