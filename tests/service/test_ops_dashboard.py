@@ -88,6 +88,19 @@ def test_the_charts_count_every_status_and_give_each_task_its_own_percentiles_ov
     assert ok["duration_ms"]["p50"][-2] == 10.0 and ok["duration_ms"]["p50"][-3] is None
 
 
+def test_a_scheduled_job_is_charted_by_status_but_not_counted_as_finished(stack):  # noqa: F811
+    """Like a revive's ``queued``: no run yet, so it adds nothing to the throughput."""
+    scheduled = build_record(key="r-later", task="ops.ok", status="scheduled", attempts=0, started_at=NOW - 30_000,
+                             finished_at=NOW - 30_000) | {"due_at": NOW + 3_600_000}
+    DynamoResultStore(stack.table).write([record(1, at=NOW - 60_000), scheduled])
+    agg = Aggregator(stack, window_s=3600, buckets=60, tasks=["ops.ok"], clock=lambda: NOW / 1000)
+    agg.refresh(NOW + 1000)
+    s = agg.summary(NOW + 1000)
+    assert "scheduled" in s["statuses"] and sum(s["by_status"]["scheduled"]) == 1
+    assert sum(s["by_status"]["succeeded"]) == 1
+    assert s["per_minute"] == round(1 / 60, 2)  # the one that ran, over the hour's 60 minutes
+
+
 def test_a_refresh_reads_only_what_finished_since_the_last_one(stack):  # noqa: F811
     store = DynamoResultStore(stack.table)
     store.write([record(i, at=NOW - 1_000_000 + i) for i in range(30)])

@@ -25,7 +25,7 @@ from itertools import chain
 
 from kindling.ops import Stack
 from kindling.records import index_shards
-from kindling.status import BY_STATUS, QUEUED, RAN, RECORDED, SUCCEEDED
+from kindling.status import BY_STATUS, QUEUED, RAN, RECORDED, SCHEDULED, SUCCEEDED
 
 __all__ = ["Aggregator", "summary", "percentile", "OVERLAP_MS", "REBUILD_S", "QUANTILES"]
 
@@ -220,7 +220,8 @@ class Aggregator:
                     "total": {"jobs": sum(counts), "by_status": joint, "duration_ms": _quantiles(d),
                               "queue_wait_ms": _quantiles(w)},
                 }
-            finished = [sum(f["by_status"].get(s, 0) for s in statuses if s != QUEUED) for f in figs]
+            # queued (a revive) and scheduled (received early) stand for no run yet: not finished
+            finished = [sum(f["by_status"].get(s, 0) for s in statuses if s not in (QUEUED, SCHEDULED)) for f in figs]
             return {
                 "now": now_ms, "since": starts[0], "window_s": self.window_s, "step_ms": self.step, "buckets": starts,
                 "statuses": statuses, "by_status": by_status, "tasks": tasks,
