@@ -1,6 +1,7 @@
 """A 2-hour countdown on SQS (LocalStack), on a shortened clock and hop: the job waits its
 two hours in hops that re-time the message (ChangeMessageVisibility), runs exactly once when
-due, and none of the hops uses an attempt.
+due, and none of the hops uses an attempt. It is sent at once (no DelaySeconds), so its
+record says ``scheduled``, with its due time, from the first receive until it runs.
 
 The clock kindling reads (``now_ms``) runs SPEED times faster than the wall clock, and SQS's
 limits shrink to match: a message delay of at most 1 s (SQS: 900 s) and a hop of at most 3 s
@@ -8,6 +9,7 @@ limits shrink to match: a message delay of at most 1 s (SQS: 900 s) and a hop of
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -73,11 +75,33 @@ def test_a_two_hour_countdown_runs_once_when_due_and_its_hops_use_no_attempt(fas
 
     sent_at = fast_clock()
     handle = Client(queue_url=url, table=table).send(Call(due, [], {}, delay=COUNTDOWN_S))
+    seen: list[tuple[str, int, int | None]] = []  # the record as a reader sees it while the job waits
+    stop = threading.Event()
+
+    def watch() -> None:
+        reader = Client(queue_url=url, table=table)
+        while not stop.is_set():
+            r = reader.record(handle.id)
+            if r is not None:
+                seen.append((r["status"], r["attempts"], r.get("due_at")))
+            stop.wait(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     worker = SqsWorker(url, table, registry, wait=1, log=None, metrics=False)
-    counts = worker.run(burst=True, idle_timeout=30)
+    try:
+        counts = worker.run(burst=True, idle_timeout=30)
+    finally:
+        stop.set()
+        watcher.join(10)
 
     record = Client(queue_url=url, table=table).record(handle.id)
     assert len(runs) == 1, counts
     assert runs[0] >= sent_at + COUNTDOWN_S * 1000  # not before it was due
     assert counts.get("deferred", 0) >= 2, counts  # it came back early and was re-timed
     assert (record["status"], record["attempts"]) == ("succeeded", 1)  # the hops used no attempt
+    waiting = [s for s in seen if s[0] == "scheduled"]
+    assert waiting, seen  # jobs show said it was scheduled while it waited
+    assert {(status, attempts) for status, attempts, _ in waiting} == {("scheduled", 0)}
+    due_at = waiting[0][2]
+    assert sent_at + COUNTDOWN_S * 1000 <= due_at <= sent_at + COUNTDOWN_S * 1000 + 600_000, (sent_at, due_at)
