@@ -80,6 +80,17 @@ def test_when_due_the_job_runs_as_attempt_one_over_its_scheduled_record(reg):
     assert store.records[job.id]["status"] == "succeeded" and "due_at" not in store.records[job.id]
 
 
+def test_a_scheduled_job_revoked_before_it_is_due_is_skipped_when_due(reg):
+    store = MemoryResultStore()
+    job, d = early()
+    r = runner(reg, store)
+    r.run([d])
+    store.revoke(job.id, task="add")
+    due = new_job("add", [1, 2], job_id=job.id, not_before=now_ms() - 1)
+    [o] = r.run([Delivery(job.id, encode_job(due).decode(), 2)])
+    assert (o.status, store.records[job.id]["status"]) == ("skipped", "revoked")
+
+
 @pytest.mark.parametrize("task", ["quiet_add", "silent_add"])
 def test_a_task_that_keeps_no_success_record_is_never_left_scheduled(reg, task):
     store = MemoryResultStore()

@@ -299,8 +299,9 @@ class Client:
         return from_item(item) if item else None
 
     def status(self, job_id: str) -> str | None:
-        """``succeeded``, ``failed`` (will be retried), ``dead``, ``rejected``, or ``None``
-        while no worker has recorded an outcome (queued or running)."""
+        """``succeeded``, ``failed`` (will be retried), ``dead``, ``rejected``, ``revoked``,
+        ``scheduled`` (not due yet), or ``None`` while no worker has recorded an outcome
+        (queued or running)."""
         record = self.record(job_id)
         return record["status"] if record else None
 

@@ -192,8 +192,9 @@ class JobHandle:
         return require(self.reader).record(self.id)
 
     def status(self) -> str | None:
-        """``succeeded``, ``failed`` (will be retried), ``dead``, ``rejected``, ``revoked``, or
-        ``None`` while no worker has recorded an outcome (queued or running)."""
+        """``succeeded``, ``failed`` (will be retried), ``dead``, ``rejected``, ``revoked``,
+        ``scheduled`` (received before its delay was over: not run yet), or ``None`` while no
+        worker has recorded an outcome (queued or running)."""
         record = self.record()
         return record["status"] if record else None
 
