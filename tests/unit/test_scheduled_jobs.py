@@ -131,3 +131,14 @@ def test_jobs_show_says_a_scheduled_job_past_its_due_time_is_due_now():
     record["due_at"] = now - 5_000
     lines = dict(line.split(None, 1) for line in job_detail(record, now=now).splitlines() if line.strip())
     assert lines["due"] == "2027-01-15 07:59:55 (due now)"
+
+
+def test_jobs_retry_of_a_scheduled_job_is_refused_saying_when_it_runs():
+    """Its message is on the queue (hidden until due), not in the DLQ: a retry has nothing
+    to send, and the job runs by itself."""
+    from kindling.ops.revive import RetryRefused, refuse_settled
+
+    record = build_record(key="j-1", task="add", status="scheduled", attempts=0, started_at=1, finished_at=1)
+    record["due_at"] = 1_800_000_000_000
+    with pytest.raises(RetryRefused, match=r"j-1 is scheduled: due 2027-01-15 08:00:00 \(UTC\); it runs by itself"):
+        refuse_settled("j-1", record)

@@ -65,7 +65,7 @@ from kindling.errors import InvalidJob
 from kindling.ops import OpsError, Stack
 from kindling.ops.query import get_job
 from kindling.records import build_record, revive_key
-from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SUCCEEDED, WAITING
+from kindling.status import DEAD, FAILED, QUEUED, REJECTED, REVIVABLE, SCHEDULED, SUCCEEDED, WAITING
 
 __all__ = ["retry_job", "revive", "reopen_chord", "chord_member", "refuse_settled", "find_in_dlq", "RetryRefused",
            "HISTORY", "message_problem", "trusted_job_id"]
@@ -174,8 +174,8 @@ def retry_job(stack: Stack, job_id: str, *, search: int = 1000, queue: str | Non
 
 
 def refuse_settled(job_id: str, record: dict | None) -> None:
-    """Refuse a job whose record says a retry would not run it: succeeded, or failed and
-    back on its queue."""
+    """Refuse a job whose record says a retry would not run it: succeeded, or failed or
+    scheduled and back on its queue."""
     status = record.get("status") if record else None
     if status == SUCCEEDED:
         raise RetryRefused(f"job {job_id} already succeeded; a new run would be skipped as a duplicate "
@@ -183,6 +183,11 @@ def refuse_settled(job_id: str, record: dict | None) -> None:
     if status == FAILED:
         raise RetryRefused(f"job {job_id} failed attempt {record.get('attempts')} and is back on the queue: "
                            "it runs again by itself")
+    if status == SCHEDULED:
+        from kindling.ops.fmt import when
+
+        raise RetryRefused(f"job {job_id} is scheduled: due {when(record.get('due_at'))} (UTC); it runs by itself "
+                           "then (revoke it to cancel it)")
 
 
 def revive(stack: Stack, record: dict, *, now_ms: int | None = None) -> int:
