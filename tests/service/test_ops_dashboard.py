@@ -289,3 +289,24 @@ def test_retry_needs_the_pages_header_and_its_own_origin_then_revives_the_job(st
     assert client.record("dash-retry")["status"] == "queued"
     status, refused = request(server, "POST", path, {"X-Kindling-Dashboard": "1"})
     assert status == 409 and "already sent again" in refused["error"]
+
+
+def test_without_the_task_index_the_charts_show_every_other_status_and_say_why_successes_are_missing(
+        moto_endpoint):
+    """A table deployed with TaskIndex=false has no by_task index: the charts read by_status
+    alone (every outcome but succeeded) and say that successes need the index, rather than
+    failing once a task is named (on the command line or by a failure seen)."""
+    from kindling.ops import Stack
+    from test_ops import _results_table
+
+    plain = Stack(table=_results_table(task_index=False))
+    DynamoResultStore(plain.table, task_index=False).write(
+        [record(1, status="dead", error={"type": "E", "message": "m"}), record(2, status="succeeded")])
+    agg = Aggregator(plain, window_s=3600, buckets=60, tasks=["ops.ok"], clock=lambda: NOW / 1000)
+    agg.refresh(NOW + 1000)
+    s = agg.summary(NOW + 1000)
+    assert sum(s["by_status"]["dead"]) == 1 and sum(s["by_status"]["succeeded"]) == 0
+    assert s["tasks"] == ["ops.ok"]
+    assert "TaskIndex=true" in s["note"]
+    agg.refresh(NOW + 2000)  # and again, without asking for the index it lacks
+    assert sum(agg.summary(NOW + 2000)["by_status"]["dead"]) == 1

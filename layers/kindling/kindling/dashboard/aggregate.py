@@ -32,6 +32,8 @@ __all__ = ["Aggregator", "summary", "percentile", "OVERLAP_MS", "REBUILD_S", "QU
 OVERLAP_MS = 120_000
 REBUILD_S = 300
 QUANTILES = (50, 95, 99)
+NO_TASK_INDEX_NOTE = ("Succeeded jobs are not charted: the results table has no by_task index. Deploy with "
+                      "TaskIndex=true (and workers without KINDLING_TASK_INDEX=0) to chart them.")
 CAP = 200_000  # rows read per index value and shard in one refresh: beyond, the counts are a lower bound
 _PROJECTION = "#i, #s, #t, #f, #d, #e, #st"
 _NAMES = {"#i": "id", "#s": "status", "#t": "task", "#f": "finished_at", "#d": "duration_ms", "#e": "enqueued_at",
@@ -74,6 +76,7 @@ class Aggregator:
         self._lock = threading.Lock()
         self.first_lock = threading.Lock()  # the server's first read of this window, once
         self.as_of = 0
+        self.task_index = True  # until a Query finds the table has no by_task index (TaskIndex=false)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kindling-dashboard")
 
     # -- reading ---------------------------------------------------------------------------
@@ -89,9 +92,9 @@ class Aggregator:
         found = self._read([("by_status", "status_shard", s, None) for s in sorted(BY_STATUS)], start, now_ms)
         tasks = set(self.tasks)
         named = {r[3] for r in found if r[3]} - tasks
-        found += self._read([("by_task", "task_shard", t, SUCCEEDED) for t in sorted(tasks)], start, now_ms)
+        found += self._successes(tasks, start, now_ms)
         if named:  # a task first seen now: its whole window
-            found += self._read([("by_task", "task_shard", t, SUCCEEDED) for t in sorted(named)], since, now_ms)
+            found += self._successes(named, since, now_ms)
         with self._lock:
             if full:
                 self.rows.clear()
@@ -104,6 +107,21 @@ class Aggregator:
                 self._put(row)
             self._expire(since)
             self.seen_until = self.as_of = now_ms
+
+    def _successes(self, tasks: set[str], since: int, until: int) -> list[tuple]:
+        """The tasks' succeeded jobs, from ``by_task``: none from a table without that index
+        (the summary's ``note`` says so), which is asked once."""
+        if not self.task_index or not tasks:
+            return []
+        from kindling.ops.query import no_such_index
+
+        try:
+            return self._read([("by_task", "task_shard", t, SUCCEEDED) for t in sorted(tasks)], since, until)
+        except Exception as exc:
+            if not no_such_index(exc):
+                raise
+            self.task_index = False
+            return []
 
     def _read(self, values: list[tuple], since: int, until: int) -> list[tuple]:
         jobs = [(index, attr, f"{value}#{shard}", status) for index, attr, value, status in values
@@ -232,6 +250,7 @@ class Aggregator:
                 "duration_ms": _quantiles(sorted(chain.from_iterable(all_d))),
                 "queue_wait_ms": _quantiles(sorted(chain.from_iterable(all_w))),
                 "capped": self.capped, "queries": self.queries, "as_of": self.as_of,
+                "note": None if self.task_index else NO_TASK_INDEX_NOTE,
             }
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from kindling.ops import OpsError, Stack
 from kindling.records import index_shards, revive_key
 from kindling.status import SUCCEEDED
 
-__all__ = ["list_jobs", "get_job", "fill_errors", "parse_since"]
+__all__ = ["list_jobs", "get_job", "fill_errors", "parse_since", "no_such_index", "NO_TASK_INDEX"]
 
 NO_TASK_INDEX = ("listing {what} needs the results table's by_task index, which this table does not have: "
                  "deploy with TaskIndex=true (and run workers without KINDLING_TASK_INDEX=0; records written "
@@ -78,7 +78,7 @@ def list_jobs(stack: Stack, *, status: str | None = None, task: str | None = Non
         try:
             found += _query(stack, index, attr, f"{value}#{shard}", since_ms, until_ms, limit, filters, page_size)
         except Exception as exc:
-            if index == "by_task" and _no_such_index(exc):
+            if index == "by_task" and no_such_index(exc):
                 what = f"{status} jobs of a task" if status else "jobs by task"
                 raise OpsError(NO_TASK_INDEX.format(what=what)) from None
             raise
@@ -86,7 +86,7 @@ def list_jobs(stack: Stack, *, status: str | None = None, task: str | None = Non
     return found[:limit]
 
 
-def _no_such_index(exc: Exception) -> bool:
+def no_such_index(exc: Exception) -> bool:
     """DynamoDB's answer to a Query on an index the table lacks (a ValidationException;
     ResourceNotFoundException from moto)."""
     error = getattr(exc, "response", {}).get("Error", {})
