@@ -77,7 +77,7 @@ class StreamWorker:
         max_batch: the most entries the long-running loop reads at once. While reads come
             back full and rounds are quick (under 0.1 s), it reads twice as many each round,
             up to this (default 2,000, and never less than ``batch``); slow rounds halve it
-            back toward ``batch`` (:mod:`kindling.valkey.readsize`). ``batch`` here: a fixed size.
+            back toward ``batch`` (:mod:`kindling.valkey.readsize`). Equal to ``batch``: a fixed size.
         block_ms: how long one ``XREADGROUP`` blocks waiting for entries.
         visibility_ms: how long an entry may stay pending before another consumer reclaims it.
         max_attempts: deliveries before a failing job is dead (a job or task may say less or
