@@ -214,7 +214,7 @@ class JobContext:
 
     __slots__ = ("id", "task", "attempt", "max_attempts", "deadline", "lambda_context")
 
-    def __init__(self, id: str, task: str, attempt: int, max_attempts: int, deadline: float | None,
+    def __init__(self, id: str | None, task: str, attempt: int, max_attempts: int, deadline: float | None,
                  lambda_context: object = None):
         self.id = id
         self.task = task

@@ -190,7 +190,7 @@ class Task:
         from kindling.batch import JobContext
         from kindling.policy import DEFAULT_MAX_ATTEMPTS
 
-        return JobContext(None, self.name, 1, self.max_attempts or DEFAULT_MAX_ATTEMPTS, None)  # type: ignore[arg-type]
+        return JobContext(None, self.name, 1, self.max_attempts or DEFAULT_MAX_ATTEMPTS, None)
 
     def delay(self, *args: Any, **kwargs: Any):
         """Send a job running this task with these arguments; return its handle."""
