@@ -235,3 +235,54 @@ def test_the_migration_moves_a_streams_keys_from_their_old_names(valkey_url):
     assert main([valkey_url, "--stream", stream]) == 0
     assert client.zcard(scheduled_key(stream)) == 2 and client.xlen(dead_key(stream)) == 2
     assert not client.exists(f"{stream}:scheduled", f"{stream}:dead")
+
+
+def _replica_of(cluster, primary_port: int) -> int:
+    """The port of a replica of the primary on ``primary_port`` (CLUSTER NODES)."""
+    lines = [line.split() for line in cluster._info(primary_port, "CLUSTER", "NODES").splitlines() if line]
+    primary_id = next(f[0] for f in lines if f[1].split("@")[0].endswith(f":{primary_port}"))
+    return next(int(f[1].split("@")[0].rsplit(":", 1)[1]) for f in lines if "slave" in f[2] and f[3] == primary_id)
+
+
+def test_a_write_no_replica_acknowledged_in_time_does_not_count(cluster, monkeypatch):
+    """With ``wait_replicas=1`` a write counts once a replica has it: WAIT answering fewer
+    replicas than asked (the replica stopped here) raises instead of passing for done, as
+    an outcome unknown (the primary applied it), so that a worker keeps its entries pending
+    rather than acknowledge jobs whose records a failover could lose."""
+    import os
+    import signal
+
+    from kindling.valkey import errors
+
+    monkeypatch.setattr("kindling.valkey.cluster.WAIT_MS", 200)
+    client = _client(cluster.url + "?cluster=true&wait_replicas=1")
+    key = f"acked:{uuid.uuid4().hex[:8]}"
+    client.set(key, "1")  # the map read, the replica known, and WAIT answered 1
+    replica = cluster.server(_replica_of(cluster, cluster.owner_port(key))).proc
+    os.kill(replica.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(errors.ConnectionError, match="replica") as raised:
+            client.set(key, "2")
+        assert errors.outcome_unknown(raised.value)
+    finally:
+        os.kill(replica.pid, signal.SIGCONT)
+    cluster.wait_ok()
+    client.set(key, "3")  # the replica back: writes count again
+
+
+def test_a_map_read_before_the_replicas_showed_is_read_again(cluster):
+    """CLUSTER SLOTS lists a replica only seconds after it is attached. A client that read
+    the map before then (no replica: nothing to wait for) reads it again, at most once a
+    second, until the replicas it is to wait for show; a map with them is not read again."""
+    client = _client(cluster.url + "?cluster=true&wait_replicas=1")
+    key = f"reread:{uuid.uuid4().hex[:8]}"
+    client.set(key, "1")
+    router = client.router
+    assert set(router.replicas.values()) == {1}
+    read = router.refreshes
+    client.set(key, "2")
+    assert router.refreshes == read  # every primary shows its replica: the map stands
+    router.replicas = dict.fromkeys(router.replicas, 0)  # as read before the replicas showed
+    router.read_at = 0.0  # more than a second ago
+    client.set(key, "3")
+    assert router.refreshes == read + 1 and set(router.replicas.values()) == {1}

@@ -155,7 +155,7 @@ class ValkeyCluster:
             subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
                             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
                            check=True, capture_output=True, timeout=timeout)
-            self.wait_ok(timeout)
+            self.wait_ok(timeout, replicas_shown=True)
         except BaseException:
             self.stop()
             raise
@@ -170,17 +170,30 @@ class ValkeyCluster:
     def alive(self) -> list[ValkeyServer]:
         return [s for s in self.servers if s.proc is not None and s.proc.poll() is None]
 
-    def wait_ok(self, timeout: float = 30.0) -> None:
-        """Until every live node says cluster_state:ok and sees every slot served."""
+    def wait_ok(self, timeout: float = 30.0, *, replicas_shown: bool = False) -> None:
+        """Until every live node says cluster_state:ok and sees every slot served; with
+        ``replicas_shown``, also until CLUSTER SLOTS lists every primary's replicas (seconds
+        after they are attached: until then a client cannot know them, nor wait for them)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             infos = [self._info(s.port, "CLUSTER", "INFO") for s in self.alive()]
             links = [self._info(s.port, "INFO", "replication") for s in self.alive()]
             if all("cluster_state:ok" in i and "cluster_slots_ok:16384" in i for i in infos) and \
-                    all("role:master" in i or "master_link_status:up" in i for i in links):
+                    all("role:master" in i or "master_link_status:up" in i for i in links) and \
+                    (not replicas_shown or self._replicas_shown()):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"the cluster on ports {self.ports} did not become ok within {timeout} s")
+
+    def _replicas_shown(self) -> bool:
+        """Whether CLUSTER SLOTS lists ``replicas`` replicas for every slot range."""
+        from kindling.valkey.connection import connect
+
+        client = connect(self.alive()[0].url)
+        try:
+            return all(len(entry) - 3 >= self.replicas for entry in client.execute_command("CLUSTER", "SLOTS"))
+        finally:
+            client.close()
 
     def _primaries(self) -> dict[int, list[tuple[int, int]]]:
         """Each live primary's port and slot ranges, as a live node sees them (CLUSTER NODES)."""

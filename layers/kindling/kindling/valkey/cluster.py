@@ -50,6 +50,11 @@ timeout of 1 s); the pauses between add up to about 12 s."""
 
 WAIT_MS = 1000
 """With ``wait_replicas``: how long a pipeline's WAIT waits for its replicas' acknowledgement."""
+REREAD_S = 1.0
+"""With ``wait_replicas``: how often the map is read again while a primary shows fewer
+replicas than that. A replica joins ``CLUSTER SLOTS`` only seconds after it is attached
+(once its link is seen healthy), and until it shows, writes to its primary are not waited
+for; a map read at that moment would otherwise stand until a redirect."""
 
 _TABLE: list[int] = []
 
@@ -144,6 +149,7 @@ class Router:
         self.slots: list[tuple[str, int] | None] = []
         self.replicas: dict[tuple[str, int], int] = {}
         self.stale = True
+        self.read_at = 0.0  # monotonic() of the last map read
         self.refreshes = 0  # how many times the map was read: a figure the tests look at
         self.wait_replicas = int(getattr(seed, "wait_replicas", 0) or 0)
 
@@ -196,6 +202,7 @@ class Router:
                 slots[slot] = address
             replicas[address] = len(others)
         self.slots, self.replicas, self.stale = slots, replicas, False
+        self.read_at = monotonic()
         self.refreshes += 1
         for address in replicas:
             if address not in self.seeds:
@@ -262,6 +269,9 @@ class Router:
                 for slot, positions in by_slot.items()]
 
     def _send(self, parts: list[_Part], scripts: list, deadline: float | None) -> None:
+        if self.wait_replicas and monotonic() - self.read_at >= REREAD_S and \
+                any(n < self.wait_replicas for n in self.replicas.values()):
+            self.stale = True  # a replica may have shown up since (REREAD_S)
         pending = parts
         for attempt in range(1, ATTEMPTS + 1):
             retry: list[_Part] = []
@@ -276,7 +286,8 @@ class Router:
                         stack.append((("ASKING",), {}))
                     stack.append((part.args, part.options))
                 acks = min(self.wait_replicas, self.replicas.get(address, 0))
-                if acks and not all(command_name(a) in IDEMPOTENT for a, _ in stack):
+                waits = bool(acks) and not all(command_name(a) in IDEMPOTENT for a, _ in stack)
+                if waits:
                     stack.append((("WAIT", acks, WAIT_MS), {}))  # the writes reach a replica before they count
                 try:
                     replies = self.node(address).pipeline(transaction=False).raw_replies(stack, scripts, deadline)
@@ -287,6 +298,8 @@ class Router:
                     retry += group  # refused before anything was sent: a node down, its replica not yet promoted
                     pause = True
                     continue
+                if waits:
+                    _check_replicated(replies[-1], acks, address)
                 replies = iter(replies)
                 for part in group:
                     if part.ask is not None:
@@ -343,6 +356,19 @@ class Router:
                 part.reply = reply
             return
         raise ConnectionError(f"the cluster kept refusing a transaction of {len(parts)} commands")
+
+
+def _check_replicated(confirmed: object, acks: int, address: tuple[str, int]) -> None:
+    """WAIT's answer: fewer replicas than asked for within :data:`WAIT_MS` means the writes
+    sit on the primary alone, where a failover could lose them. They must not count as done
+    (a worker would acknowledge jobs whose records then vanish), nor as not done (the
+    primary applied them): an outcome unknown, as a lost reply is."""
+    if type(confirmed) is int and confirmed >= acks:
+        return
+    error = ConnectionError(f"writes to {address[0]}:{address[1]} reached {confirmed!r} of the {acks} "
+                            f"replica(s) asked for within {WAIT_MS} ms: they may be lost in a failover")
+    error.maybe_ran = True
+    raise error
 
 
 def _pause(attempt: int, deadline: float | None) -> None:
