@@ -80,6 +80,7 @@ from kindling.valkey.errors import (
     TimeoutError,
     ValkeyError,
     WatchError,
+    topology_changed,
 )
 
 _ssl = None  # the ssl module, once a TLS connection has needed it
@@ -327,6 +328,8 @@ class Valkey(Commands):
                         raise
                     raise error from exc
                 conn.last_used = monotonic()
+                if any(isinstance(r, ResponseError) and topology_changed(r) for r in replies):
+                    conn.close()  # a failover: the next command opens it again (a name resolved again)
                 return replies
             raise AssertionError("unreachable")  # pragma: no cover
         finally:

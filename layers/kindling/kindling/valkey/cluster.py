@@ -17,10 +17,12 @@ pipeline per node, each sent in one write with the scripts it runs loaded first;
 come back in the order queued. A transaction must keep to one slot (a CROSSSLOT error).
 
 Redirects and failover. MOVED: the slot's new owner is noted and the command sent there.
-ASK (a slot being migrated): ASKING and the command, to the node named, once. TRYAGAIN,
-CLUSTERDOWN, READONLY, LOADING, and a node refusing connections (a primary killed, its
-replica not yet promoted): nothing ran, so the map is read again and the command sent
-again after a pause (50 ms doubling to 1 s, at most :data:`ATTEMPTS` times, never past a
+ASK (a slot being migrated): ASKING and the command, to the node named, once. The replies
+that mean the topology changed (:data:`~kindling.valkey.errors.TOPOLOGY_CHANGED`: UNBLOCKED,
+a blocking read a failover interrupted; READONLY, a primary demoted; LOADING, MASTERDOWN,
+TRYAGAIN, CLUSTERDOWN), and a node refusing connections (a primary killed, its replica not
+yet promoted): nothing ran, so the map is read again and the command sent again after a
+pause (50 ms doubling to 1 s, at most :data:`ATTEMPTS` times, never past a
 ``deadline``). A connection lost *after* a write was sent is not retried (the client's rule:
 a write is never sent twice): the error says it may have run, and the map is read again
 before the next command.
@@ -33,12 +35,11 @@ from time import monotonic, sleep
 
 from kindling.valkey.commands import IDEMPOTENT, command_name, parse_reply
 from kindling.valkey.errors import (
-    BusyLoadingError,
     ConnectionError,
     DeadlineExceeded,
-    ReadOnlyError,
     ResponseError,
     TimeoutError,
+    topology_changed,
 )
 from kindling.valkey.keys import hash_tag
 
@@ -93,7 +94,6 @@ _KEYLESS = frozenset({
 })
 _BROADCAST = frozenset({"SCRIPT LOAD", "SCRIPT FLUSH", "FLUSHDB", "FLUSHALL"})
 _SPLIT = frozenset({"MGET", "DEL", "EXISTS", "UNLINK", "TOUCH"})
-_WAIT_AND_RETRY = ("TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
 
 
 def _word(value) -> str:
@@ -319,7 +319,7 @@ class Router:
                         host, _, port = where.rpartition(":")
                         part.ask = (host or address[0], int(port))
                         retry.append(part)
-                    elif kind in _WAIT_AND_RETRY or isinstance(reply, ReadOnlyError | BusyLoadingError):
+                    elif topology_changed(reply):  # UNBLOCKED, READONLY, TRYAGAIN...: nothing ran
                         self.stale = True
                         pause = True
                         retry.append(part)
@@ -343,11 +343,13 @@ class Router:
             pipe = self.node(self.owner(slot)).pipeline(transaction=True)
             try:
                 replies = pipe.raw_replies([(p.args, p.options) for p in parts], scripts, deadline, redirects=True)
-            except ConnectionError as exc:
+            except (ConnectionError, ResponseError) as exc:
+                if not isinstance(exc, ConnectionError) and not topology_changed(exc):
+                    raise
                 self.stale = True
                 if getattr(exc, "maybe_ran", False):
                     raise
-                _pause(attempt, deadline)
+                _pause(attempt, deadline)  # a refusal at queueing (READONLY, TRYAGAIN...): EXECABORT, nothing ran
                 continue
             if replies and type(replies[0]) is ResponseError and str(replies[0].args[0]).startswith(("MOVED", "ASK")):
                 self.stale = True

@@ -49,6 +49,17 @@ class BusyLoadingError(ConnectionError):
     """The server is loading its dataset (LOADING)."""
 
 
+class UntrustedNodeError(ConnectionError):
+    """A cluster node named an address (MOVED, ASK, CLUSTER SLOTS) outside those the client
+    may follow (``cluster_allow``): refused before any connection to it, so neither the
+    password nor a command went there. Nothing ran on its account."""
+
+
+class ClusterMapError(ConnectionError):
+    """A cluster's redirect or ``CLUSTER SLOTS`` reply that cannot be read (a slot out of
+    range, a port that is not one, a wrong shape): the command it answered did not run."""
+
+
 class InvalidResponse(ValkeyError):
     """The server's bytes are not RESP."""
 
@@ -111,6 +122,33 @@ def connection_errors() -> tuple[type[BaseException], ...]:
 def valkey_errors() -> tuple[type[BaseException], ...]:
     """Everything either client raises about Valkey (server, connection, protocol)."""
     return (ValkeyError, OSError, *_theirs("ValkeyError"))
+
+
+TOPOLOGY_CHANGED = ("UNBLOCKED", "READONLY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
+"""The first words of the error replies that mean "the topology changed under this command"
+(a failover, a node loading, a slot moving): the command did not run, and it can be sent
+again once the map is read again (on a single node: once the connection is opened again)."""
+
+_PIPELINE_PREFIX = " of pipeline caused error: "
+
+
+def topology_changed(exc: BaseException) -> bool:
+    """Whether ``exc`` (either client's) is a reply of :data:`TOPOLOGY_CHANGED`: nothing ran."""
+    if isinstance(exc, (ReadOnlyError, BusyLoadingError,
+                        *_theirs("ReadOnlyError", "BusyLoadingError", "ClusterDownError", "TryAgainError"))):
+        return True
+    if not isinstance(exc, response_errors()) or not exc.args:
+        return False
+    text = str(exc.args[0])
+    if _PIPELINE_PREFIX in text:  # "Command # 2 (XADD ...) of pipeline caused error: READONLY ..."
+        text = text.split(_PIPELINE_PREFIX, 1)[1]
+    return text.split(" ", 1)[0] in TOPOLOGY_CHANGED
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` means Valkey cannot serve now (a connection lost or refused, a
+    timeout, the topology changing): what a loop waits out and goes on from."""
+    return isinstance(exc, connection_errors()) or topology_changed(exc)
 
 
 def outcome_unknown(exc: BaseException) -> bool:

@@ -124,6 +124,7 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
     soonest = None
     wait_ms = block_ms
     fruitless = 0
+    changes = 0  # topology changes in a row (a failover): each waited out a little longer
     while True:
         left = rest()
         if left is not None and left < stop_below:
@@ -131,10 +132,26 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
             break
         block = min(wait_ms, MAX_BLOCK_MS) if left is None else max(1, min(wait_ms, MAX_BLOCK_MS, left - stop_below))
         wait_ms = block_ms
-        deliveries = worker.fetch(block)
+        try:
+            deliveries = worker.fetch(block)
+            if deliveries:
+                outcomes = worker.process(deliveries, remaining_ms, request_id)
+            else:
+                kept, work, soonest = handshake()
+        except errors.valkey_errors() as exc:
+            if not errors.topology_changed(exc):
+                raise
+            # A failover (UNBLOCKED, READONLY...): nothing ran; the map is read again, the drain goes on.
+            worker.port.connection_lost()
+            changes += 1
+            if runner.log:
+                runner.log({"kindling": "valkey_topology_changed", "error": str(exc)[:300]})
+            left = rest()
+            time.sleep(min(0.05 * 2 ** min(changes, 5), 1.0, 1.0 if left is None else max(0, left - stop_below) / 1000))
+            continue
+        changes = 0
         if deliveries:
             fruitless = 0
-            outcomes = worker.process(deliveries, remaining_ms, request_id)
             batches += 1
             for o in outcomes:
                 counts[o.status] = counts.get(o.status, 0) + 1
@@ -147,7 +164,6 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
                 ended = "store_unavailable"
                 break
             continue
-        kept, work, soonest = handshake()
         if not kept:
             break
         if work:

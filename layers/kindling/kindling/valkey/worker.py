@@ -329,7 +329,9 @@ class StreamWorker:
                     self.port.batch = size.after(self._read_full, time.monotonic() - started)
                     if sent is None:  # no read to settle with: settled now
                         self._settle_pending()
-                except errors.connection_errors() as exc:
+                except errors.valkey_errors() as exc:
+                    if not errors.unavailable(exc):  # lost, refused, or the topology changing (a failover)
+                        raise
                     sent = self._complete_quietly(sent)
                     self.port.connection_lost()
                     self._pause(valkey_backoff, "valkey_unavailable", str(exc))
@@ -499,12 +501,15 @@ class StreamWorker:
         stay pending and are reclaimed."""
         try:
             self._settle_pending()
-        except errors.connection_errors():
-            pass
+        except errors.valkey_errors() as exc:
+            if not errors.unavailable(exc):
+                raise
         if sent is not None:
             try:
                 self._complete(sent)
-            except (*errors.connection_errors(), StoreUnavailable):
+            except (*errors.valkey_errors(), StoreUnavailable) as exc:
+                if not isinstance(exc, StoreUnavailable) and not errors.unavailable(exc):
+                    raise
                 sent.release()
         return None
 

@@ -1,0 +1,126 @@
+"""Replies that mean "the topology changed" (a failover, a node loading, a slot moving):
+UNBLOCKED, READONLY, LOADING, MASTERDOWN, TRYAGAIN, CLUSTERDOWN. Nothing ran; the worker,
+the producer and the drain read the map again (a single node: open the connection again)
+and go on, none of them exits.
+
+A loopback proxy in front of a real valkey-server answers the chosen command with each
+reply (tests/support/valkey_proxy.py), as a node does during ``CLUSTER FAILOVER``.
+
+Run: .venv/bin/python -m pytest tests/service/test_valkey_topology_replies.py -q
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from support.valkey_proxy import Interposer, blocking_read, command
+
+pytestmark = pytest.mark.valkey
+
+REPLIES = {
+    "UNBLOCKED": b"-UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)\r\n",
+    "READONLY": b"-READONLY You can't write against a read only replica.\r\n",
+    "LOADING": b"-LOADING Valkey is loading the dataset in memory\r\n",
+    "MASTERDOWN": b"-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n",
+    "TRYAGAIN": b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+    "CLUSTERDOWN": b"-CLUSTERDOWN The cluster is down\r\n",
+}
+
+
+@pytest.fixture(scope="module")
+def server(start_valkey):
+    return start_valkey()
+
+
+@pytest.fixture
+def proxy(server):
+    with Interposer(server.port) as proxy:
+        yield proxy
+
+
+def _registry(ran: list):
+    from kindling.registry import Registry
+
+    registry = Registry()
+    registry.task(name="job")(ran.append)
+    return registry
+
+
+def _send(url: str, stream: str, n: int) -> None:
+    from kindling.valkey import StreamProducer
+
+    StreamProducer(url, stream=stream).enqueue_many([("job", [i], {}) for i in range(n)])
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["one node", "cluster client"])
+@pytest.mark.parametrize("code", list(REPLIES))
+def test_a_worker_whose_blocking_read_is_answered_with_a_topology_change_goes_on(server, proxy, code, cluster):
+    from kindling.results import MemoryResultStore
+    from kindling.valkey import StreamWorker
+
+    stream = f"topo:{uuid.uuid4().hex[:8]}"
+    _send(server.url, stream, 5)
+    proxy.answer(blocking_read, REPLIES[code])
+    ran: list = []
+    url = proxy.url + ("?cluster=true" if cluster else "")
+    worker = StreamWorker(url, store=MemoryResultStore(), registry=_registry(ran), stream=stream, block_ms=50,
+                          heartbeat=False, log=False)
+    try:
+        counts = worker.run(burst=True)
+    finally:
+        worker.client.close()
+    assert len(proxy.answered) == 1  # the reply was sent to the worker's blocking read
+    assert sorted(ran) == list(range(5)) and counts.get("succeeded") == 5
+    if cluster:
+        assert worker.client.router.refreshes >= 2  # the map was read again
+
+
+@pytest.mark.parametrize("code", list(REPLIES))
+def test_a_cluster_producer_answered_with_a_topology_change_sends_again_once_the_map_is_read(server, proxy, code):
+    from kindling.valkey import StreamProducer
+
+    stream = f"topo:{uuid.uuid4().hex[:8]}"
+    proxy.answer(command("XADD"), REPLIES[code], times=3)
+    producer = StreamProducer(proxy.url + "?cluster=true", stream=stream)
+    sent = producer.enqueue_many([("job", [i], {}) for i in range(3)])
+    assert len(proxy.answered) == 3
+    assert len(sent) == 3 and producer.client.xlen(stream) == 3  # each sent once, after the map was read again
+    assert producer.client.router.refreshes >= 2
+
+
+@pytest.mark.parametrize("code", list(REPLIES))
+def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(server, proxy, code):
+    from kindling.errors import EnqueueError, EnqueueUncertain
+    from kindling.valkey import StreamProducer
+
+    stream = f"topo:{uuid.uuid4().hex[:8]}"
+    proxy.answer(command("XADD"), REPLIES[code], times=3)
+    producer = StreamProducer(proxy.url, stream=stream)
+    with pytest.raises(EnqueueError) as caught:
+        producer.enqueue_many([("job", [i], {}) for i in range(3)])
+    assert not isinstance(caught.value, EnqueueUncertain) and len(caught.value.failed) == 3
+    assert producer.enqueue_many([("job", [i], {}) for i in range(3)])  # the same producer goes on
+    assert producer.client.xlen(stream) == 3
+
+
+@pytest.mark.parametrize("code", list(REPLIES))
+def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_on(server, proxy, code, monkeypatch):
+    from kindling.results import MemoryResultStore
+    from kindling.runner import Runner
+    from kindling.valkey.keys import flag_key
+    from kindling.valkey.lambda_drain import drain
+
+    stream = f"topo:{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("KINDLING_VALKEY_URL", proxy.url)
+    monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
+    _send(server.url, stream, 4)
+    proxy.answer(blocking_read, REPLIES[code])
+    ran: list = []
+    runner = Runner(_registry(ran), MemoryResultStore(), safety_ms=100, cutoff_ms=50, log=None)
+    deadline = time.monotonic() + 3
+    summary = drain(runner, {"kindling": "drain", "stream": stream, "flag": flag_key(stream)},
+                    lambda: max(0, int((deadline - time.monotonic()) * 1000)), invoker=lambda e: None)
+    assert len(proxy.answered) == 1
+    assert sorted(ran) == list(range(4)) and summary["processed"] == 4
