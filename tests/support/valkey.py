@@ -250,6 +250,35 @@ class ValkeyCluster:
             time.sleep(0.1)
         raise RuntimeError(f"no replica of the primary on port {killed} was promoted within {timeout} s")
 
+    def replica_of(self, primary: int) -> int:
+        """The port of a replica of the primary on ``primary`` (CLUSTER NODES)."""
+        lines = [line.split() for line in self._info(primary, "CLUSTER", "NODES").splitlines() if line]
+        primary_id = next(f[0] for f in lines if f[1].split("@")[0].endswith(f":{primary}"))
+        return next(int(f[1].split("@")[0].rsplit(":", 1)[1]) for f in lines
+                    if "slave" in f[2] and f[3] == primary_id and "fail" not in f[2])
+
+    def blocked(self, port: int, command: str = "xreadgroup") -> int:
+        """How many clients of the node on ``port`` wait in a blocking ``command`` (CLIENT LIST)."""
+        return sum(1 for line in self._info(port, "CLIENT", "LIST").splitlines()
+                   if f"cmd={command}" in line and " flags=b" in line)
+
+    def fail_over(self, primary: int, *, force: bool = False, timeout: float = 30.0) -> int:
+        """``CLUSTER FAILOVER`` (``FORCE``: without the primary's agreement) sent to a replica
+        of the primary on ``primary``; waits until that replica serves its slots and the
+        primary follows it, and returns the replica's port (the new primary)."""
+        replica = self.replica_of(primary)
+        answer = self._info(replica, "CLUSTER", "FAILOVER", *(["FORCE"] if force else []))
+        if "OK" not in answer:
+            raise RuntimeError(f"CLUSTER FAILOVER on port {replica}: {answer!r}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            primaries = self._primaries()
+            if primaries.get(replica) and not primaries.get(primary):
+                self.wait_ok(max(1.0, deadline - time.monotonic()))
+                return replica
+            time.sleep(0.05)
+        raise RuntimeError(f"the replica on port {replica} did not take over from {primary} within {timeout} s")
+
     def stop(self) -> None:
         for server in self.servers:
             server.stop()

@@ -102,7 +102,7 @@ def _to_bool(value: str) -> bool | None:
 _QUERY_TYPES = {
     "db": int, "socket_timeout": float, "socket_connect_timeout": float, "socket_keepalive": _to_bool,
     "health_check_interval": int, "ssl_check_hostname": _to_bool, "cluster": _to_bool,
-    "wait_replicas": int,
+    "wait_replicas": int, "cluster_allow": str,
 }
 
 # The first word of an error reply that means "this key lives on another node of a cluster":
@@ -208,7 +208,7 @@ class Valkey(Commands):
                  ssl_ca_certs: str | None = None, ssl_ca_path: str | None = None, ssl_ca_data=None,
                  ssl_check_hostname: bool | None = True, ssl_password=None, health_check_interval: float = 0,
                  client_name: str | None = None, decode_responses: bool = False, cluster: bool | None = None,
-                 wait_replicas: int = 0) -> None:
+                 wait_replicas: int = 0, cluster_allow: str | None = None) -> None:
         if decode_responses:
             raise DataError("kindling's Valkey client returns bytes only (decode_responses=False)")
         self.host, self.port, self.db = host, int(port), int(db or 0)
@@ -227,6 +227,7 @@ class Valkey(Commands):
         self._idle: list[Connection] = []
         self.cluster = bool(cluster)
         self.wait_replicas = int(wait_replicas or 0)  # on a cluster: WAIT for this many replicas after writes
+        self.cluster_allow = cluster_allow  # on a cluster: the nodes a redirect may name (cluster.NodePolicy)
         self.router = None  # a kindling.valkey.cluster.Router once this client speaks to a cluster
         self._options = dict(
             db=db, password=password, socket_timeout=socket_timeout, socket_connect_timeout=socket_connect_timeout,

@@ -35,10 +35,12 @@ from time import monotonic, sleep
 
 from kindling.valkey.commands import IDEMPOTENT, command_name, parse_reply
 from kindling.valkey.errors import (
+    ClusterMapError,
     ConnectionError,
     DeadlineExceeded,
     ResponseError,
     TimeoutError,
+    UntrustedNodeError,
     topology_changed,
 )
 from kindling.valkey.keys import hash_tag
@@ -120,9 +122,193 @@ def command_keys(args) -> list:
     return list(args[1:2])
 
 
-def _address(value, fallback: str) -> str:
-    host = value.decode() if isinstance(value, bytes) else str(value or "")
-    return host if host and host != "?" else fallback
+def _malformed(what: str, value) -> ClusterMapError:
+    shown = repr(value)
+    return ClusterMapError(f"the cluster sent a malformed {what}: {shown[:200]}{'...' if len(shown) > 200 else ''}")
+
+
+def _host(value, fallback: str) -> str:
+    """A node's host as a reply names it: "" or "?" (unknown) is the node asked."""
+    if isinstance(value, bytes | bytearray):
+        try:
+            value = bytes(value).decode("ascii")
+        except UnicodeDecodeError:
+            raise _malformed("host", value) from None
+    if not isinstance(value, str) or any(c in value for c in " \t\r\n/@\x00"):
+        raise _malformed("host", value)
+    return value if value and value != "?" else fallback
+
+
+def _port(value) -> int:
+    if isinstance(value, bytes | bytearray | str):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes | bytearray) else value
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= 5 else -1
+    if type(value) is not int or not 0 < value < 65536:
+        raise _malformed("port", value)
+    return value
+
+
+def _slot(value) -> int:
+    if isinstance(value, bytes | bytearray | str):
+        text = value.decode("ascii", "replace") if isinstance(value, bytes | bytearray) else value
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= 5 else -1
+    if type(value) is not int or not 0 <= value < SLOTS:
+        raise _malformed("slot", value)
+    return value
+
+
+def parse_redirect(text: str, asked: str) -> tuple[int, tuple[str, int]]:
+    """The slot and address of ``MOVED <slot> <host>:<port>`` (or ASK); an empty host is
+    ``asked``, the node that answered. Anything else is a :class:`ClusterMapError`."""
+    words = text.split(" ")
+    if len(words) != 3 or words[0] not in ("MOVED", "ASK") or ":" not in words[2]:
+        raise _malformed("redirect", text)
+    host, _, port = words[2].rpartition(":")
+    return _slot(words[1]), (_host(host, asked), _port(port))
+
+
+def parse_slots(reply, asked: tuple[str, int]) -> list[tuple[int, int, tuple[str, int], int]]:
+    """``CLUSTER SLOTS`` as ``(start, end, primary, replicas)`` ranges, each checked (slots
+    in range, start before end, a host and a port); anything else is a ClusterMapError."""
+    if not isinstance(reply, list):
+        raise _malformed("CLUSTER SLOTS reply", reply)
+    ranges = []
+    for entry in reply:
+        if not isinstance(entry, list) or len(entry) < 3 or not isinstance(entry[2], list) or len(entry[2]) < 2:
+            raise _malformed("CLUSTER SLOTS entry", entry)
+        start, end = _slot(entry[0]), _slot(entry[1])
+        if start > end:
+            raise _malformed("CLUSTER SLOTS range", entry)
+        primary = entry[2]
+        ranges.append((start, end, (_host(primary[0], asked[0]), _port(primary[1])), len(entry) - 3))
+    return ranges
+
+
+# Address scopes: a node named by the cluster must be in the scope of a configured one (the
+# default rule, "network"). Checked on the address itself, before any connection.
+_SCOPES = (
+    ("loopback", ("127.0.0.0/8", "::1/128")),
+    ("private", ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")),
+    ("link-local", ("169.254.0.0/16", "fe80::/10")),
+    ("unspecified", ("0.0.0.0/8", "::/128")),
+)
+
+
+def _ip(host: str) -> tuple[int, int] | None:
+    """``(bits, value)`` of an IP address literal (an IPv4-mapped IPv6 one as IPv4); None for a name."""
+    import _socket
+
+    for family, bits in ((_socket.AF_INET, 32), (_socket.AF_INET6, 128)):
+        try:
+            value = int.from_bytes(_socket.inet_pton(family, host), "big")
+        except (OSError, ValueError):
+            continue
+        if bits == 128 and value >> 32 == 0xFFFF:
+            return 32, value & 0xFFFFFFFF
+        return bits, value
+    return None
+
+
+def _network(text: str) -> tuple[int, int, int]:
+    """``(bits, prefix, length)`` of "10.0.0.0/8" or of a single address."""
+    address, _, length = text.partition("/")
+    ip = _ip(address)
+    if ip is None or (length and not (length.isdigit() and int(length) <= ip[0])):
+        raise ValueError(f"not an address or network: {text!r}")
+    bits, value = ip
+    n = int(length) if length else bits
+    return bits, value >> (bits - n), n
+
+
+def _within(ip: tuple[int, int], network: tuple[int, int, int]) -> bool:
+    bits, prefix, n = network
+    return ip[0] == bits and ip[1] >> (bits - n) == prefix
+
+
+_SCOPE_NETWORKS = [(name, [_network(n) for n in nets]) for name, nets in _SCOPES]
+
+
+def _scope(ip: tuple[int, int]) -> str:
+    return next((name for name, nets in _SCOPE_NETWORKS if any(_within(ip, n) for n in nets)), "public")
+
+
+class NodePolicy:
+    """Which addresses a cluster node may send the client to (MOVED, ASK, CLUSTER SLOTS),
+    from the ``cluster_allow`` option: a comma-separated list of
+
+    - ``network`` (the default): an address in the scope of the configured node's (its URL's
+      host, or the addresses that name resolves to): loopback, private (RFC 1918, RFC 6598,
+      IPv6 ULA), link-local or public, never from one to another; a host name, when it is
+      the configured one or shares its parent domain (``node-2.example.internal`` for
+      ``cfg.example.internal``);
+    - networks and addresses (``10.0.0.0/8``, ``fd00::/8``, ``192.0.2.7``);
+    - host names, exact or ``*.suffix``;
+    - ``any``: every address, as valkey-py follows them.
+
+    A refused address raises :class:`~kindling.valkey.errors.UntrustedNodeError` before a
+    connection is opened: neither the password nor a command goes there."""
+
+    def __init__(self, seed: str, allow: str | None) -> None:
+        self.seed = seed.lower().rstrip(".")
+        self.text = allow or "network"
+        self.any = False
+        self.network = False
+        self.networks: list[tuple[int, int, int]] = []
+        self.names: list[str] = []
+        for item in (i.strip().lower() for i in self.text.split(",")):
+            if item == "any":
+                self.any = True
+            elif item == "network":
+                self.network = True
+            elif item.startswith("*."):
+                self.names.append(item[1:])  # ".suffix"
+            elif "/" in item or _ip(item) is not None:
+                self.networks.append(_network(item))
+            elif item:
+                self.names.append(item)
+        self._scopes: set[str] | None = None
+        self.passed: set[str] = {self.seed}
+
+    def seed_scopes(self) -> set[str]:
+        """The scopes of the configured node: of its address, or of those its name resolves to."""
+        if self._scopes is None:
+            ip = _ip(self.seed)
+            if ip is not None:
+                self._scopes = {_scope(ip)}
+            else:
+                import _socket
+
+                try:
+                    host = self.seed.encode("ascii") if self.seed.isascii() else self.seed
+                    infos = _socket.getaddrinfo(host, None, 0, _socket.SOCK_STREAM)
+                except (OSError, UnicodeError):
+                    infos = []
+                self._scopes = {_scope(i) for i in (_ip(info[4][0]) for info in infos) if i is not None}
+        return self._scopes
+
+    def allows(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        if self.any or host in self.passed:
+            return True
+        ip = _ip(host)
+        if ip is not None:
+            if any(_within(ip, n) for n in self.networks):
+                return True
+            return self.network and _scope(ip) in self.seed_scopes() and _scope(ip) != "unspecified"
+        if any(host == n or (n.startswith(".") and host.endswith(n)) for n in self.names):
+            return True
+        parent = self.seed.partition(".")[2]
+        return self.network and _ip(self.seed) is None and "." in parent and host.endswith("." + parent)
+
+    def check(self, address: tuple[str, int], named_by: str) -> None:
+        host = address[0]
+        if self.allows(host):
+            self.passed.add(host.lower().rstrip("."))
+            return
+        raise UntrustedNodeError(
+            f"a cluster node named {host}:{address[1]} ({named_by}), outside the addresses this client may "
+            f"follow (cluster_allow={self.text!r}, configured node {self.seed}): refused, nothing was sent "
+            f"there; if the node is yours, name it or its network in cluster_allow")
 
 
 class _Part:
@@ -152,6 +338,7 @@ class Router:
         self.read_at = 0.0  # monotonic() of the last map read
         self.refreshes = 0  # how many times the map was read: a figure the tests look at
         self.wait_replicas = int(getattr(seed, "wait_replicas", 0) or 0)
+        self.policy = NodePolicy(seed.host, getattr(seed, "cluster_allow", None))
 
     def close(self) -> None:
         nodes, self.nodes = self.nodes, {}
@@ -189,18 +376,24 @@ class Router:
                 error = exc
                 continue
             if reply:
-                self._set(reply, address)
+                try:
+                    self._set(reply, address)
+                except ConnectionError as exc:  # malformed, or naming a node outside those allowed
+                    error = exc
+                    continue
                 return
-        raise ConnectionError(f"no node of the cluster answered CLUSTER SLOTS ({len(known)} tried): {error}")
+        kind = type(error) if isinstance(error, UntrustedNodeError | ClusterMapError) else ConnectionError
+        raise kind(f"no node of the cluster answered CLUSTER SLOTS ({len(known)} tried): {error}")
 
     def _set(self, reply, asked: tuple[str, int]) -> None:
         slots: list[tuple[str, int] | None] = [None] * SLOTS
         replicas: dict[tuple[str, int], int] = {}
-        for start, end, primary, *others in reply:
-            address = (_address(primary[0], asked[0]), int(primary[1]))
-            for slot in range(int(start), int(end) + 1):
-                slots[slot] = address
-            replicas[address] = len(others)
+        ranges = parse_slots(reply, asked)
+        for _, _, address, _ in ranges:
+            self.policy.check(address, "CLUSTER SLOTS")  # the whole map, before any of it is used
+        for start, end, address, others in ranges:
+            slots[start : end + 1] = [address] * (end + 1 - start)
+            replicas[address] = others
         self.slots, self.replicas, self.stale = slots, replicas, False
         self.read_at = monotonic()
         self.refreshes += 1
@@ -272,10 +465,11 @@ class Router:
         if self.wait_replicas and monotonic() - self.read_at >= REREAD_S and \
                 any(n < self.wait_replicas for n in self.replicas.values()):
             self.stale = True  # a replica may have shown up since (REREAD_S)
-        pending = parts
+        pending = everything = parts
         for attempt in range(1, ATTEMPTS + 1):
             retry: list[_Part] = []
             pause = False
+            refused: ConnectionError | None = None
             by_node: dict[tuple[str, int], list[_Part]] = {}
             for part in pending:
                 by_node.setdefault(part.ask or self.owner(part.slot), []).append(part)
@@ -291,6 +485,7 @@ class Router:
                     stack.append((("WAIT", acks, WAIT_MS), {}))  # the writes reach a replica before they count
                 try:
                     replies = self.node(address).pipeline(transaction=False).raw_replies(stack, scripts, deadline)
+                    acked = replies.pop() if waits else None
                 except (ConnectionError, TimeoutError) as exc:
                     self.stale = True
                     if getattr(exc, "maybe_ran", False):
@@ -298,8 +493,7 @@ class Router:
                     retry += group  # refused before anything was sent: a node down, its replica not yet promoted
                     pause = True
                     continue
-                if waits:
-                    _check_replicated(replies[-1], acks, address)
+                ran = False  # a write of this group ran here (not redirected): WAIT's answer counts
                 replies = iter(replies)
                 for part in group:
                     if part.ask is not None:
@@ -307,17 +501,20 @@ class Router:
                         part.ask = None
                     reply = next(replies)
                     kind = str(reply.args[0]).split(" ", 1)[0] if type(reply) is ResponseError and reply.args else ""
-                    if kind == "MOVED":
-                        _, slot, where = str(reply.args[0]).split(" ")
-                        host, _, port = where.rpartition(":")
-                        if self.slots:
-                            self.slots[int(slot)] = (host or address[0], int(port))
-                        self.stale = True  # more than one slot moves at a time: read the whole map again
-                        retry.append(part)
-                    elif kind == "ASK":
-                        _, _, where = str(reply.args[0]).split(" ")
-                        host, _, port = where.rpartition(":")
-                        part.ask = (host or address[0], int(port))
+                    if kind in ("MOVED", "ASK"):
+                        self.stale = self.stale or kind == "MOVED"  # more than one slot moves at a time
+                        try:
+                            slot, where = parse_redirect(str(reply.args[0]), address[0])
+                            self.policy.check(where, kind)
+                        except ConnectionError as exc:  # malformed, or a node outside those allowed
+                            self.stale = True
+                            refused = refused or exc
+                            continue
+                        if kind == "MOVED":
+                            if self.slots:
+                                self.slots[slot] = where
+                        else:
+                            part.ask = where
                         retry.append(part)
                     elif topology_changed(reply):  # UNBLOCKED, READONLY, TRYAGAIN...: nothing ran
                         self.stale = True
@@ -325,6 +522,16 @@ class Router:
                         retry.append(part)
                     else:
                         part.reply = reply
+                        ran = ran or command_name(part.args) not in IDEMPOTENT
+                if waits and ran:
+                    try:
+                        _check_replicated(acked, acks, address)
+                    except ConnectionError:
+                        self.stale = True  # fewer replicas than the map says: it may have changed
+                        raise
+            if refused is not None:
+                refused.maybe_ran = any(p.reply is not _PENDING for p in everything)
+                raise refused
             if not retry:
                 return
             if pause:
