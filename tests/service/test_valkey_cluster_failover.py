@@ -169,10 +169,11 @@ def run_through_planned_failovers(cluster: ValkeyCluster, n: int) -> dict:
     blocked = []
     for force in (False, True):
         go.clear()
-        deadline = time.monotonic() + 30
-        while not cluster.blocked(primary) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        blocked.append(cluster.blocked(primary))  # the worker waits in XREADGROUP on the primary
+        deadline, waiting = time.monotonic() + 30, 0
+        while not waiting and time.monotonic() < deadline:
+            waiting = cluster.blocked(primary)  # the worker waits in XREADGROUP on the primary
+            time.sleep(0 if waiting else 0.02)
+        blocked.append(waiting)
         go.set()  # and the producer sends, through the failover
         primary = cluster.fail_over(primary, force=force)
     threads[1].join(60)
