@@ -26,6 +26,13 @@ pause (50 ms doubling to 1 s, at most :data:`ATTEMPTS` times, never past a
 ``deadline``). A connection lost *after* a write was sent is not retried (the client's rule:
 a write is never sent twice): the error says it may have run, and the map is read again
 before the next command.
+
+Which nodes. Every address a node names (MOVED, ASK, CLUSTER SLOTS) is checked by a
+:class:`NodePolicy` (``cluster_allow``; by default the configured node's network) before a
+connection is opened to it: the password and the commands go only where the policy allows,
+else :class:`~kindling.valkey.errors.UntrustedNodeError`. A redirect or map that cannot be
+read is a :class:`~kindling.valkey.errors.ClusterMapError` (:func:`parse_redirect`,
+:func:`parse_slots`), never the IndexError or TypeError parsing it would raise.
 """
 
 from __future__ import annotations
