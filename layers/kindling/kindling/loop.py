@@ -51,14 +51,17 @@ class SqsWorker:
         self.wait = wait
         session = session or boto3.Session()
         self.sqs = session.client("sqs")
-        attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn", "RedrivePolicy"])
+        attrs = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
+            "QueueArn", "RedrivePolicy", "MessageRetentionPeriod"])
         self.queue_arn = attrs["Attributes"]["QueueArn"]
         policy = attrs["Attributes"].get("RedrivePolicy")
         redrive = codec.loads(policy) if policy else {}
         receives = int(redrive["maxReceiveCount"]) if redrive else None
         self.dlq_url = self._url_of(redrive["deadLetterTargetArn"]) if redrive else None
-        options = {"attempts_cap": receives - 1 if receives else None,
-                   "max_deliveries": receives, "worker": {"function": "kindling-worker"}}
+        retention = attrs["Attributes"].get("MessageRetentionPeriod")
+        # A job due later than the queue keeps its message is refused (kindling.policy.due_refusal).
+        options = {"attempts_cap": receives - 1 if receives else None, "max_deliveries": receives,
+                   "retention_s": int(retention) if retention else None, "worker": {"function": "kindling-worker"}}
         if signing is None:
             signing = os.environ.get("KINDLING_SIGNING_SECRET", "")
         if signing:

@@ -52,6 +52,16 @@ DEFAULT_RETRY_DELAY_S = 5.0
 task (``backoff=``, ``Retry(after=...)``) nor the deployment (``KINDLING_RETRY_DELAY``, the
 template's ``RetryDelay``) says otherwise: the same for every trigger."""
 
+DEFAULT_RETENTION_S = 1_209_600
+"""How long a queue keeps a message, when the worker cannot read its queue's own
+retention: SQS's longest (14 days, the template's MessageRetentionPeriod). A job due later
+than this after it was enqueued is refused: its message would be deleted before it is due."""
+
+HOP_S = MAX_DELAY_S - 900
+"""How far one delivery is counted to carry a job toward its due time where each hand-back
+is a delivery (SQS): a hop of up to 12 hours, less up to 15 minutes the message may have been
+held before the worker saw it (Lambda's batching window, a cold start)."""
+
 STORE_BACKOFF_CAP_S = 900
 """Hand-backs because kindling's own store is down come back after 2, 4, 8 ... seconds,
 at most this long, so an outage of hours costs a few dozen deliveries, not thousands."""
@@ -77,6 +87,36 @@ def out_of_deliveries(deliveries: int, attempts_allowed: int, max_deliveries: in
     if max_deliveries and deliveries >= max_deliveries:
         return True
     return counts_runs and deliveries > attempts_allowed
+
+
+def due_refusal(job: Job, now: int, deliveries: int, max_deliveries: int | None, retention_s: float,
+                hand_backs_count: bool) -> str | None:
+    """Why a job that is not due yet is refused (recorded ``rejected``) instead of waited for;
+    ``None`` if it can wait. The same for every trigger and every producer (a kindling envelope's
+    ``not_before``, a Celery message's ``eta``).
+
+    A due time more than ``retention_s`` after the job was enqueued is refused on any delivery:
+    the queue deletes the message before it is due. Where each hand-back is a delivery
+    (``hand_backs_count``: SQS, whose ``maxReceiveCount`` is ``max_deliveries``), a due time
+    that the deliveries left cannot reach (one :data:`HOP_S` hop each, and one more to run) is
+    refused on the job's first delivery; on a later one (other hand-backs used deliveries
+    meanwhile) it is waited for, and its last delivery records it ``dead``
+    (:func:`out_of_deliveries`), so it reaches the dead letters with a terminal record.
+    """
+    not_before = job.not_before
+    if not_before is None or not_before <= now:
+        return None
+    ahead_s = (not_before - job.enqueued_at) // 1000
+    if ahead_s > retention_s:
+        return (f"not_before is {ahead_s} s after the job was enqueued, past the queue's retention "
+                f"({int(retention_s)} s): its message would be deleted before it is due")
+    if hand_backs_count and max_deliveries and deliveries <= 1:
+        hops = -(-(not_before - now) // (HOP_S * 1000))
+        if deliveries + hops >= max_deliveries:
+            return (f"not_before is {(not_before - now) // 1000} s ahead: waiting takes {hops} more deliveries "
+                    f"(one per {HOP_S} s) and the queue moves a message to its dead letters on delivery "
+                    f"{max_deliveries} (maxReceiveCount)")
+    return None
 
 
 def timeout_for(job: Job, task: Task | None, default: float) -> float:

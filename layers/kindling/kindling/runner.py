@@ -131,6 +131,10 @@ class Runner:
             left off. Off, opentelemetry is never imported.
         results: the deployment's results policy, for tasks without their own
             (:data:`kindling.policy.RESULTS_POLICIES`; default ``KINDLING_RESULTS_POLICY``, else "all").
+        retention_s: how long the trigger's queue keeps a message (SQS: its
+            MessageRetentionPeriod; default :data:`kindling.policy.DEFAULT_RETENTION_S`, 14
+            days): a job due later than this after it was enqueued is recorded ``rejected``
+            (:func:`kindling.policy.due_refusal`).
     """
 
     def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int | None = None,
@@ -138,7 +142,7 @@ class Runner:
                  default_timeout: float = 300.0, concurrency: int = 16, threads: int = 0, safety_ms: int = 1000,
                  cutoff_ms: int = 500, worker: dict | None = None, ttl_days: float | None = None,
                  log=_log, metrics: bool | None = None, payload_bucket: str | None = None, s3=None, verifier=None,
-                 otel: bool | None = None, results: str | None = None):
+                 otel: bool | None = None, results: str | None = None, retention_s: float | None = None):
         self.registry = registry
         self.store = store
         self.max_attempts = policy.configured_max_attempts() if max_attempts is None else max_attempts
@@ -146,6 +150,7 @@ class Runner:
         self.max_deliveries = max_deliveries
         self.retry_delay = policy.configured_retry_delay() if retry_delay is None else retry_delay
         self.results = policy.configured_results() if results is None else policy.check_results(results)
+        self.retention_s = policy.DEFAULT_RETENTION_S if retention_s is None else retention_s
         self.default_timeout = default_timeout
         self.concurrency = max(1, concurrency)
         self.threads = threads
@@ -402,9 +407,17 @@ class Runner:
         # The crash-loop rule: judged here, on a decoded and verified job, for every trigger.
         o.exhausted = policy.out_of_deliveries(o.deliveries, self._attempts_allowed(o), self.max_deliveries,
                                                d.counts_runs)
-        if job.not_before is not None and job.not_before > now_ms():
+        now = now_ms()
+        if job.not_before is not None and job.not_before > now:
+            refusal = policy.due_refusal(job, now, o.deliveries, self.max_deliveries, self.retention_s,
+                                         not d.counts_runs)
+            if refusal is not None:
+                self._rejected(o, d, refusal, claimed_id=job.id, task=job.task, job=job)
+                return
+            if o.exhausted:  # its last delivery: recorded dead (_apply_previous), never handed back to the DLQ
+                return
             o.status, o.reason = DEFERRED, "not_before is in the future"
-            o.retry_in = min(-(-(job.not_before - now_ms()) // 1000), policy.MAX_DELAY_S)
+            o.retry_in = min(-(-(job.not_before - now) // 1000), policy.MAX_DELAY_S)
             if policy.keeps(self._results_of(o), SCHEDULED):  # "all" only: none is left scheduled for ever
                 o.record = scheduled_record(job, worker=self._admitting_worker, ttl_s=self.ttl_s,
                                             trace_id=o.trace_id, redact=task.redact)
