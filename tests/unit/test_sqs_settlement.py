@@ -200,3 +200,53 @@ def test_a_follow_up_sqs_refuses_raises():
     client = FakeSqs(refuse_moves={"0"})
     with pytest.raises(KindlingError, match="SQS refused 1 job"):
         port(client, deletes=False).send([new_job("a")])
+
+
+
+class DownStore:
+    """A result store that cannot be reached."""
+
+    def begin_read(self, ids, deadline=None):
+        from kindling.errors import StoreUnavailable
+
+        raise StoreUnavailable("injected outage")
+
+
+@pytest.mark.parametrize("signature", [None, "v1:k:mac"])
+def test_a_job_handed_back_on_its_last_delivery_is_sent_again_as_a_new_message_not_left_to_the_redrive(signature):
+    """The store is down on the delivery where the receive count reaches maxReceiveCount:
+    nothing can be recorded, so the queue's redrive would move the message to the DLQ with no
+    record (or a stale ``scheduled`` one). The worker sends it again instead (a new message,
+    its count starting over, after the store's backoff) and lets this one be deleted."""
+    from kindling.envelope import encode_job
+    from kindling.registry import Registry
+    from kindling.runner import Runner
+
+    r = Registry()
+    r.task(name="add")(lambda a, b: a + b)
+    runner = Runner(r, DownStore(), log=None, metrics=False, max_deliveries=5)
+    earlier, last = (Delivery(f"m{n}", encode_job(new_job("add", [1, n])).decode(), n, signature=signature,
+                              receipt=f"rh-m{n}", queue_arn=ARN) for n in (4, 5))
+    outcomes = runner.run([earlier, last])
+    assert [o.status for o in outcomes] == ["deferred", "deferred"]
+    s = sqs.settlement([earlier, last], outcomes, dlq_url=DLQ)
+    assert s.response == {"batchItemFailures": [{"itemIdentifier": "m4"}]}  # not its last: back after the backoff
+    (resent,) = s.resends[ARN]
+    assert (resent["Id"], resent["MessageBody"], resent["DelaySeconds"]) == ("m5", last.body, 32)
+    assert resent.get("MessageAttributes", {}).get("kindling_signature", {}).get("StringValue") == signature
+    client = FakeSqs()
+    assert port(client, deletes=True).apply(s) == s.response
+    sent = [p for name, p in client.calls if name == "send_message_batch"]
+    assert [(p["QueueUrl"], [e["Id"] for e in p["Entries"]]) for p in sent] == [(f"url-of-{ARN}", ["m5"])]
+    deleted = [e["Id"] for name, p in client.calls if name == "delete_message_batch" for e in p["Entries"]]
+    assert deleted == ["m5"]
+
+
+def test_a_resend_that_did_not_go_through_is_reported_as_any_hand_back_is():
+    batch = [Delivery("m5", "body", 5, receipt="rh-m5", queue_arn=ARN)]
+    o = outcome("m5", "deferred", retry_in=32)
+    o.resend = True
+    s = sqs.settlement(batch, [o])
+    client = FakeSqs(refuse_moves={"m5"})
+    assert port(client, deletes=True).apply(s) == {"batchItemFailures": [{"itemIdentifier": "m5"}]}
+    assert not [p for name, p in client.calls if name == "delete_message_batch"]

@@ -108,7 +108,7 @@ class Outcome:
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
                  "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error",
-                 "previous", "result", "generation", "exhausted", "handed_back_because", "unrecorded")
+                 "previous", "result", "generation", "exhausted", "handed_back_because", "unrecorded", "resend")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -136,6 +136,9 @@ class Outcome:
         self.exhausted = False  # delivered past its allowance: recorded dead unless already final
         self.handed_back_because: str | None = None  # handed back unrun: STORE_OUTAGE, "signing_keys_unavailable"
         self.unrecorded = False  # settled here, but the results policy keeps no record of it
+        # Handed back unrun on its last delivery (the store was down): sent again as a new
+        # message, its delivery count starting over, rather than moved by the queue unrecorded.
+        self.resend = False
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"

@@ -177,7 +177,7 @@ class LambdaWorker:
             # Held by Lambda's poller up to sqs.LAMBDA_HOLD_S before this invocation saw them.
             settlement = sqs.settlement(batch, outcomes, **self._dead_letter_queues(outcomes),
                                         in_flight_s=time.monotonic() - started + sqs.LAMBDA_HOLD_S)
-            if not (settlement.dlq_moves or settlement.visibility or settlement.unrouted):
+            if not (settlement.dlq_moves or settlement.resends or settlement.visibility or settlement.unrouted):
                 return settlement.response  # Lambda deletes the rest: nothing for the worker to call
             # SQS calls after the batch must not outlive the invocation either.
             until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000

@@ -314,9 +314,20 @@ class Runner:
         (:mod:`kindling.followups`, enqueueing through ``send``)."""
         tracer = self._tracer
         if not batch.spans or tracer is None:
-            return self._finish_batch(batch, send)
+            return self._last_deliveries(batch.deliveries, self._finish_batch(batch, send))
         with tracer.ending(batch):
-            return self._finish_batch(batch, send)
+            return self._last_deliveries(batch.deliveries, self._finish_batch(batch, send))
+
+    def _last_deliveries(self, deliveries: Sequence[Delivery], outcomes: list[Outcome]) -> list[Outcome]:
+        """Every last delivery ends in a terminal record: one handed back on it anyway (nothing
+        could be recorded: the store or the signing keys could not be read) is sent again as a
+        new message where a hand-back is a delivery (SQS), instead of being moved to the dead
+        letters by the queue's redrive with no record or a stale one."""
+        if self.max_deliveries:
+            for o, d in zip(outcomes, deliveries, strict=True):
+                if o.status == DEFERRED and not d.counts_runs and d.attempts >= self.max_deliveries:
+                    o.resend = True
+        return outcomes
 
     def _finish_batch(self, batch: Batch, send: Callable[[list[Job]], object] | None) -> list[Outcome]:
         if batch.handed_back is not None:

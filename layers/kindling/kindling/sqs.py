@@ -30,6 +30,9 @@ from kindling.envelope import JOB_ID_ATTRIBUTE, REASON_ATTRIBUTE, SIGNATURE_ATTR
 from kindling.policy import MAX_DELAY_S
 from kindling.status import DEAD, HANDED_BACK
 
+MAX_SEND_DELAY_S = 900
+"""The longest delay SQS gives a message as it is sent (DelaySeconds)."""
+
 MAX_VISIBILITY_S = MAX_DELAY_S
 """The longest SQS hides a delivery, counted from its receive: it refuses a change past what
 is left (:func:`settlement` keeps within it)."""
@@ -93,6 +96,9 @@ class Settlement:
         failures: the message ids SQS should deliver again (the partial batch response).
         dlq_moves: SendMessageBatch entries (``Id`` = message id) by dead-letter queue URL:
             the messages of dead jobs, each with why it died and its job id.
+        resends: SendMessageBatch entries (``Id`` = message id) by source queue ARN: jobs
+            handed back unrecorded on their last delivery (``Outcome.resend``), sent to their
+            queue again as new messages (a delivery count that starts over), then deleted.
         visibility: ChangeMessageVisibilityBatch entries by source queue ARN: when each
             reported message comes back.
         deletes: DeleteMessageBatch entries by source queue ARN: the messages that are done,
@@ -102,11 +108,12 @@ class Settlement:
             queue configured: reported, for their queue's redrive policy.
     """
 
-    __slots__ = ("failures", "dlq_moves", "visibility", "deletes", "unrouted", "_moving")
+    __slots__ = ("failures", "dlq_moves", "resends", "visibility", "deletes", "unrouted", "_moving")
 
     def __init__(self) -> None:
         self.failures: list[str] = []
         self.dlq_moves: dict[str, list[dict]] = {}
+        self.resends: dict[str, list[dict]] = {}
         self.visibility: dict[str, list[dict]] = {}
         self.deletes: dict[str, list[dict]] = {}
         self.unrouted: list[tuple[str, str]] = []
@@ -131,6 +138,7 @@ class Settlement:
         after.failures = list(self.failures)
         after.visibility = {arn: list(entries) for arn, entries in self.visibility.items()}
         after.unrouted = list(self.unrouted)
+        after.resends = {arn: list(entries) for arn, entries in self.resends.items()}
         failed = set(refs) & set(self._moving)
         for arn, entries in self.deletes.items():
             kept = [e for e in entries if e["Id"] not in failed]
@@ -170,6 +178,11 @@ def settlement(deliveries: Iterable[Delivery], outcomes: Iterable[Outcome], *,
         if o.status not in HANDED_BACK:
             s.deletes.setdefault(arn, []).append({"Id": o.ref, "ReceiptHandle": d.receipt})
             continue
+        if o.resend:  # handed back unrecorded on its last delivery: a new message, its count anew
+            s.resends.setdefault(arn, []).append(_resent(d, o))
+            s.deletes.setdefault(arn, []).append({"Id": o.ref, "ReceiptHandle": d.receipt})
+            s._moving[o.ref] = (arn, d.receipt)
+            continue
         if o.status == DEAD and moving:
             from kindling.routing import dead_letter_url  # a batch with a dead job only
 
@@ -185,6 +198,21 @@ def settlement(deliveries: Iterable[Delivery], outcomes: Iterable[Outcome], *,
         if seconds is not None:
             s.visibility.setdefault(arn, []).append(_visibility(o.ref, d.receipt, min(seconds, left)))
     return s
+
+
+def _resent(d: Delivery, o: Outcome) -> dict:
+    """The SendMessageBatch entry sending a handed-back message again: its body and signature,
+    due after its hand-back's delay (at most SQS's 15 minutes; a FIFO queue takes none, and
+    the message keeps its group)."""
+    body = d.body if isinstance(d.body, str) else d.body.decode()
+    entry: dict = {"Id": o.ref, "MessageBody": body}
+    if isinstance(d.signature, str) and d.signature:
+        entry["MessageAttributes"] = {SIGNATURE_ATTRIBUTE: {"DataType": "String", "StringValue": d.signature}}
+    if d.group:
+        entry.update(fifo_move(o.ref, d.group))
+    elif o.retry_in:
+        entry["DelaySeconds"] = min(int(o.retry_in), MAX_SEND_DELAY_S)
+    return entry
 
 
 def _visibility(ref: str, receipt: str | None, seconds: float) -> dict:

@@ -99,8 +99,11 @@ class SqsPort:
         client = self.client(deadline)
         for ref, arn in settlement.unrouted:
             self._log({"kindling": "dlq_unknown", "queue": arn, "message": ref})
-        if settlement.dlq_moves:
-            moved = self._move(client, settlement.dlq_moves)
+        if settlement.dlq_moves or settlement.resends:
+            moves = dict(settlement.dlq_moves)
+            for arn, entries in settlement.resends.items():
+                moves.setdefault(self.queue_url(arn), []).extend(entries)
+            moved = self._move(client, moves)
             settlement = settlement.unmoved([ref for ref in settlement.moving if ref not in moved])
         if self.deletes:
             for arn, entries in settlement.deletes.items():
