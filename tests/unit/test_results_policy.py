@@ -172,3 +172,38 @@ def test_the_task_index_follows_the_environment(monkeypatch):
     assert DynamoResultStore("t", RecordingClient()).task_index is False
     monkeypatch.delenv("KINDLING_TASK_INDEX")
     assert DynamoResultStore("t", RecordingClient()).task_index is True
+
+
+def _silent_registry():
+    r = Registry()
+    r.task(name="silent_fail", results="none", max_attempts=3)(lambda: 1 / 0)
+    r.task(name="silent_rated", results="none", max_attempts=3, rate_limit="100/s")(lambda: 1 / 0)
+    return r
+
+
+def _attempt(runner, job, deliveries, group=None):
+    (o,) = runner.run([Delivery(f"m{deliveries}", encode_job(job).decode(), deliveries, group=group)])
+    return o.status, o.attempts
+
+
+@pytest.mark.parametrize("kind", ["delayed", "rate_limited", "fifo"])
+def test_under_none_a_job_the_worker_hands_back_counts_the_runs_of_its_task_not_its_deliveries(kind):
+    """A delayed job's hops, a rate-limited task's hand-backs and a FIFO group's hand-backs
+    are deliveries on SQS: a max_attempts=3 job first run on its 5th delivery keeps its three
+    attempts (its failed attempts are recorded, as under "failures")."""
+    store = MemoryResultStore()
+    runner = Runner(_silent_registry(), store, log=None, metrics=False, max_deliveries=100)
+    task = "silent_rated" if kind == "rate_limited" else "silent_fail"
+    due = time.time_ns() // 1_000_000 - 1
+    job = new_job(task, [], not_before=due if kind == "delayed" else None)
+    group_ = "g" if kind == "fifo" else None
+    ran = [_attempt(runner, job, deliveries, group_) for deliveries in (5, 6, 7)]
+    assert ran == [("failed", 1), ("failed", 2), ("dead", 3)]
+    assert store.records[job.id]["status"] == "dead"
+
+
+def test_under_none_a_plain_job_counts_its_deliveries_as_its_attempts_on_sqs():
+    """What "none" gives up (docs/guarantees.md): with no record of a failed attempt, a plain
+    job's attempts are its deliveries, a store outage's hand-back included."""
+    runner = Runner(_silent_registry(), MemoryResultStore(), log=None, metrics=False, max_deliveries=100)
+    assert _attempt(runner, new_job("silent_fail", []), 3) == ("dead", 3)

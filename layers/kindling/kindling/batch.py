@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     from kindling.registry import Task
 
 __all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_OUTAGE", "STORE_UNAVAILABLE",
-           "current_job", "drop_duplicates", "hand_back", "job_of", "lambda_context", "read_state", "reset_current_job",
-           "set_current_job", "set_lambda_context", "settle_duplicates", "timeout_error"]
+           "current_job", "drop_duplicates", "hand_back", "job_of", "lambda_context", "read_state",
+           "resend_last_deliveries", "reset_current_job", "set_current_job", "set_lambda_context", "settle_duplicates",
+           "timeout_error"]
 
 STORE_UNAVAILABLE = "result store unavailable"
 STORE_OUTAGE = "store_unavailable"  # Outcome.handed_back_because when the store could not be reached
@@ -108,7 +109,8 @@ class Outcome:
 
     __slots__ = ("ref", "job_id", "task", "status", "attempts", "deliveries", "reason", "record", "job",
                  "retry_in", "limit", "limit_at", "started_ms", "t0", "trace_id", "trace", "unread", "error",
-                 "previous", "result", "generation", "exhausted", "handed_back_because", "unrecorded", "resend")
+                 "previous", "result", "generation", "exhausted", "handed_back_because", "unrecorded", "resend",
+                 "results")
 
     def __init__(self, ref: str, job_id: str | None, task: str | None, status: str | None, attempts: int,
                  deliveries: int | None = None):
@@ -139,6 +141,7 @@ class Outcome:
         # Handed back unrun on its last delivery (the store was down): sent again as a new
         # message, its delivery count starting over, rather than moved by the queue unrecorded.
         self.resend = False
+        self.results: str | None = None  # the results policy it is recorded under, once admitted
 
     def __repr__(self) -> str:
         return f"Outcome({self.ref!r}, {self.job_id!r}, {self.status})"
@@ -195,6 +198,19 @@ def hand_back(outcomes: list[Outcome], reason: str, because: str = STORE_OUTAGE)
             o.status, o.reason, o.handed_back_because = DEFERRED, reason, because
             o.record = None
             o.retry_in = store_backoff_s(o.deliveries)
+
+
+def resend_last_deliveries(batch: Batch, outcomes: list[Outcome], max_deliveries: int | None) -> list[Outcome]:
+    """Every last delivery ends in a terminal record: a job handed back on it all the same
+    (nothing could be recorded: the store or the signing keys could not be read) is marked to
+    be sent again as a new message (:attr:`Outcome.resend`) where each hand-back is a delivery
+    (SQS), instead of being moved to the dead letters by the queue's redrive with no record,
+    or a stale one. Returns ``outcomes``."""
+    if max_deliveries:
+        for o, d in zip(outcomes, batch.deliveries, strict=True):
+            if o.status == DEFERRED and not d.counts_runs and d.attempts >= max_deliveries:
+                o.resend = True
+    return outcomes
 
 
 def read_state(o: Outcome, states: dict) -> tuple[str | None, int]:

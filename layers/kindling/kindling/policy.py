@@ -90,14 +90,14 @@ def out_of_deliveries(deliveries: int, attempts_allowed: int, max_deliveries: in
 
 
 def due_refusal(job: Job, now: int, deliveries: int, max_deliveries: int | None, retention_s: float,
-                hand_backs_count: bool) -> str | None:
+                counts_runs: bool) -> str | None:
     """Why a job that is not due yet is refused (recorded ``rejected``) instead of waited for;
     ``None`` if it can wait. The same for every trigger and every producer (a kindling envelope's
     ``not_before``, a Celery message's ``eta``).
 
     A due time more than ``retention_s`` after the job was enqueued is refused on any delivery:
     the queue deletes the message before it is due. Where each hand-back is a delivery
-    (``hand_backs_count``: SQS, whose ``maxReceiveCount`` is ``max_deliveries``), a due time
+    (not ``counts_runs``: SQS, whose ``maxReceiveCount`` is ``max_deliveries``), a due time
     that the deliveries left cannot reach (one :data:`HOP_S` hop each, and one more to run) is
     refused on the job's first delivery; on a later one (other hand-backs used deliveries
     meanwhile) it is waited for, and its last delivery records it ``dead``
@@ -110,7 +110,7 @@ def due_refusal(job: Job, now: int, deliveries: int, max_deliveries: int | None,
     if ahead_s > retention_s:
         return (f"not_before is {ahead_s} s after the job was enqueued, past the queue's retention "
                 f"({int(retention_s)} s): its message would be deleted before it is due")
-    if hand_backs_count and max_deliveries and deliveries <= 1:
+    if not counts_runs and max_deliveries and deliveries <= 1:
         hops = -(-(not_before - now) // (HOP_S * 1000))
         if deliveries + hops >= max_deliveries:
             return (f"not_before is {(not_before - now) // 1000} s ahead: waiting takes {hops} more deliveries "
@@ -282,7 +282,9 @@ What a policy other than ``"all"`` gives up: the job is not read before it runs 
 duplicate check: a duplicate delivery runs it again, and a revoke does not stop it), and a
 handle's ``result()`` cannot see a success (:class:`kindling.errors.ResultNotRecorded`).
 Under ``"none"`` a failed attempt leaves no record either, so attempts are counted from
-the queue's deliveries, not from records. A chord's members and its callback always keep
+the queue's deliveries, not from records, but for a job the worker hands back by design on a
+queue that counts those hand-backs (:func:`handed_back_by_design`), which is recorded as under
+``"failures"``. A chord's members and its callback always keep
 every outcome: the callback is built from the members' records, and the chord's claim
 tells a sent callback by its record (:mod:`kindling.followups`)."""
 
@@ -303,16 +305,36 @@ def configured_results(environ=None) -> str:
     return check_results(value, "KINDLING_RESULTS_POLICY")
 
 
-def results_for(job: Job, task: Task | None, deployment: str) -> str:
+def results_for(job: Job, task: Task | None, deployment: str, *, group: str | None = None,
+                counts_runs: bool = True) -> str:
     """The policy a job is recorded under: its task's, else the deployment's; always
     ``"all"`` for a chord's member (``parent``) or callback (its derived id), whose records
-    the chord is built from."""
+    the chord is built from.
+
+    ``"none"`` counts a job's attempts from its deliveries. Where the trigger counts the
+    worker's own hand-backs as deliveries (SQS), a job the worker hands back by design
+    (:func:`handed_back_by_design`, judged with its delivery's ``group`` and ``counts_runs``) is recorded under
+    ``"failures"`` instead: its failed attempts are recorded, so its attempts count the runs
+    of its task, not its hops and hand-backs."""
     from kindling.envelope import CALLBACK_SUFFIX  # envelope imports this module: not at the top
 
     if job.parent is not None or job.id.endswith(CALLBACK_SUFFIX):
         return RESULTS_ALL  # a plain job whose id ends so is recorded too: recording more is safe
     own = task.results if task is not None else None
-    return own or deployment
+    chosen = own or deployment
+    if chosen == RESULTS_NONE and handed_back_by_design(job, task, group, counts_runs):
+        return RESULTS_FAILURES
+    return chosen
+
+
+def handed_back_by_design(job: Job, task: Task | None, group: str | None, counts_runs: bool) -> bool:
+    """Whether the worker may hand this job back unrun as a matter of course, on a trigger that
+    counts each hand-back as a delivery (SQS; a Valkey stream gives it back): a job with a due
+    time (hopped until due), of a rate-limited task (handed back over its limit), or in a FIFO
+    group (handed back after an earlier job of its group did not succeed)."""
+    if counts_runs:
+        return False
+    return job.not_before is not None or group is not None or (task is not None and task.rate_limit is not None)
 
 
 def keeps(results: str, status: str, attempt: int = 1) -> bool:

@@ -48,6 +48,7 @@ from kindling.batch import (
     job_of,
     lambda_context,
     read_state,
+    resend_last_deliveries,
     reset_current_job,
     set_current_job,
     settle_duplicates,
@@ -131,10 +132,7 @@ class Runner:
             left off. Off, opentelemetry is never imported.
         results: the deployment's results policy, for tasks without their own
             (:data:`kindling.policy.RESULTS_POLICIES`; default ``KINDLING_RESULTS_POLICY``, else "all").
-        retention_s: how long the trigger's queue keeps a message (SQS: its
-            MessageRetentionPeriod; default :data:`kindling.policy.DEFAULT_RETENTION_S`, 14
-            days): a job due later than this after it was enqueued is recorded ``rejected``
-            (:func:`kindling.policy.due_refusal`).
+        retention_s: how long its queue keeps a message (default 14 days): a job due later is ``rejected``.
     """
 
     def __init__(self, registry: Registry, store: ResultStore, *, max_attempts: int | None = None,
@@ -171,9 +169,7 @@ class Runner:
         self.otel = os.environ.get("KINDLING_OTEL") == "1" if otel is None else otel
         self._tracer: Tracer | None = None  # made at the first batch with spans on
         self.batches = 0
-        if payload_bucket is None:
-            payload_bucket = os.environ.get("KINDLING_PAYLOAD_BUCKET", "")
-        self.payload_bucket = payload_bucket
+        self.payload_bucket = os.getenv("KINDLING_PAYLOAD_BUCKET", "") if payload_bucket is None else payload_bucket
         self._s3 = s3
         self._payload_io: PayloadIO | None = None
         self._deadline: float | None = None  # the executing batch's
@@ -314,20 +310,9 @@ class Runner:
         (:mod:`kindling.followups`, enqueueing through ``send``)."""
         tracer = self._tracer
         if not batch.spans or tracer is None:
-            return self._last_deliveries(batch.deliveries, self._finish_batch(batch, send))
+            return resend_last_deliveries(batch, self._finish_batch(batch, send), self.max_deliveries)
         with tracer.ending(batch):
-            return self._last_deliveries(batch.deliveries, self._finish_batch(batch, send))
-
-    def _last_deliveries(self, deliveries: Sequence[Delivery], outcomes: list[Outcome]) -> list[Outcome]:
-        """Every last delivery ends in a terminal record: one handed back on it anyway (nothing
-        could be recorded: the store or the signing keys could not be read) is sent again as a
-        new message where a hand-back is a delivery (SQS), instead of being moved to the dead
-        letters by the queue's redrive with no record or a stale one."""
-        if self.max_deliveries:
-            for o, d in zip(outcomes, deliveries, strict=True):
-                if o.status == DEFERRED and not d.counts_runs and d.attempts >= self.max_deliveries:
-                    o.resend = True
-        return outcomes
+            return resend_last_deliveries(batch, self._finish_batch(batch, send), self.max_deliveries)
 
     def _finish_batch(self, batch: Batch, send: Callable[[list[Job]], object] | None) -> list[Outcome]:
         if batch.handed_back is not None:
@@ -415,17 +400,14 @@ class Runner:
             reason = exc.reason if isinstance(exc, InvalidJob) else f"{type(exc).__name__}: {exc}"
             self._rejected(o, d, reason, claimed_id=job.id, task=job.task, job=job)
             return
+        o.results = policy.results_for(job, task, self.results, group=d.group, counts_runs=d.counts_runs)
         # The crash-loop rule: judged here, on a decoded and verified job, for every trigger.
         o.exhausted = policy.out_of_deliveries(o.deliveries, self._attempts_allowed(o), self.max_deliveries,
                                                d.counts_runs)
-        now = now_ms()
-        if job.not_before is not None and job.not_before > now:
-            refusal = policy.due_refusal(job, now, o.deliveries, self.max_deliveries, self.retention_s,
-                                         not d.counts_runs)
+        if job.not_before is not None and job.not_before > (now := now_ms()) and not o.exhausted:  # last one: dead
+            refusal = policy.due_refusal(job, now, o.deliveries, self.max_deliveries, self.retention_s, d.counts_runs)
             if refusal is not None:
                 self._rejected(o, d, refusal, claimed_id=job.id, task=job.task, job=job)
-                return
-            if o.exhausted:  # its last delivery: recorded dead (_apply_previous), never handed back to the DLQ
                 return
             o.status, o.reason = DEFERRED, "not_before is in the future"
             o.retry_in = min(-(-(job.not_before - now) // 1000), policy.MAX_DELAY_S)
@@ -513,7 +495,7 @@ class Runner:
                 o.attempts = attempts + 1 if previous == FAILED else 1
 
     def _results_of(self, o: Outcome) -> str:
-        return policy.results_for(job_of(o), self.registry.find(job_of(o).task), self.results)
+        return o.results or policy.results_for(job_of(o), self.registry.find(job_of(o).task), self.results)
 
     def _number_unread_failures(self, runnable: list[Outcome], deadline: float | None) -> None:
         """Failed jobs that were not read before running learn their attempt number now.
