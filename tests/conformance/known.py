@@ -33,8 +33,14 @@ for _scenario in ("default_retry_delay", "backoff", "dead_after_max_attempts", "
     EXCEPTIONS["eager", _scenario, "dead_letter"] = EAGER_NO_DLQ
 for _scenario in ("rejected_not_json", "rejected_bad_signature", "rejected_unsigned",
                   "rejected_unsigned_delivered_too_often", "dead_delivered_too_often", "not_before_ahead",
-                  "celery_message", "celery_message_with_callback"):
+                  "celery_message", "celery_message_with_callback", "not_due_on_its_last_delivery",
+                  "due_past_the_receive_count", "not_before_past_retention", "celery_eta_past_retention",
+                  "results_none_delayed_job_keeps_its_attempts"):
     EXCEPTIONS["eager", _scenario] = EAGER_NO_MESSAGE
+for _path in ("stream_worker", "stream_valkey_store", "stream_drain"):
+    EXCEPTIONS[_path, "due_past_the_receive_count"] = (
+        "a Valkey stream costs a job not yet due no delivery (it waits in the stream's scheduled set, and a "
+        "hand-back gives its delivery back): no receive count limits how far ahead it may be")
 EXCEPTIONS["eager", "delay_past_sqs_maximum"] = "eager mode runs every job at once, inline: a delay is not waited for"
 EXCEPTIONS["eager", "over_the_rate_limit"] = (
     "eager mode runs every job at once, inline, as Celery's eager mode does: a rate limit is not waited for")
@@ -68,6 +74,7 @@ STACK_NOT_RUN = {
     "rejected_unsigned": "signing needs a stack deployed with a signing key: tests/stack/test_signed_stack.py",
     "rejected_unsigned_delivered_too_often": "the test cannot kill the deployed function in the middle of a batch",
     "dead_delivered_too_often": "the test cannot kill the deployed function in the middle of a batch",
+    "not_due_on_its_last_delivery": "the test cannot kill the deployed function in the middle of a batch",
     "retry_after_past_the_cap": "a real 12-hour wait",
     "retry_delay_zero": "a second deployment (RetryDelay=0) that waits out SQS's 30 s visibility twice",
     "configured_max_attempts": "a second deployment (MaxAttempts=2): the stack reads it as sqs_handler does",
@@ -82,6 +89,7 @@ STACK_UNSEEN_DELAYS = ("the deployed function asks for its delays inside LocalSt
 for _scenario in ("default_retry_delay", "retry_then_success", "backoff", "retry_after", "retry_on_listed",
                   "dead_after_max_attempts", "configured_retry_delay", "not_before_ahead"):
     EXCEPTIONS[STACK, _scenario, "delays"] = STACK_UNSEEN_DELAYS
-for _scenario in ("duplicate_skipped", "duplicate_run_again_without_skip_succeeded", "dead_id_sent_again"):
+for _scenario in ("duplicate_skipped", "duplicate_run_again_without_skip_succeeded", "dead_id_sent_again",
+                  "results_none_delayed_job_keeps_its_attempts"):
     EXCEPTIONS[STACK, _scenario, "runs"] = ("the deployed function runs in LocalStack's Lambda process: the test "
                                             "counts no runs there (status and attempts are compared)")

@@ -177,7 +177,68 @@ def delay_past_sqs_maximum(path):
     return {**{k: seen[k] for k in ("status", "attempts")}, "due_in_an_hour": due_in_an_hour}
 
 
+def _refused(path, job_id: str, because: str) -> dict:
+    seen = path.observe(job_id)
+    message = ((path.record(job_id) or {}).get("error") or {}).get("message") or ""
+    return {"status": seen["status"], "error": seen["error"], "dead_letter": seen["dead_letter"],
+            "says_why": because in message}
+
+
+def not_due_on_its_last_delivery(path):
+    """Each hop toward a due time is a delivery: on the last one the queue allows, the job gets
+    a terminal record (dead, moved by the worker), not a redrive that leaves it scheduled."""
+    job = new_job("c.add", [1, 2], not_before=int(time.time() * 1000) + 3_600_000)
+    path.enqueue_raw(encode_job(job))
+    path.crash(path.crashes_to_exhaust)
+    path.run_until_settled()
+    seen = path.observe(job.id)
+    return {k: seen[k] for k in ("status", "error", "dead_letter")}
+
+
+def due_past_the_receive_count(path):
+    """3 days in 12-hour hops outlasts a maxReceiveCount of 5: refused at once, with why."""
+    job = new_job("c.add", [1, 2], not_before=int(time.time() * 1000) + 3 * 86_400_000)
+    path.enqueue_raw(encode_job(job))
+    path.run_until_settled()
+    return _refused(path, job.id, "maxReceiveCount")
+
+
+def not_before_past_retention(path):
+    """Any producer can write a due time: one in the year 9999 is refused, not hopped until the
+    queue deletes it."""
+    job = new_job("c.add", [1, 2], not_before=253_402_300_799_000)
+    path.enqueue_raw(encode_job(job))
+    path.run_until_settled()
+    return _refused(path, job.id, "retention")
+
+
+def celery_eta_past_retention(path):
+    import datetime as dt
+
+    from support.celery_messages import celery_body
+
+    task_id = f"celery-far-{time.monotonic_ns()}"
+    eta = (dt.datetime.now(dt.UTC) + dt.timedelta(days=400)).isoformat()
+    path.enqueue_raw(celery_body("c.add", [2, 3], {}, task_id=task_id, eta=eta))
+    path.run_until_settled()
+    return _refused(path, task_id, "retention")
+
+
+def none_policy_delayed_job_keeps_its_attempts(path):
+    """Under results="none" a job hopped before its due time still gets every attempt it asked
+    for: its attempts count the runs of its task, not the hops."""
+    key = f"none-delayed-{time.monotonic_ns()}"
+    due = int(time.time() * 1000) + 1000
+    path.enqueue_raw(encode_job(new_job("c.count_none", [key, 99], job_id=key, max_attempts=2, not_before=due)))
+    path.run_until_settled()  # hopped: handed back until due
+    time.sleep(max(0.0, due / 1000 + 1.1 - time.time()))
+    path.run_until_settled()
+    seen = path.observe(key)
+    return {"runs": tasks.RUNS.get(key, 0), **{k: seen[k] for k in ("status", "attempts", "error")}}
+
+
 REJECTED = {"records": [("rejected", "InvalidJob")]}
+REFUSED = {"status": "rejected", "error": "InvalidJob", "dead_letter": False, "says_why": True}
 SCENARIOS = {
     "rejected_not_json": (not_json, REJECTED, False),
     "rejected_unknown_task": (unknown_task, REJECTED, False),
@@ -204,6 +265,13 @@ SCENARIOS = {
                                             "due_at_is_not_before": True}, False),
     "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": "scheduled", "attempts": 0, "due_in_an_hour": True},
                                False),
+    "not_due_on_its_last_delivery": (not_due_on_its_last_delivery, {
+        "status": "dead", "error": "TooManyDeliveries", "dead_letter": True}, False),
+    "due_past_the_receive_count": (due_past_the_receive_count, REFUSED, False),
+    "not_before_past_retention": (not_before_past_retention, REFUSED, False),
+    "celery_eta_past_retention": (celery_eta_past_retention, REFUSED, False),
+    "results_none_delayed_job_keeps_its_attempts": (none_policy_delayed_job_keeps_its_attempts, {
+        "runs": 2, "status": "dead", "attempts": 2, "error": "RuntimeError"}, False),
 }
 
 
