@@ -250,3 +250,36 @@ def test_a_resend_that_did_not_go_through_is_reported_as_any_hand_back_is():
     client = FakeSqs(refuse_moves={"m5"})
     assert port(client, deletes=True).apply(s) == {"batchItemFailures": [{"itemIdentifier": "m5"}]}
     assert not [p for name, p in client.calls if name == "delete_message_batch"]
+
+
+@pytest.mark.parametrize("kind", ["not_due", "over_the_rate_limit", "behind_a_failed_fifo_job", "no_time_left"])
+def test_every_hand_back_ends_in_a_terminal_record_on_the_last_delivery(kind):
+    """Whatever would hand a job back (its due time ahead, its task's rate limit, an earlier
+    job of its FIFO group failing, the invocation's time running short), on the delivery where
+    the receive count reaches maxReceiveCount the job is recorded dead and moved by the worker."""
+    from kindling.envelope import encode_job
+    from kindling.registry import Registry
+    from kindling.results import MemoryResultStore
+    from kindling.runner import Runner
+
+    r = Registry()
+    r.task(name="add")(lambda a, b: a + b)
+    r.task(name="rated", rate_limit="1/h")(lambda a, b: a + b)
+    r.task(name="flop")(lambda a, b: 1 / 0)
+    store = MemoryResultStore()
+    runner = Runner(r, store, log=None, metrics=False, max_deliveries=5, cutoff_ms=10**9 if kind == "no_time_left"
+                    else 500)
+    task = {"over_the_rate_limit": "rated"}.get(kind, "add")
+    job = new_job(task, [1, 2], not_before=new_job("add", []).enqueued_at + 3_600_000 if kind == "not_due" else None)
+    group = "g" if kind == "behind_a_failed_fifo_job" else None
+    batch = []
+    if kind == "behind_a_failed_fifo_job":
+        batch.append(Delivery("first", encode_job(new_job("flop", [1, 2])), 1, group=group, queue_arn=ARN))
+    if kind == "over_the_rate_limit":
+        runner.run([Delivery("other", encode_job(new_job("rated", [0, 0])), 1, queue_arn=ARN)])  # its one run
+    earlier = Delivery("earlier", encode_job(job), 4, group=group, receipt="rh-earlier", queue_arn=ARN)
+    assert runner.run([*batch, earlier], remaining_ms=(lambda: 60_000))[-1].status == "deferred"  # handed back
+    last = Delivery("last", encode_job(job), 5, group=group, receipt="rh-last", queue_arn=ARN)
+    outcomes = runner.run([*batch, last], remaining_ms=(lambda: 60_000))
+    assert (outcomes[-1].status, store.records[job.id]["status"]) == ("dead", "dead")
+    assert sqs.settlement([*batch, last], outcomes, dlq_url=DLQ).moving == ["last"]
