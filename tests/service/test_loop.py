@@ -108,3 +108,25 @@ def test_a_refused_visibility_change_does_not_stop_the_loop_or_leave_the_batch_u
     names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
     left = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
     assert sum(int(left[n]) for n in names) == 1  # the failed one only: the succeeded one was deleted
+
+
+def test_the_local_loop_refuses_a_due_time_past_its_queue_s_own_retention(table):
+    """The loop reads MessageRetentionPeriod: on a queue that keeps messages an hour, a job due
+    in two hours is recorded rejected at once (its message would be gone first); one due in
+    half an hour waits, scheduled."""
+    import tasks  # noqa: F401  the example tasks
+    from kindling.envelope import encode_job, new_job, now_ms
+
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}",
+                           Attributes={"MessageRetentionPeriod": "3600"})["QueueUrl"]
+    far, near = (new_job("echo", [1], not_before=now_ms() + ms) for ms in (7_200_000, 1_800_000))
+    for job in (far, near):
+        sqs.send_message(QueueUrl=url, MessageBody=encode_job(job).decode())
+    worker = SqsWorker(url, table, wait=0, log=None)
+    assert worker.runner.retention_s == 3600
+    worker.run(burst=True, idle_timeout=1)
+    client = Client(queue_url=url, table=table)
+    record = client.record(far.id)
+    assert record["status"] == "rejected" and "retention (3600 s)" in record["error"]["message"]
+    assert client.status(near.id) == "scheduled"
