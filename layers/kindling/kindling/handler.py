@@ -20,8 +20,9 @@ Configuration comes from the function's environment (template.yaml sets it):
 ``KINDLING_MAX_ATTEMPTS``   attempts before a failing job is dead, when neither job nor
                             task says (default 3); counted in the result record
 ``KINDLING_MAX_RECEIVES``   the queue's maxReceiveCount: on that delivery a job with no
-                            final record is recorded ``dead`` instead of being run, so
-                            nothing reaches the DLQ by redrive without a record
+                            final record is recorded ``dead`` instead of being run (or
+                            handed back), so nothing reaches the DLQ by redrive without a
+                            record; a delay needing more 12-hour hops is ``rejected``
 ``KINDLING_DLQ_URL``        the dead-letter queue: the worker moves a job it records
                             ``dead`` there itself (without it, the redrive policy does,
                             after the message's remaining deliveries)
