@@ -102,7 +102,8 @@ class SqsPort:
         if settlement.dlq_moves or settlement.resends:
             moves = dict(settlement.dlq_moves)
             for arn, entries in settlement.resends.items():
-                moves.setdefault(self.queue_url(arn), []).extend(entries)
+                url = self.queue_url(arn)
+                moves[url] = [*moves.get(url, []), *entries]
             moved = self._move(client, moves)
             settlement = settlement.unmoved([ref for ref in settlement.moving if ref not in moved])
         if self.deletes:
