@@ -155,6 +155,15 @@ def _raises(job, error):
     raise RuntimeError("the hook's own bug")
 
 
+class HookInterrupt(BaseException):
+    """Not an Exception: as a framework's own interrupt, KeyboardInterrupt or CancelledError."""
+
+
+def _interrupts(job, error):
+    _called("task.on_success")(job, error)
+    raise HookInterrupt("the hook's interrupt")
+
+
 @registry.on_failure
 def _any_failure(job, error):
     _called("on_failure")(job, error)
@@ -182,6 +191,11 @@ def hooked(failures: int = 0) -> int:
 
 @task(name="c.hook_raises", on_success=_raises)
 def hook_raises() -> str:
+    return "done"
+
+
+@task(name="c.hook_interrupts", on_success=_interrupts)
+def hook_interrupts() -> str:
     return "done"
 
 

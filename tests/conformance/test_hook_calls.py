@@ -36,6 +36,12 @@ def hook_raises(path):
     return observe(path, job)
 
 
+def hook_interrupts(path):
+    job = path.enqueue(tasks.hook_interrupts)
+    path.run_until_settled()
+    return observe(path, job)
+
+
 OK = {"error": None, "dead_letter": False}
 SCENARIOS = {
     "hooks_success": (success, dict(OK, status="succeeded", attempts=1, result=1, delays=[], hooks=[
@@ -51,6 +57,10 @@ SCENARIOS = {
         ("task.on_dead", 2, "RuntimeError"), ("on_dead", 2, "RuntimeError")]}),
     # The task's hook raised: the job is still succeeded, once, and the registry's hook still ran.
     "hook_raises": (hook_raises, dict(OK, status="succeeded", attempts=1, result="done", delays=[], hooks=[
+        ("task.on_success", 1, None), ("on_success", 1, None)])),
+    # The same for a hook raising a BaseException that is not an Exception.
+    "hook_raises_base_exception": (hook_interrupts, dict(OK, status="succeeded", attempts=1, result="done",
+                                                         delays=[], hooks=[
         ("task.on_success", 1, None), ("on_success", 1, None)])),
 }
 

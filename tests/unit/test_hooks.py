@@ -1,9 +1,12 @@
 """Hooks (kindling.hooks) through the runner: what they are called with, and that nothing a
 hook does changes a job's outcome. Every trigger's calls: tests/conformance/test_hook_calls.py."""
 
+import asyncio
 import io
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 from kindling import codec, logs
@@ -130,6 +133,8 @@ def test_a_hook_must_be_callable(option):
 def test_without_hooks_the_hooks_module_is_never_imported(layer_python):
     probe = f"""
 import sys
+import threading
+import time
 sys.path[:0] = [{str(layer_python)!r}]
 from kindling.envelope import encode_job, new_job
 from kindling.registry import Registry
@@ -166,3 +171,64 @@ def test_a_success_the_results_policy_does_not_record_still_calls_on_success(res
     [o] = Runner(reg, store, log=None, metrics=False).run([d])
     assert str(o.status) == "succeeded" and store.records == {}
     assert seen == [d.ref]
+
+
+class HookInterrupt(BaseException):
+    """Derived from BaseException alone, as a framework's own interrupt may be."""
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt("ctrl-c"), HookInterrupt("own"), SystemExit(3),
+                                    asyncio.CancelledError("cancelled"), GeneratorExit()],
+                         ids=lambda e: type(e).__name__)
+def test_a_hook_raising_any_base_exception_changes_nothing(calls, raised):
+    reg = Registry()
+
+    def interrupting(job, error):
+        raise raised
+
+    reg.task(name="ok", on_success=interrupting)(lambda: 1)
+    reg.on_success(lambda job, error: calls.append(job.id))
+    buf, store = io.StringIO(), MemoryResultStore()
+    outcome = Runner(reg, store, log=logs.LogSink(buf), metrics=False).run([deliver("ok")])[0]
+    assert outcome.status == "succeeded" and store.record(outcome.job_id)["status"] == "succeeded"
+    assert calls == [outcome.job_id]  # the next hook still ran
+    (line,) = [codec.loads(x) for x in buf.getvalue().splitlines() if "hook_failed" in x]
+    assert line["error"].startswith(type(raised).__name__)
+
+
+def test_hooks_still_running_at_the_batchs_budget_are_abandoned_not_the_batch(calls):
+    """Two slow on_failure hooks and a budget that holds neither: the batch returns its
+    outcomes, recorded, and one log line says which hook was abandoned and how many were
+    never called."""
+    release = threading.Event()
+    reg = Registry()
+
+    @reg.task(name="boom", max_attempts=2)
+    def boom():
+        raise ValueError("no")
+
+    def slow(job, error):
+        calls.append(job.id)
+        release.wait(10)
+
+    reg.on_failure(slow)
+    reg.on_failure(slow)
+    buf, store = io.StringIO(), MemoryResultStore()
+    runner = Runner(reg, store, log=logs.LogSink(buf), metrics=False, safety_ms=200, cutoff_ms=50)
+    try:
+        outcome = runner.run([deliver("boom")], remaining_ms=lambda: 400)[0]
+        assert outcome.status == "failed" and store.record(outcome.job_id)["status"] == "failed"
+        assert calls == [outcome.job_id]  # the second hook never started
+        (line,) = [codec.loads(x) for x in buf.getvalue().splitlines() if "hook_abandoned" in x]
+        assert line["level"] == "WARNING" and line["job_id"] == outcome.job_id and line["hook"].endswith("slow")
+        assert line["not_called"] == 1
+    finally:
+        release.set()
+
+
+def test_without_a_budget_hooks_run_to_their_end(calls):
+    reg = Registry()
+    reg.task(name="ok")(lambda: 1)
+    reg.on_success(lambda job, error: (time.sleep(0.05), calls.append(threading.get_ident())))
+    outcome = Runner(reg, MemoryResultStore(), log=None, metrics=False).run([deliver("ok")])[0]
+    assert outcome.status == "succeeded" and calls == [threading.get_ident()]  # inline, on the batch's thread

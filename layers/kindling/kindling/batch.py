@@ -310,7 +310,7 @@ class Budget:
     long-lived worker). ``safety_ms`` is kept back from the end for recording: jobs must end
     by :meth:`run_by`, a large result's upload by :meth:`upload_by` (half of it is left for
     the write), the write and the follow-ups by :meth:`write_by` (a margin is left for the
-    reply to Lambda). No job starts with less than ``cutoff_ms`` left before :meth:`run_by`.
+    reply to Lambda), hooks by :meth:`hooks_by`. No job starts with less than ``cutoff_ms`` left before :meth:`run_by`.
     """
 
     __slots__ = ("safety_ms", "cutoff_ms")
@@ -333,6 +333,11 @@ class Budget:
 
     def write_by(self, deadline: float | None) -> float | None:
         return None if deadline is None else deadline - self.safety_ms / 4000
+
+    def hooks_by(self, deadline: float | None) -> float | None:
+        """When hooks still running are abandoned: half the time kept back is left for
+        settling the batch's messages (a Lambda handler's SQS calls) and its log lines."""
+        return None if deadline is None else deadline - self.safety_ms / 2000
 
     def job_limit(self, deadline: float | None, own: float) -> tuple[float, bool] | None:
         """Seconds a job with a timeout of ``own`` may run if it starts now, and whether the

@@ -19,8 +19,12 @@ settled, once per outcome (one the results policy keeps no record of too), on ev
 the SQS handler and loop, the stream worker and drain, eager mode. An outcome the store refused (a later one was already
 recorded) and a batch handed back unrecorded call none. A hook that raises is logged
 (``"kindling": "hook_failed"``) and changes nothing: the outcome stays recorded, the
-message is settled as it would have been, the other hooks still run. A hook is no place for
-slow work: it holds the batch's messages until it returns.
+message is settled as it would have been, the other hooks still run; that holds for whatever it
+raises (``KeyboardInterrupt``, ``asyncio.CancelledError``, any ``BaseException``). A hook is
+no place for slow work: it holds the batch's messages until it returns, and in a batch with a
+budget (a Lambda invocation, a drain) hooks run on a thread of their own and are abandoned
+when the budget ends (:meth:`kindling.batch.Budget.hooks_by`): the batch is settled all the
+same, and a log line (``"kindling": "hook_abandoned"``) names the hook and the calls left.
 
 The runner loads this module only when a registry has a hook.
 """
@@ -54,26 +58,78 @@ def calls_for(o: Outcome) -> tuple[str, ...]:
 
 
 def call(registry: Registry, outcomes: list[Outcome], log: Callable[[dict], object] | None,
-         max_attempts: Callable[[Outcome], int]) -> None:
-    """Call every hook the batch's recorded outcomes ask for; whatever a hook raises is logged."""
+         max_attempts: Callable[[Outcome], int], deadline: float | None = None) -> None:
+    """Call every hook the batch's recorded outcomes ask for; whatever a hook raises is logged.
+
+    With a ``deadline`` (the batch's budget: :meth:`kindling.batch.Budget.hooks_by`) the hooks
+    run on a thread of their own, and a hook still running at the deadline is abandoned: the
+    batch goes on without it, and one line (``"kindling": "hook_abandoned"``) names it and the
+    hooks left uncalled. Without one (a long-lived worker) they run here, to their end."""
+    calls = _calls(registry, outcomes, max_attempts)
+    if not calls:
+        return
+    if deadline is None:
+        for each in calls:
+            _call_one(each, log)
+        return
+    from _thread import allocate_lock, start_new_thread
+    from time import monotonic
+
+    done, state = allocate_lock(), {"at": 0, "abandoned": False}
+    done.acquire()
+
+    def run_all() -> None:
+        try:
+            for at, each in enumerate(calls):
+                if state["abandoned"]:
+                    return
+                state["at"] = at
+                _call_one(each, log)
+        finally:
+            done.release()
+
+    start_new_thread(run_all, ())
+    left = deadline - monotonic()
+    if done.acquire(True, left) if left > 0 else done.acquire(False):
+        return
+    state["abandoned"] = True
+    name, hook, job, _, o, _ = calls[state["at"]]
+    if log:
+        log({"level": "WARNING", "message": f"{name} hook still running at the batch's budget: abandoned",
+             "kindling": "hook_abandoned", "hook": _hook_name(hook), "job_id": o.job_id, "task": o.task,
+             "status": o.status, "not_called": len(calls) - state["at"] - 1, "xray_trace_id": o.trace_id})
+
+
+def _calls(registry: Registry, outcomes: list[Outcome], max_attempts: Callable[[Outcome], int]) -> list[tuple]:
+    """``(name, hook, job, error, outcome, task)`` for every call, in the order they are made."""
     context = lambda_context()
+    calls = []
     for o in outcomes:
         names = calls_for(o)
         if not names:
             continue
         task = registry.find(o.task)  # type: ignore[arg-type]
         job = JobContext(o.job_id, o.task, o.attempts, max_attempts(o), None, context)  # type: ignore[arg-type]
-        error = o.error
         for name in names:
             own = getattr(task, name, None) if task is not None else None
-            for hook in ((own,) if own is not None else ()) + tuple(registry.hooks[name]):
-                try:
-                    hook(job, None if name == "on_success" else error)
-                except (Exception, SystemExit) as exc:  # noqa: BLE001 - a hook never changes an outcome
-                    if log:
-                        redact = task is not None and task.redact
-                        log({"level": "ERROR", "message": f"{name} hook raised", "kindling": "hook_failed",
-                             "hook": getattr(hook, "__qualname__", repr(hook))[:200], "job_id": o.job_id,
-                             "task": o.task, "status": o.status,
-                             "error": f"{type(exc).__name__}: {'[redacted]' if redact else exc}"[:500],
-                             "xray_trace_id": o.trace_id})
+            error = None if name == "on_success" else o.error
+            calls += [(name, hook, job, error, o, task) for hook in ((own,) if own is not None else ())
+                      + tuple(registry.hooks[name])]
+    return calls
+
+
+def _call_one(each: tuple, log: Callable[[dict], object] | None) -> None:
+    name, hook, job, error, o, task = each
+    try:
+        hook(job, error)
+    except BaseException as exc:  # noqa: BLE001 - a hook never changes an outcome, whatever it raises
+        if log:
+            redact = task is not None and task.redact
+            log({"level": "ERROR", "message": f"{name} hook raised", "kindling": "hook_failed",
+                 "hook": _hook_name(hook), "job_id": o.job_id, "task": o.task, "status": o.status,
+                 "error": f"{type(exc).__name__}: {'[redacted]' if redact else exc}"[:500],
+                 "xray_trace_id": o.trace_id})
+
+
+def _hook_name(hook: object) -> str:
+    return getattr(hook, "__qualname__", repr(hook))[:200]

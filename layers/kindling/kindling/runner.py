@@ -342,7 +342,7 @@ class Runner:
         if self.registry.hooked:
             from kindling import hooks  # only registries with a hook load it
 
-            hooks.call(self.registry, outcomes, self.log, self._attempts_allowed)
+            hooks.call(self.registry, outcomes, self.log, self._attempts_allowed, self.budget.hooks_by(batch.deadline))
         if self.log:
             from kindling.logs import log_batch  # loaded by the first line already
 
