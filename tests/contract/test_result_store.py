@@ -44,8 +44,9 @@ def store(request):
 
 
 def test_the_protocol_lists_every_method_a_worker_follow_up_handle_or_tool_calls():
-    assert sorted(CONTRACT) == ["begin_read", "begin_write", "claim_chord", "count_member", "mark_chord_sent",
-                                "read_results", "read_states", "record", "revoke", "take", "write"]
+    assert sorted(CONTRACT) == ["begin_read", "begin_write", "claim_chord", "count_member", "give_back",
+                                "mark_chord_sent", "read_results", "read_states", "record", "revoke", "take",
+                                "write"]
 
 
 @pytest.mark.parametrize("cls", STORES, ids=lambda c: c.__name__)
@@ -243,6 +244,7 @@ CALLS = {
     "mark_chord_sent": lambda s, d: s.mark_chord_sent("chord#d", at_ms=1, deadline=d),
     "record": lambda s, d: s.record("a", deadline=d),
     "take": lambda s, d: s.take("rate#d#1", 1, 2, ttl_s=60, deadline=d),
+    "give_back": lambda s, d: s.give_back("rate#d#1", 1, deadline=d),
 }
 
 
@@ -318,3 +320,15 @@ def test_a_rate_limit_count_gives_each_take_what_its_window_has_left(store):
     assert store.take(key, 3, 5, ttl_s=60) == 2  # what was left
     assert store.take(key, 1, 5, ttl_s=60) == 0
     assert store.take("rate#contract.task#12346", 9, 5, ttl_s=60) == 5  # a new window, asked for more than it holds
+
+
+def test_runs_given_back_can_be_taken_again_only_while_that_many_are_taken(store):
+    """kindling.ratelimit gives back the runs of jobs that never started."""
+    key = "rate#contract.task#22345"
+    assert store.take(key, 5, 5, ttl_s=60) == 5
+    store.give_back(key, 2)
+    assert store.take(key, 3, 5, ttl_s=60) == 2
+    store.give_back(key, 9)  # more than are taken: nothing changes
+    assert store.take(key, 1, 5, ttl_s=60) == 0
+    store.give_back("rate#contract.task#22346", 1)  # a window never taken from: nothing made
+    assert store.take("rate#contract.task#22346", 9, 5, ttl_s=60) == 5

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 from kindling.envelope import encode_job, new_job
@@ -83,6 +84,7 @@ def test_eager_mode_runs_every_job_as_celerys_eager_mode_does(reg):
 def test_a_worker_of_plain_tasks_never_imports_the_rate_limit():
     probe = """
 import sys
+import time
 from kindling.registry import Registry
 from kindling.runner import Delivery, Runner
 from kindling.stores import MemoryResultStore
@@ -94,3 +96,40 @@ print("kindling.ratelimit" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _fifo(task, group, n):
+    return Delivery(f"m-{group}-{n}", encode_job(new_job(task, [n])), 1, group=group)
+
+
+def test_in_a_fifo_batch_a_run_is_taken_only_for_a_job_that_will_run(reg):
+    """Group A's first job fails, so its rate-limited second job is handed back unrun: it
+    takes no run from the window, and group B's rate-limited job gets it and runs."""
+    @reg.task(name="boom")
+    def boom(n):
+        raise RuntimeError("no")
+
+    store = MemoryResultStore()
+    outcomes = Runner(reg, store, log=None, metrics=False, retry_delay=1).run(
+        [_fifo("boom", "A", 0), _fifo("rated", "A", 1), _fifo("rated", "B", 2)])
+    assert [o.status for o in outcomes] == ["failed", "deferred", "succeeded"]
+    assert "FIFO group 'A'" in outcomes[1].reason
+    assert reg.runs == [2]
+    (count,) = [r for key, r in store.records.items() if key.startswith("rate#rated#")]
+    assert count["taken"] == 1  # B's run, and no other
+
+
+def test_a_run_taken_for_a_job_that_never_started_is_given_back(reg):
+    """A rate-limited job cut off by the invocation's time is handed back unrun: the run it
+    was granted goes back to the window, where the next delivery finds it."""
+    @reg.task(name="slow")
+    def slow(n):
+        time.sleep(0.25)
+
+    store = MemoryResultStore()
+    runner = Runner(reg, store, log=None, metrics=False, safety_ms=100, cutoff_ms=200)
+    outcomes = runner.run(_batch("slow", 1) + _batch("rated", 1, start=1), remaining_ms=lambda: 500)
+    assert outcomes[1].status == "deferred" and "remaining time" in outcomes[1].reason and reg.runs == []
+    (count,) = [r for key, r in store.records.items() if key.startswith("rate#rated#")]
+    assert count["taken"] == 0
+    assert [o.status for o in runner.run(_batch("rated", 1, start=1))] == ["succeeded"]  # the same window

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from kindling.envelope import Job
     from kindling.registry import Task
+    from kindling.result_store import ResultStore
 
 __all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_OUTAGE", "STORE_UNAVAILABLE",
            "current_job", "drop_duplicates", "hand_back", "job_of", "lambda_context", "read_state",
@@ -410,6 +411,8 @@ if TYPE_CHECKING:
         threads: int  # sync jobs of one batch at a time, in a pool
         budget: Budget
         otel: bool
+        store: ResultStore  # a rate limit's count (kindling.ratelimit)
+        log: Callable[[dict], object] | None
         thread_pool: object | None  # the strategies' own, kept while the worker is warm
         event_loop: object | None
 

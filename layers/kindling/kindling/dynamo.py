@@ -290,6 +290,19 @@ class DynamoResultStore:
         left = min(want, limit - int(item.get("taken", {}).get("N", 0)))
         return left if left > 0 and add(left) else 0
 
+    def give_back(self, key: str, count: int, *, deadline: float | None = None) -> None:
+        """Return ``count`` runs taken under ``key``: one conditional ``UpdateItem`` (``ADD``
+        of ``-count``, only while at least that many are taken; else nothing changes)."""
+        try:
+            self._call("UpdateItem", {
+                "TableName": self.table, "Key": {"id": {"S": key}},
+                "UpdateExpression": "ADD #n :less", "ConditionExpression": "#n >= :count",
+                "ExpressionAttributeNames": {"#n": "taken"},
+                "ExpressionAttributeValues": {":less": {"N": str(-count)}, ":count": {"N": str(count)}},
+            }, self._deadline(deadline))
+        except _ConditionFailed:  # fewer are taken (the item expired): nothing to give back
+            return
+
     def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
                     deadline: float | None = None) -> bool:
         """Move the chord record from ``waiting`` to ``completed``, naming its callback, before

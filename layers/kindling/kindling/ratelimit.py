@@ -19,6 +19,12 @@ delivery (at most 12 hours), so the jobs handed back spread out instead of all c
 at once, and a backlog many windows deep costs each job a few receives, not one per window.
 It uses no attempt; on SQS each hand-back is a receive of its message, which the queue's
 ``MaxReceiveCount`` bounds (100 by default).
+
+A run is spent only on a job that starts: one granted to a job that is then handed back
+unstarted (the invocation's time ran short) is given back to its window. In a FIFO batch a
+run is taken just before each rate-limited job starts, once the jobs of its group before it
+have succeeded, so a job handed back because its group stopped takes none, and another
+group's job can have it.
 """
 
 from __future__ import annotations
@@ -62,9 +68,12 @@ def parse(spec: str | int) -> RateLimit:
     return RateLimit(text if "/" in text else f"{text}/s", n // g, period * 1000 // g)
 
 
-def admit(runner, runnable: list, deadline: float | None) -> None:
+def admit(runner, runnable: list, deadline: float | None, grants: dict | None = None) -> dict:
     """Take a run from each rate-limited task's window for the batch's jobs that are about to
-    run, in one round trip per such task; hand back (``deferred``) those over the limit."""
+    run, in one round trip per such task; hand back (``deferred``) those over the limit.
+
+    Returns ``grants`` (a new dict if ``None``), with the jobs granted a run added under
+    their window's key: :func:`give_back` returns the runs of those that never start."""
     import random
 
     from kindling.envelope import now_ms
@@ -72,6 +81,7 @@ def admit(runner, runnable: list, deadline: float | None) -> None:
     from kindling.records import rate_key
     from kindling.status import DEFERRED
 
+    grants = {} if grants is None else grants
     by_task: dict[str, list] = {}
     for o in runnable:
         if o.status is None and runner.task_of(o).rate_limit is not None:
@@ -80,7 +90,9 @@ def admit(runner, runnable: list, deadline: float | None) -> None:
         rate = runner.task_of(jobs[0]).rate_limit
         index, left_ms = rate.window(now_ms())
         ttl_s = -(-(left_ms + rate.window_ms) // 1000) + 60  # the item outlives its window a little
-        granted = runner.store.take(rate_key(name, index), len(jobs), rate.limit, ttl_s=ttl_s, deadline=deadline)
+        key = rate_key(name, index)
+        granted = runner.store.take(key, len(jobs), rate.limit, ttl_s=ttl_s, deadline=deadline)
+        grants.setdefault(key, []).extend(jobs[:granted])
         for o in jobs[granted:]:
             o.status = DEFERRED
             o.reason = f"over the task's rate limit ({rate.spec}): handed back unrun, no attempt used"
@@ -88,3 +100,22 @@ def admit(runner, runnable: list, deadline: float | None) -> None:
             # limit takes few receives per job (SQS counts each, up to MaxReceiveCount).
             spread = rate.window_ms * 2 ** min(o.deliveries - 1, 20)
             o.retry_in = min(-(-(left_ms + int(random.random() * spread)) // 1000), MAX_DELAY_S)
+    return grants
+
+
+def give_back(runner, grants: dict, deadline: float | None) -> None:
+    """Return to its window each run granted to a job that never started (handed back: the
+    invocation's time ran short, the batch was interrupted), one round trip per window that
+    has one; a store that cannot be reached leaves it spent, as before."""
+    from kindling.errors import StoreUnavailable
+
+    for key, jobs in grants.items():
+        unstarted = sum(1 for o in jobs if o.limit_at is None)
+        if not unstarted:
+            continue
+        try:
+            runner.store.give_back(key, unstarted, deadline=deadline)
+        except StoreUnavailable as exc:
+            if runner.log:
+                runner.log({"level": "WARNING", "kindling": "rate_limit_not_given_back", "key": key,
+                            "runs": unstarted, "error": f"{exc}"[:300]})

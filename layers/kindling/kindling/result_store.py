@@ -98,6 +98,11 @@ class ResultStore(Protocol):
         window, :mod:`kindling.ratelimit`), atomically across every worker; return how many."""
         ...
 
+    def give_back(self, key: str, count: int, *, deadline: float | None = None) -> None:
+        """Return ``count`` runs taken under ``key`` to their window, for jobs that were granted
+        them and never started; only while at least ``count`` are taken (else nothing changes)."""
+        ...
+
     def revoke(self, job_id: str, *, task: str | None = None) -> None:
         """Record the job ``revoked`` (:func:`kindling.records.revoke`); raises
         :class:`~kindling.errors.KindlingError` naming the status that refused it."""

@@ -247,12 +247,14 @@ class Runner:
         self._batch_worker, self._deadline = batch.worker, batch.deadline
         outcomes, deliveries, deadline, read_by = batch.outcomes, batch.deliveries, batch.deadline, batch.read_by
         runnable = batch.runnable
+        fifo = any(d.group is not None for d in deliveries)
+        grants = None  # runs taken from rate limits; a FIFO batch takes each as its job starts
         try:
             self._apply_previous(runnable, batch.collect())
-            if any(self.task_of(o).rate_limit is not None for o in runnable if o.status is None):
+            if not fifo and any(self.task_of(o).rate_limit is not None for o in runnable if o.status is None):
                 from kindling.ratelimit import admit  # one round trip per rate-limited task
 
-                admit(self, runnable, read_by)
+                grants = admit(self, runnable, read_by)
         except StoreUnavailable as exc:
             batch.handed_back = self._hand_back_all(outcomes, f"{STORE_UNAVAILABLE}: {exc}")
             return batch
@@ -260,7 +262,6 @@ class Runner:
         runnable = [o for o in runnable if o.status is None]
         sync_jobs = [o for o in runnable if not self.task_of(o).is_async]
         async_jobs = [o for o in runnable if self.task_of(o).is_async]
-        fifo = any(d.group is not None for d in deliveries)
         try:
             # Each strategy but the plain one (kindling.execution) is imported by the first
             # batch that needs it: a Lambda worker's batches of sync jobs never load them.
@@ -283,6 +284,10 @@ class Runner:
             self._settle_unfinished(runnable, exc)
         if any(o.status is None for o in runnable):  # a run that ended without an outcome
             self._settle_unfinished(runnable, RuntimeError("the job's run ended without an outcome"))
+        if grants:
+            from kindling.ratelimit import give_back  # loaded already: a run granted to a job not started
+
+            give_back(self, grants, self.budget.write_by(deadline))
         try:
             self._number_unread_failures(runnable, read_by)
         except StoreUnavailable as exc:

@@ -59,6 +59,13 @@ class MemoryResultStore:
         self.records[key] = {"id": key, "taken": taken + granted}
         return granted
 
+    def give_back(self, key: str, count: int, *, deadline: float | None = None) -> None:
+        """Return ``count`` runs taken under ``key`` (:mod:`kindling.ratelimit`)."""
+        self._reach(deadline)
+        taken = self.records.get(key, {}).get("taken", 0)
+        if 0 < count <= taken:  # as the DynamoDB store's condition
+            self.records[key]["taken"] = taken - count
+
     def get_statuses(self, job_ids: Sequence[str]) -> dict[str, str]:
         return {i: state[0] for i, state in self.read_states(job_ids).items()}
 

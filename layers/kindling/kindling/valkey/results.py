@@ -157,6 +157,12 @@ class ValkeyResultStore:
 
         return int(self._eval(TAKE, [self._key(key)], [want, limit, ttl_s], deadline))
 
+    def give_back(self, key: str, count: int, *, deadline: float | None = None) -> None:
+        """Return ``count`` runs taken under ``key`` (:mod:`kindling.ratelimit`) in one script."""
+        from kindling.valkey.scripts import GIVE_BACK
+
+        self._eval(GIVE_BACK, [self._key(key)], [count], deadline)
+
     def claim_chord(self, key: str, callback: str | None, *, at_ms: int = 0, claimed_at: int | None = None,
                     deadline: float | None = None) -> bool:
         """Move the chord record from ``waiting`` to ``completed``, naming its callback, before

@@ -324,3 +324,16 @@ redis.call('INCRBY', KEYS[1], granted)
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 return granted
 """
+
+GIVE_BACK = """
+-- KEYS[1]: a rate-limited task's count for one window; ARGV: runs to give back.
+-- Runs taken for jobs that never started go back to the window (kindling.ratelimit), only
+-- while at least that many are taken (as the DynamoDB store's condition): else nothing changes.
+local taken = tonumber(redis.call('GET', KEYS[1]) or '0')
+local back = tonumber(ARGV[1])
+if back <= 0 or taken < back then
+  return 0
+end
+redis.call('DECRBY', KEYS[1], back)
+return back
+"""
