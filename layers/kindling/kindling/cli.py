@@ -25,6 +25,9 @@ def _arg(text: str):
 
 
 def cmd_worker(ns) -> int:
+    from kindling.aws.proxy import check_environment
+
+    check_environment()  # a proxy kindling cannot use is refused before anything starts
     if ns.valkey:
         _keep_password_off_command_line(ns)  # before the tasks load: it may replace this process
     ns.valkey = valkey_url(ns)

@@ -32,7 +32,7 @@ from typing import Any
 from kindling import codec, config
 from kindling.dynamo import from_item
 from kindling.envelope import Call, Job, encode_job, new_job, now_ms  # Call: defined beside Job, imported from here too
-from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge  # noqa: F401 - raised through payloads.fit
+from kindling.errors import EnqueueError, JobFailed, PayloadTooLarge, masked_url  # noqa: F401 - raised through payloads.fit
 from kindling.handles import JobHandle, wait_result
 from kindling.payloads import SIGNATURE_BYTES
 from kindling.registry import Task
@@ -256,7 +256,7 @@ class Client:
         if fifo and not call.group:
             raise ValueError(f"a FIFO queue needs group= on every job ({name!r} has none)")
         if call.group and not fifo:
-            raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {url!r}")
+            raise ValueError(f"group= needs a FIFO queue (a URL ending in .fifo), not {masked_url(url)!r}")
         # Past SQS's 15 minutes the delay is the job's not_before, and the message is sent at
         # once: the worker records the job scheduled (so its due time can be read from the
         # start) and hands it back until it is due (up to 12 h a hop, no attempt).

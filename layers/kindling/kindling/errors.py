@@ -11,6 +11,11 @@ class KindlingError(Exception):
     """Base class of every error kindling raises on purpose."""
 
 
+class ConfigurationError(KindlingError, ValueError):
+    """A setting kindling does not support (an ``https://`` proxy): refused where the worker is
+    built, before any batch, any URL in it masked (:func:`masked_url`)."""
+
+
 class TaskDefinitionError(KindlingError, TypeError):
     """A task was declared wrongly (unknown option, bad value, duplicate name)."""
 
@@ -136,3 +141,66 @@ class ResultNotRecorded(KindlingError):
         super().__init__(f"job {job_id}: task {task!r} records no success (results={results!r}), so its result "
                          "cannot be read; a failure that ended it is recorded (handle.status()). Declare the task "
                          "with results='all' to read results")
+
+
+# -- what a message may show of a URL -------------------------------------------------------
+
+# Where a URL's authority ends, for masking: the URL's own delimiters, and what ends it in a
+# message (white space, quotes, angle brackets). Not sub-delimiters: "(", ",", ";" may stand
+# unencoded in a password.
+_AUTHORITY_END = frozenset("/?#'\"<> \t\r\n")
+_SECRET_PARAMETERS = ("password", "secret", "token", "signature", "credential")
+
+
+def masked_url(text: str) -> str:
+    """``text`` with every URL's credentials replaced by ``***``: the password of its user
+    part (the whole user part when it has no password: it may be a token), and the values of
+    query parameters named as secrets (``password=``, ``X-Amz-Signature=``...). ``text`` is a
+    URL (``user:password@host:port`` without a scheme too, as a proxy may be set) or a message
+    holding URLs. The one masking every error and log line that can hold a URL goes through:
+    proxies, Valkey URLs, endpoints."""
+    if "@" not in text and "=" not in text:
+        return text
+    if "://" not in text:
+        if "@" in text and not any(c in _AUTHORITY_END for c in text.partition("/")[0]):
+            return _masked_authority(text)  # a bare authority: "user:password@host:port"
+        return text
+    out, at = [], 0
+    while True:
+        found = text.find("://", at)
+        if found < 0:
+            out.append(text[at:])
+            return "".join(out)
+        start = found + 3
+        out.append(text[at:start])
+        end = start
+        while end < len(text) and text[end] not in _AUTHORITY_END:
+            end += 1
+        out.append(_masked_authority(text[start:end]))
+        at = end
+        if end < len(text) and text[end] in "/?#":  # the path and query, to the end of the URL
+            tail = end
+            while tail < len(text) and text[tail] not in "'\"<> \t\r\n":
+                tail += 1
+            out.append(_masked_query(text[end:tail]))
+            at = tail
+
+
+def _masked_authority(authority: str) -> str:
+    userinfo, sign, host = authority.rpartition("@")
+    if not sign:
+        return authority
+    user, colon, _ = userinfo.partition(":")
+    return f"{user}:***@{host}" if colon else f"***@{host}"
+
+
+def _masked_query(rest: str) -> str:
+    path, mark, query = rest.partition("?")
+    if not mark or "=" not in query:
+        return rest
+    fields = []
+    for field in query.split("&"):
+        name, equals, _ = field.partition("=")
+        secret = equals and any(word in name.lower() for word in _SECRET_PARAMETERS)
+        fields.append(f"{name}=***" if secret else field)
+    return f"{path}?{'&'.join(fields)}"

@@ -19,6 +19,7 @@ is looked at by class name, never imported) so the mapping is tested without a n
 
 from __future__ import annotations
 
+from kindling.errors import masked_url
 from kindling.status import FAILED, REJECTED, REVOKED
 
 OK = 0
@@ -54,7 +55,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
     keeps its traceback)."""
     name = type(exc).__name__
     module = type(exc).__module__ or ""
-    text = _one_line(str(exc))
+    text = masked_url(_one_line(str(exc)))
     if isinstance(exc, UsageError):
         return text, USAGE
     if name in ("JobFailed",) and module.startswith("kindling"):

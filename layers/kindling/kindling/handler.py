@@ -96,6 +96,10 @@ class LambdaWorker:
     def __init__(self, registry: Registry | None = None, *, store: ResultStore | None = None,
                  **runner_options):
         env = os.environ
+        if any(name.lower().endswith("_proxy") for name in env):  # never in Lambda unless set by hand
+            from kindling.aws.proxy import check_environment
+
+            check_environment()  # a proxy kindling cannot use is refused here, at init, not in a batch
         self.registry = registry or default_registry
         self._store = store
         self.table = env.get("KINDLING_TABLE", "")

@@ -28,6 +28,7 @@ import sys
 import time
 
 from kindling import codec
+from kindling.errors import masked_url
 from kindling.status import DEAD, FAILED, REJECTED
 
 TYPE_CHECKING = False
@@ -122,7 +123,10 @@ class LogSink:
         ordered.update((k, v) for k, v in line.items() if k not in ordered and k != "xray_trace_id" and v is not None)
         if line.get("xray_trace_id"):  # Powertools adds it last, after the line's own keys
             ordered["xray_trace_id"] = line["xray_trace_id"]
-        (self.stream or sys.stdout).write(codec.dumps(ordered) + "\n")
+        text = codec.dumps(ordered)
+        if "://" in text:  # a URL's credentials never reach a log line
+            text = masked_url(text)
+        (self.stream or sys.stdout).write(text + "\n")
 
 
 def _caller() -> str:

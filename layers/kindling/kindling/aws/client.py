@@ -12,6 +12,7 @@ from kindling.aws.endpoints import resolve_region
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header
+from kindling.errors import masked_url
 from kindling.policy import compute_backoff
 
 
@@ -103,7 +104,7 @@ class JsonClient:
         self.max_attempts = max_attempts
         parts = Url(self.endpoint)
         if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-            raise ValueError(f"endpoint must be an http:// or https:// URL: {self.endpoint!r}")
+            raise ValueError(f"endpoint must be an http:// or https:// URL: {masked_url(self.endpoint)!r}")
         self._scheme = parts.scheme
         self._host = parts.hostname
         self._port = parts.port or DEFAULT_PORTS[parts.scheme]
@@ -125,7 +126,7 @@ class JsonClient:
         self._holder = 0  # the thread that started the call holding the lock
 
     def __repr__(self) -> str:
-        return f"JsonClient({self.service!r}, {self.target_prefix!r}, endpoint={self.endpoint!r})"
+        return f"JsonClient({self.service!r}, {self.target_prefix!r}, endpoint={masked_url(self.endpoint)!r})"
 
     def __enter__(self) -> "JsonClient":
         return self

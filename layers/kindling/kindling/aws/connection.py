@@ -404,7 +404,9 @@ def request_url(
 
     parts = Url(url)
     if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise ValueError(f"not an http:// or https:// URL: {url!r}")
+        from kindling.errors import masked_url
+
+        raise ValueError(f"not an http:// or https:// URL: {masked_url(url)!r}")
     conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], timeout)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:

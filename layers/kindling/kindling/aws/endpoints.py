@@ -37,7 +37,9 @@ class Endpoint:
         self.url, self.signing_region, self.configured = url, signing_region, configured
 
     def __repr__(self) -> str:
-        return f"Endpoint({self.url!r}, signing_region={self.signing_region!r})"
+        from kindling.errors import masked_url
+
+        return f"Endpoint({masked_url(self.url)!r}, signing_region={self.signing_region!r})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Endpoint) and (self.url, self.signing_region) == (other.url, other.signing_region)

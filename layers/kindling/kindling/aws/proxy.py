@@ -13,6 +13,10 @@ Imported only when one of the proxy variables is set.
 import os
 
 from kindling.aws.url import Url
+from kindling.errors import ConfigurationError, masked_url
+
+# The variables read, lowercase first (it wins, as in urllib's getproxies).
+VARIABLES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")
 
 
 class Proxy:
@@ -23,9 +27,13 @@ class Proxy:
     def __init__(self, url: str) -> None:
         if "://" not in url:
             url = f"http://{url}"  # "127.0.0.1:3128", as urllib3 reads it
-        parts = Url(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"unsupported proxy {url!r}: kindling speaks to http:// proxies (CONNECT for https)")
+        try:
+            parts = Url(url)
+        except ValueError:  # a port that is not one
+            parts = None
+        if parts is None or parts.scheme != "http" or not parts.hostname:
+            raise ConfigurationError(f"unsupported proxy {masked_url(url)!r}: kindling speaks to http:// proxies "
+                                     "(CONNECT for https), with a host and a port")
         self.url, self.host, self.port = url, parts.hostname, parts.port or 80
         self.authorization: str | None = None
         netloc = url.split("://", 1)[1].split("/", 1)[0]
@@ -40,6 +48,21 @@ class Proxy:
 
     def __repr__(self) -> str:  # never the password
         return f"Proxy({self.host!r}, {self.port})"
+
+
+def check_environment() -> None:
+    """Refuse a proxy setting kindling does not support, naming its variable, the URL's
+    credentials masked (:class:`~kindling.errors.ConfigurationError`): called where a worker
+    is built (the Lambda handler's init, ``kindling worker``), so it is refused once, at
+    start, and never in the middle of a batch."""
+    env = os.environ
+    for name in VARIABLES:
+        value = env.get(name)
+        if value:
+            try:
+                Proxy(value)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"{name}: {exc}") from None
 
 
 def _env(name: str) -> str:

@@ -35,6 +35,7 @@ from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header, quote
 from kindling.backoff import compute_backoff
 from kindling.digest import sha256
+from kindling.errors import masked_url
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class S3Client:
         if self.endpoint is not None:
             parts = Url(self.endpoint)
             if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-                raise ValueError(f"endpoint must be an http:// or https:// URL: {self.endpoint!r}")
+                raise ValueError(f"endpoint must be an http:// or https:// URL: {masked_url(self.endpoint)!r}")
             self._base = (parts.scheme, parts.hostname, parts.port, parts.path.rstrip("/"))
         self.timeout = timeout
         self.max_attempts = max_attempts
@@ -118,7 +119,7 @@ class S3Client:
         self._lock = allocate_lock()
 
     def __repr__(self) -> str:
-        return f"S3Client(region={self.region!r}, endpoint={self.endpoint!r})"
+        return f"S3Client(region={self.region!r}, endpoint={masked_url(self.endpoint or '')!r})"
 
     def __enter__(self) -> S3Client:
         return self

@@ -7,6 +7,7 @@ botocore). The token file is read again at every refresh: the kubelet rotates it
 """
 
 from kindling.aws.errors import AwsError
+from kindling.errors import masked_url
 
 MAX_REPLY_BYTES = 65536  # four short fields and the assumed role's ids
 # botocore retries these for web identity: the identity provider was briefly unreachable.
@@ -47,7 +48,7 @@ def assume_role_with_web_identity(role_arn: str, token_file: str, session_name: 
                                           max_body=MAX_REPLY_BYTES)
         except errors.TRANSPORT_ERRORS as exc:
             if errors.is_tls_verification_failure(exc):
-                raise AwsError("TLSVerificationFailed", f"web identity at {url}: {exc}") from exc
+                raise AwsError("TLSVerificationFailed", f"web identity at {masked_url(url)}: {exc}") from exc
             last = f"{type(exc).__name__}: {exc}"
             continue
         values = _fields(bytes(data))
@@ -57,12 +58,13 @@ def assume_role_with_web_identity(role_arn: str, token_file: str, session_name: 
                                    expires_at=parse_utc(values["Expiration"]),
                                    source=f"web identity ({role_arn})")
             except (KeyError, ValueError) as exc:
-                raise AwsError("CredentialsError", f"web identity: no credentials in the reply from {url}") from exc
+                raise AwsError("CredentialsError",
+                               f"web identity: no credentials in the reply from {masked_url(url)}") from exc
         code = values.get("Code", f"HTTP {status}")
         last = f"{code}: {values.get('Message', '')}"
         if status < 500 and code not in _RETRIED_CODES:
             break
-    raise AwsError("CredentialsError", f"web identity: AssumeRoleWithWebIdentity for {role_arn} at {url} "
+    raise AwsError("CredentialsError", f"web identity: AssumeRoleWithWebIdentity for {role_arn} at {masked_url(url)} "
                    f"failed: {last}")
 
 

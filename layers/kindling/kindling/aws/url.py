@@ -40,7 +40,9 @@ class Url:
             host, _, port = hostport.partition(":")
         self.hostname = host.lower() or None
         if port and not (port.isdigit() and int(port) <= 65535):
-            raise ValueError(f"invalid port in URL {url!r}")
+            from kindling.errors import masked_url
+
+            raise ValueError(f"invalid port in URL {masked_url(url)!r}")
         self.port = int(port) if port else None
 
 

@@ -28,6 +28,7 @@ import copy
 import os
 
 from kindling import config
+from kindling.errors import masked_url
 
 __all__ = ["Stack", "OpsError"]
 
@@ -189,7 +190,8 @@ class Stack:
             policy = attrs.get("Attributes", {}).get("RedrivePolicy")
             if not policy:
                 where = "pass --dlq-url" if self.queue_name == "default" else "deploy it as template.yaml does"
-                raise OpsError(f"queue {self.queue_name!r} ({self.queue_url}) has no redrive policy: {where}")
+                raise OpsError(f"queue {self.queue_name!r} ({masked_url(self.queue_url)}) has no redrive policy: "
+                               f"{where}")
             from kindling.sqs import queue_url
 
             arn = codec.loads(policy)["deadLetterTargetArn"]

@@ -67,6 +67,7 @@ from _thread import allocate_lock
 from time import monotonic
 
 from kindling import codec
+from kindling.errors import masked_url
 from kindling.valkey.keys import DEFAULT_GROUP, flag_key, flag_number  # noqa: F401 - flag_number: its old home
 
 KICK_TTL_MS = 960_000
@@ -112,7 +113,7 @@ class LambdaInvoker:
         self.attempts = max(1, attempts)
         parts = Url(self.endpoint)
         if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-            raise ValueError(f"endpoint must be an http:// or https:// URL: {self.endpoint!r}")
+            raise ValueError(f"endpoint must be an http:// or https:// URL: {masked_url(self.endpoint)!r}")
         self._scheme, self._host = parts.scheme, parts.hostname
         self._port = parts.port or DEFAULT_PORTS[parts.scheme]
         name = quote(function_name, safe="")
@@ -122,7 +123,7 @@ class LambdaInvoker:
         self._lock = allocate_lock()
 
     def __repr__(self) -> str:
-        return f"LambdaInvoker({self.function_name!r}, endpoint={self.endpoint!r})"
+        return f"LambdaInvoker({self.function_name!r}, endpoint={masked_url(self.endpoint)!r})"
 
     def __call__(self, payload: dict) -> None:
         from kindling.aws import errors
