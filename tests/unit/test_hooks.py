@@ -232,3 +232,38 @@ def test_without_a_budget_hooks_run_to_their_end(calls):
     reg.on_success(lambda job, error: (time.sleep(0.05), calls.append(threading.get_ident())))
     outcome = Runner(reg, MemoryResultStore(), log=None, metrics=False).run([deliver("ok")])[0]
     assert outcome.status == "succeeded" and calls == [threading.get_ident()]  # inline, on the batch's thread
+
+
+def test_in_lambda_a_slow_hook_is_abandoned_and_the_batch_is_still_answered(calls):
+    """The invocation answers with its batch settled (the failed job reported for its retry)
+    while its hooks are still running, instead of running into its timeout."""
+    from kindling.handler import LambdaWorker
+
+    release = threading.Event()
+    reg = Registry()
+    reg.task(name="boom")(lambda: (_ for _ in ()).throw(ValueError("no")))
+    reg.on_failure(lambda job, error: (calls.append(job.id), release.wait(10)))
+    reg.on_failure(lambda job, error: calls.append("second"))
+    buf = io.StringIO()
+    worker = LambdaWorker(reg, store=MemoryResultStore(), log=logs.LogSink(buf), metrics=False, retry_delay=0,
+                          safety_ms=200, cutoff_ms=50)
+
+    class Context:
+        aws_request_id = "req-1"
+        deadline = time.monotonic() + 0.4
+
+        def get_remaining_time_in_millis(self):
+            return int((self.deadline - time.monotonic()) * 1000)
+
+    d = deliver("boom")
+    event = {"Records": [{"messageId": d.ref, "receiptHandle": "rh", "body": d.body,
+                          "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+                          "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:jobs",
+                          "awsRegion": "us-east-1"}]}
+    try:
+        response = worker(event, Context())
+        assert response == {"batchItemFailures": [{"itemIdentifier": d.ref}]}
+        assert len(calls) == 1 and "second" not in calls
+        assert any("hook_abandoned" in line for line in buf.getvalue().splitlines())
+    finally:
+        release.set()
