@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from kindling import codec, logs
 from kindling.errors import ConfigurationError, masked_url
 
@@ -25,7 +27,9 @@ SECRET = "PASSWORD"
     ("two: http://a:PASSWORD@h1 and \"redis://:PASSWORD@h2\"", "two: http://a:***@h1 and \"redis://:***@h2\""),
     ("http://h/q?X-Amz-Signature=PASSWORD&Action=Send", "http://h/q?X-Amz-Signature=***&Action=Send"),
     ("redis://h:6379/0?password=PASSWORD", "redis://h:6379/0?password=***"),
+    ("http://h/login?next=https://u:PASSWORD@h2/", "http://h/login?next=https://u:***@h2/"),  # a URL in a URL
     ("http://127.0.0.1:4566", "http://127.0.0.1:4566"),
+    ("/path/with@sign", "/path/with@sign"),
     ("mail me at a@b.example", "mail me at a@b.example"),  # no URL: left as it is
     ("", ""),
 ])
@@ -100,3 +104,17 @@ def test_the_command_line_shows_an_error_with_its_urls_masked():
 
     text, _ = describe(EndpointConnectionError('Could not connect to the endpoint URL: "http://u:PASSWORD@h:1/"'))
     assert SECRET not in text and "u:***@h:1" in text
+
+
+_PASSWORD_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&()*+,;=:%@"
+
+
+@settings(max_examples=300, deadline=None)
+@given(scheme=st.sampled_from(["http", "https", "redis", "rediss", "valkey", "valkeys", ""]),
+       user=st.text("abcdefghij", max_size=6), password=st.text(_PASSWORD_CHARS, min_size=6, max_size=40),
+       around=st.sampled_from(["{}", "'{}'", "\"{}\"", "cannot reach {}: refused", "<{}>", "x={} y"]))
+def test_no_password_survives_masking_whatever_it_holds(scheme, user, password, around):
+    url = f"{scheme}://{user}:{password}@127.0.0.1:6379/0" if scheme else f"{user}:{password}@127.0.0.1:6379"
+    text = around.format(url) if scheme else url  # a bare authority is masked only as a value of its own
+    assume(text.count(password) == 1)  # the password, not a piece of the host or the user that it repeats
+    assert password not in masked_url(text)

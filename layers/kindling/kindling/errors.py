@@ -162,9 +162,13 @@ def masked_url(text: str) -> str:
     if "@" not in text and "=" not in text:
         return text
     if "://" not in text:
-        if "@" in text and not any(c in _AUTHORITY_END for c in text.partition("/")[0]):
+        if "@" in text and text[:1] not in "/?" and not any(c in _AUTHORITY_END for c in text.partition("/")[0]):
             return _masked_authority(text)  # a bare authority: "user:password@host:port"
         return text
+    return _masked_urls(text)
+
+
+def _masked_urls(text: str) -> str:
     out, at = [], 0
     while True:
         found = text.find("://", at)
@@ -182,7 +186,7 @@ def masked_url(text: str) -> str:
             tail = end
             while tail < len(text) and text[tail] not in "'\"<> \t\r\n":
                 tail += 1
-            out.append(_masked_query(text[end:tail]))
+            out.append(_masked_query(_masked_urls(text[end:tail])))  # a URL in a URL's query too
             at = tail
 
 
