@@ -44,6 +44,10 @@ for _path in ("stream_worker", "stream_valkey_store", "stream_drain"):
 EXCEPTIONS["eager", "delay_past_sqs_maximum"] = "eager mode runs every job at once, inline: a delay is not waited for"
 EXCEPTIONS["eager", "over_the_rate_limit"] = (
     "eager mode runs every job at once, inline, as Celery's eager mode does: a rate limit is not waited for")
+for _path in ("sqs_loop", "stream_worker", "stream_valkey_store", "eager"):
+    EXCEPTIONS[_path, "hook_past_budget"] = (
+        "a long-lived worker (and eager mode) has no invocation budget: its hooks run on the batch's thread to "
+        "their end")
 EXCEPTIONS["eager", "large_result"] = (
     "eager mode has no payload bucket: a result over 350,000 bytes is ResultTooLarge, as on any worker without one")
 

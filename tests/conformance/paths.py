@@ -98,6 +98,7 @@ class Path:
 
     name = ""
     crashes_to_exhaust = 0  # deliveries without an outcome before the next one is the last allowed
+    budget_ms = 30_000  # a Lambda invocation's time (the paths through LambdaWorker)
 
     def __init__(self) -> None:
         self.delays: dict[str, list[int]] = {}
@@ -341,7 +342,7 @@ class SqsHandler(_Sqs):
                                   for k, a in m.get("MessageAttributes", {}).items()}} for m in messages]}
         self.changed = {}
         with codec_of(False):  # a Lambda function keeps the standard codec
-            response = self.worker(event, Context())
+            response = self.worker(event, Context(self.budget_ms))
         kept = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         for m in messages:
             if m["MessageId"] not in kept:  # what the event source mapping deletes
@@ -601,7 +602,7 @@ class StreamDrain(_Stream):
     def round(self) -> bool:
         event = {"kindling": "drain", "stream": self.stream}  # the DrainSchedule's event
         with codec_of(False):  # a Lambda function keeps the standard codec
-            summary = self.worker(event, Context())
+            summary = self.worker(event, Context(self.budget_ms))
         assert summary.get("kindling") == "drained", summary
         if not summary["batches"]:
             return False

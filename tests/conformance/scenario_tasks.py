@@ -164,6 +164,15 @@ def _interrupts(job, error):
     raise HookInterrupt("the hook's interrupt")
 
 
+SLOW_HOOK_RELEASE = threading.Event()
+"""Set when a scenario is done with its slow hook: a hook the worker abandoned then ends."""
+
+
+def _slow(job, error):
+    _called("task.on_success")(job, error)
+    SLOW_HOOK_RELEASE.wait(10)
+
+
 @registry.on_failure
 def _any_failure(job, error):
     _called("on_failure")(job, error)
@@ -196,6 +205,11 @@ def hook_raises() -> str:
 
 @task(name="c.hook_interrupts", on_success=_interrupts)
 def hook_interrupts() -> str:
+    return "done"
+
+
+@task(name="c.slow_hook", on_success=_slow)
+def slow_hook() -> str:
     return "done"
 
 

@@ -42,6 +42,20 @@ def hook_interrupts(path):
     return observe(path, job)
 
 
+def hook_past_budget(path):
+    """A hook still running when the invocation's budget ends: abandoned, the batch settled."""
+    # Enough for the drain to read (it stops below twice KINDLING_SAFETY_MS, 1 s, plus 0.5 s)
+    # and for the job to start; its hook is cut half a second before the end.
+    path.budget_ms = 3_500
+    tasks.SLOW_HOOK_RELEASE.clear()
+    try:
+        job = path.enqueue(tasks.slow_hook)
+        path.run_until_settled()
+        return observe(path, job)
+    finally:
+        tasks.SLOW_HOOK_RELEASE.set()
+
+
 OK = {"error": None, "dead_letter": False}
 SCENARIOS = {
     "hooks_success": (success, dict(OK, status="succeeded", attempts=1, result=1, delays=[], hooks=[
@@ -62,6 +76,10 @@ SCENARIOS = {
     "hook_raises_base_exception": (hook_interrupts, dict(OK, status="succeeded", attempts=1, result="done",
                                                          delays=[], hooks=[
         ("task.on_success", 1, None), ("on_success", 1, None)])),
+    # The task's hook outlived the invocation's budget: abandoned, the registry's never called,
+    # the job recorded and its message settled once.
+    "hook_past_budget": (hook_past_budget, dict(OK, status="succeeded", attempts=1, result="done", delays=[],
+                                                hooks=[("task.on_success", 1, None)])),
 }
 
 
