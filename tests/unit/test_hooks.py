@@ -267,3 +267,17 @@ def test_in_lambda_a_slow_hook_is_abandoned_and_the_batch_is_still_answered(call
         assert any("hook_abandoned" in line for line in buf.getvalue().splitlines())
     finally:
         release.set()
+
+
+def test_with_the_budget_already_spent_no_hook_is_started(calls):
+    from kindling import hooks
+
+    reg = Registry()
+    reg.task(name="ok")(lambda: 1)
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run([deliver("ok"), deliver("ok")])
+    reg.on_success(lambda job, error: calls.append(job.id))
+    lines = []
+    hooks.call(reg, outcomes, lines.append, lambda o: 3, deadline=time.monotonic() - 1)
+    assert calls == []
+    (line,) = lines
+    assert line["kindling"] == "hook_abandoned" and line["not_called"] == 2

@@ -75,6 +75,13 @@ def call(registry: Registry, outcomes: list[Outcome], log: Callable[[dict], obje
     from _thread import allocate_lock, start_new_thread
     from time import monotonic
 
+    if deadline <= monotonic():  # the batch's budget is spent already: none is started
+        o = calls[0][4]
+        if log:
+            log({"level": "WARNING", "message": "no time left in the batch's budget: hooks not called",
+                 "kindling": "hook_abandoned", "job_id": o.job_id, "task": o.task, "status": o.status,
+                 "not_called": len(calls), "xray_trace_id": o.trace_id})
+        return
     done, state = allocate_lock(), {"at": 0, "abandoned": False}
     done.acquire()
 
