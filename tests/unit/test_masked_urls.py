@@ -118,3 +118,12 @@ def test_no_password_survives_masking_whatever_it_holds(scheme, user, password, 
     text = around.format(url) if scheme else url  # a bare authority is masked only as a value of its own
     assume(text.count(password) == 1)  # the password, not a piece of the host or the user that it repeats
     assert password not in masked_url(text)
+
+
+def test_a_container_credentials_uri_refused_is_shown_masked():
+    from kindling.aws.container import container_credentials
+    from kindling.aws.errors import AwsError
+
+    with pytest.raises(AwsError) as caught:
+        container_credentials("http://user:PASSWORD@creds.invalid/creds")  # refused before any lookup or socket
+    assert SECRET not in str(caught.value) and "user:***@" in str(caught.value)

@@ -17,6 +17,7 @@ from kindling.aws.connection import Connection
 from kindling.aws.errors import AwsError, DeadlineExceeded, ResponseTooLarge
 from kindling.aws.temporary import parse_utc
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header, is_loopback
+from kindling.errors import masked_url
 
 # botocore's ContainerMetadataFetcher: over plain HTTP the authorization token goes only to
 # a loopback address or one of these hosts; over https, anywhere.
@@ -31,11 +32,11 @@ def container_credentials(uri: str, deadline: float | None = None) -> tuple[str,
     """Fetch (and cache until shortly before expiry) credentials from the container endpoint."""
     parts = Url(uri)
     if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise AwsError("CredentialsError", f"unsupported container credentials URI {uri!r}")
+        raise AwsError("CredentialsError", f"unsupported container credentials URI {masked_url(uri)!r}")
     if parts.scheme == "http" and not (parts.hostname in _CONTAINER_HOSTS or is_loopback(parts.hostname)):
         raise AwsError(
             "CredentialsError",
-            f"unsupported host {parts.hostname!r} in container credentials URI {uri!r}: over plain HTTP, "
+            f"unsupported host {parts.hostname!r} in container credentials URI {masked_url(uri)!r}: over plain HTTP, "
             f"credentials are fetched only from a loopback address or one of {', '.join(_CONTAINER_HOSTS)}",
         )
     env = os.environ
@@ -51,7 +52,8 @@ def container_credentials(uri: str, deadline: float | None = None) -> tuple[str,
         raise AwsError("CredentialsError", "the container authorization token holds a line break")
     key = (uri, token or "")
     if not errors.acquire(_container_lock, deadline):  # another thread is fetching them
-        raise AwsError("DeadlineExceeded", f"container credentials from {uri}: the deadline passed", 0, True)
+        raise AwsError("DeadlineExceeded", f"container credentials from {masked_url(uri)}: the deadline passed", 0,
+                       True)
     try:
         return _fetch_container_credentials(uri, parts, token, key, deadline)
     finally:
@@ -71,7 +73,7 @@ def _fetch_container_credentials(
         if attempt:
             delay = 0.05 * attempt
             if deadline is not None and time.monotonic() + delay >= deadline:
-                raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {last}", 0, True)
+                raise AwsError("DeadlineExceeded", f"container credentials from {masked_url(uri)}: {last}", 0, True)
             errors.sleep(delay)
         conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
         conn.use_proxy = False  # a link-local or loopback endpoint, never proxied (as botocore)
@@ -80,12 +82,12 @@ def _fetch_container_credentials(
             status, _, data = conn.request(
                 "GET", target, b"", {"Host": host, **headers}, deadline, MAX_CREDENTIALS_BYTES)
         except ResponseTooLarge as exc:  # not credentials, and would not be on another try
-            raise AwsError("CredentialsError", f"container credentials from {uri}: {exc}") from exc
+            raise AwsError("CredentialsError", f"container credentials from {masked_url(uri)}: {exc}") from exc
         except DeadlineExceeded as exc:
-            raise AwsError("DeadlineExceeded", f"container credentials from {uri}: {exc}", 0, True) from exc
+            raise AwsError("DeadlineExceeded", f"container credentials from {masked_url(uri)}: {exc}", 0, True) from exc
         except errors.TRANSPORT_ERRORS as exc:
             if errors.is_tls_verification_failure(exc):
-                raise AwsError("TLSVerificationFailed", f"container credentials from {uri}: {exc}") from exc
+                raise AwsError("TLSVerificationFailed", f"container credentials from {masked_url(uri)}: {exc}") from exc
             last = f"{type(exc).__name__}: {exc}"
             continue
         finally:
@@ -102,7 +104,7 @@ def _fetch_container_credentials(
             if doc.get("Expiration"):
                 expires = parse_utc(doc["Expiration"]) - _CONTAINER_REFRESH_MARGIN
         except (ValueError, KeyError, TypeError) as exc:
-            raise AwsError("CredentialsError", f"bad response from {uri}: {exc}") from exc
+            raise AwsError("CredentialsError", f"bad response from {masked_url(uri)}: {exc}") from exc
         _container_cache[key] = (creds, expires)
         return creds
-    raise AwsError("CredentialsError", f"container credentials from {uri}: {last}", 0, True)
+    raise AwsError("CredentialsError", f"container credentials from {masked_url(uri)}: {last}", 0, True)

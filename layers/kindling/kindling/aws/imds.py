@@ -12,6 +12,7 @@ back to IMDSv1 unless ``AWS_EC2_METADATA_V1_DISABLED=true``.
 import os
 
 from kindling.aws.errors import AwsError
+from kindling.errors import masked_url
 
 TOKEN_TTL_SECONDS = 21600
 MAX_REPLY_BYTES = 65536
@@ -54,7 +55,7 @@ def instance_credentials(deadline: float | None = None):
                 last = AwsError("CredentialsError", f"HTTP {status}")
                 continue
             return status, bytes(data)
-        raise AwsError("MissingCredentials", f"EC2 instance metadata at {base} did not answer: {last}")
+        raise AwsError("MissingCredentials", f"EC2 instance metadata at {masked_url(base)} did not answer: {last}")
 
     status, token = call("PUT", "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": str(TOKEN_TTL_SECONDS)})
     auth: dict[str, str] = {}
@@ -63,11 +64,12 @@ def instance_credentials(deadline: float | None = None):
     elif status in (403, 404, 405) and env.get("AWS_EC2_METADATA_V1_DISABLED", "").lower() != "true":
         pass  # IMDSv1: no token
     else:
-        raise AwsError("CredentialsError", f"EC2 instance metadata at {base} refused a session token: HTTP {status}")
+        raise AwsError("CredentialsError",
+                       f"EC2 instance metadata at {masked_url(base)} refused a session token: HTTP {status}")
     status, roles = call("GET", _ROLE_PATH, auth)
     role = roles.decode("utf-8", "replace").strip().splitlines()[0].strip() if status == 200 and roles.strip() else ""
     if not role:
-        raise AwsError("MissingCredentials", f"EC2 instance metadata at {base}: the instance has no role "
+        raise AwsError("MissingCredentials", f"EC2 instance metadata at {masked_url(base)}: the instance has no role "
                        f"(HTTP {status})")
     status, data = call("GET", _ROLE_PATH + role, auth)
     from kindling import codec
@@ -80,5 +82,5 @@ def instance_credentials(deadline: float | None = None):
                            expires_at=parse_utc(doc["Expiration"]) if doc.get("Expiration") else None,
                            source=f"EC2 instance metadata (role {role})")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise AwsError("CredentialsError", f"EC2 instance metadata at {base}: no credentials for the role "
+        raise AwsError("CredentialsError", f"EC2 instance metadata at {masked_url(base)}: no credentials for the role "
                        f"{role!r} (HTTP {status}: {exc})") from exc
