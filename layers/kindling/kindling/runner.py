@@ -74,8 +74,7 @@ DAY_S = 86_400
 
 
 def _log(entry: dict) -> None:
-    """The default log: Powertools-layout JSON lines on stdout (:mod:`kindling.logs`, loaded
-    with the first line, not at import)."""
+    """The default log: Powertools-layout JSON lines on stdout (:mod:`kindling.logs`, loaded at the first)."""
     from kindling import logs
 
     logs.sink()(entry)
@@ -246,13 +245,11 @@ class Runner:
         # The batch's own, not the one begun since (a long-lived worker begins the next early).
         self._batch_worker, self._deadline = batch.worker, batch.deadline
         outcomes, deliveries, deadline, read_by = batch.outcomes, batch.deliveries, batch.deadline, batch.read_by
-        runnable = batch.runnable
-        fifo = any(d.group is not None for d in deliveries)
-        grants = None  # runs taken from rate limits; a FIFO batch takes each as its job starts
+        runnable, fifo, grants = batch.runnable, any(d.group is not None for d in deliveries), None
         try:
             self._apply_previous(runnable, batch.collect())
             if not fifo and any(self.task_of(o).rate_limit is not None for o in runnable if o.status is None):
-                from kindling.ratelimit import admit  # one round trip per rate-limited task
+                from kindling.ratelimit import admit, give_back  # one round trip per rate-limited task
 
                 grants = admit(self, runnable, read_by)
         except StoreUnavailable as exc:
@@ -284,9 +281,7 @@ class Runner:
             self._settle_unfinished(runnable, exc)
         if any(o.status is None for o in runnable):  # a run that ended without an outcome
             self._settle_unfinished(runnable, RuntimeError("the job's run ended without an outcome"))
-        if grants:
-            from kindling.ratelimit import give_back  # loaded already: a run granted to a job not started
-
+        if grants:  # a rate limit's run granted to a job that did not start goes back (a FIFO batch: fifo.py)
             give_back(self, grants, self.budget.write_by(deadline))
         try:
             self._number_unread_failures(runnable, read_by)
