@@ -289,9 +289,11 @@ def test_url_with_a_bad_port_is_refused():
 
 
 def test_region_resolution(env):
+    """botocore's order: AWS_DEFAULT_REGION first; AWS_REGION (which botocore does not read)
+    only where nothing else names a region."""
     assert aws.JsonClient("dynamodb", "DynamoDB_20120810").region == "eu-west-1"
     env.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    assert aws.JsonClient("dynamodb", "DynamoDB_20120810").region == "eu-west-1"
+    assert aws.JsonClient("dynamodb", "DynamoDB_20120810").region == "us-west-2"
     env.delenv("AWS_REGION")
     assert aws.JsonClient("dynamodb", "DynamoDB_20120810").region == "us-west-2"
     assert aws.JsonClient("sqs", "AmazonSQS", region="ap-south-1").region == "ap-south-1"

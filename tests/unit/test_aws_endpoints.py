@@ -1,13 +1,17 @@
 """kindling's AWS endpoints are botocore's: every region of every partition (and a region of
 each partition that none lists yet), every service kindling's own client calls, FIPS and
-dual-stack on and off. botocore is the reference, resolved through its endpoint rulesets."""
+dual-stack on and off. botocore is the reference, resolved through its endpoint rulesets as
+a client resolves them (infra/endpoints/generate.py's ``resolve``: the client's built-in
+parameters and its endpoints.json bridge); tests/differential holds the same against
+botocore's clients themselves."""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 from botocore.endpoint_provider import EndpointProvider
-from botocore.exceptions import EndpointResolutionError
-from botocore.loaders import create_loader
 from kindling.aws import JsonClient
 from kindling.aws.endpoints import aws_endpoint, partition_of
 
@@ -20,28 +24,30 @@ UNLISTED = {"aws": "us-kindling-7", "aws-cn": "cn-kindling-7", "aws-us-gov": "us
             "aws-iso-f": "us-isof-kindling-7", "aws-eusc": "eusc-de-kindling-7"}
 
 
+def _generator():
+    path = Path(__file__).resolve().parents[2] / "infra/endpoints/generate.py"
+    spec = importlib.util.spec_from_file_location("endpoints_generate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GENERATE = _generator()
+
+
 @pytest.fixture(scope="module")
 def botocore_data():
-    loader = create_loader()
-    partitions = loader.load_data("partitions")
-    providers = {}
-    for service in (*JSON_SERVICES, "s3"):
-        version = loader.determine_latest_version(service, "endpoint-rule-set-1")
-        providers[service] = EndpointProvider(loader.load_service_model(service, "endpoint-rule-set-1", version),
-                                              partitions)
+    partitions, rulesets = GENERATE.load()
+    providers = {service: (service, EndpointProvider(rulesets[service], partitions))
+                 for service in (*JSON_SERVICES, "s3")}
     regions = [(p["id"], r) for p in partitions["partitions"] for r in p["regions"]]
     regions += [(pid, region) for pid, region in UNLISTED.items()]
     return partitions, providers, regions
 
 
-def botocore_endpoint(provider, region, fips, dualstack, **params):
-    try:
-        endpoint = provider.resolve_endpoint(Region=region, UseFIPS=fips, UseDualStack=dualstack, **params)
-    except EndpointResolutionError:
-        return None
-    signing = next((s["signingRegion"] for s in endpoint.properties.get("authSchemes", ())
-                    if s.get("signingRegion")), region)
-    return endpoint.url, signing
+def botocore_endpoint(provider, region, fips, dualstack, Bucket=GENERATE.BUCKET):  # noqa: N803
+    service, rules = provider
+    return GENERATE.resolve(rules, service, region, fips, dualstack, bucket=Bucket)
 
 
 def kindling_json_endpoint(monkeypatch, service, region, fips, dualstack):

@@ -29,7 +29,7 @@ from time import monotonic
 from kindling.aws import errors
 from kindling.aws.client import get_credentials
 from kindling.aws.connection import MAX_BODY_BYTES, Body, Connection
-from kindling.aws.endpoints import aws_endpoint, configured_endpoint, flags, resolve_region
+from kindling.aws.endpoints import aws_endpoint, configured_endpoint, flags, resolve_region, service_setting
 from kindling.aws.errors import AwsError
 from kindling.aws.signing import sign
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header, quote
@@ -101,12 +101,14 @@ class S3Client:
             raise ValueError("max_attempts must be at least 1")
         self.region = resolve_region(region)
         self.endpoint = configured_endpoint("s3", endpoint)
-        self._flags = flags()  # FIPS, dual-stack: AWS's endpoints only
+        self._flags = flags()  # FIPS, dual-stack, us-east-1's global endpoint: AWS's endpoints only
+        self._setting = service_setting("s3")
         self.path_style = self.endpoint is not None
         # The region requests are signed for: not the region itself for aws-global. Resolved
         # now, so a FIPS / dual-stack setting the partition lacks fails here, not at a GET.
         self.signing_region = (self.region if self.path_style
-                               else aws_endpoint("s3", self.region, *self._flags).signing_region)
+                               else aws_endpoint("s3", self.region, *self._flags,
+                                                 service_setting=self._setting).signing_region)
         if self.endpoint is not None:
             parts = Url(self.endpoint)
             if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
@@ -186,7 +188,8 @@ class S3Client:
             target = f"{prefix}/{quote(bucket, safe='')}{path_key}"
         else:
             virtual = is_virtual_hostable(bucket)
-            endpoint = aws_endpoint("s3", self.region, *self._flags, bucket=bucket if virtual else None)
+            endpoint = aws_endpoint("s3", self.region, *self._flags, bucket=bucket if virtual else None,
+                                    service_setting=self._setting)
             parts = Url(endpoint.url)
             scheme, hostname, port = parts.scheme, parts.hostname, parts.port
             target = path_key if virtual else f"/{quote(bucket, safe='')}{path_key}"
@@ -291,7 +294,7 @@ def client() -> S3Client:
     import os
 
     region = resolve_region(None)
-    key = (os.getpid(), region, configured_endpoint("s3", None), flags())
+    key = (os.getpid(), region, configured_endpoint("s3", None), flags(), service_setting("s3"))
     with _clients_lock:
         found = _clients.get(key)
         if found is None:
