@@ -4,17 +4,19 @@
 imports this module only when there are none (never inside Lambda, which sets them). The
 sources, in order:
 
-1. a profile botocore must resolve (IAM Identity Center ``sso_*``, ``role_arn`` with
-   ``source_profile`` or ``credential_source``): through botocore when it is installed,
-   else a CredentialsError saying so;
-2. web identity: ``AWS_WEB_IDENTITY_TOKEN_FILE`` and ``AWS_ROLE_ARN`` (EKS service
-   accounts), or a profile's ``web_identity_token_file`` and ``role_arn``
-   (:mod:`kindling.aws.sts`);
-3. the shared credentials file's keys for the profile, then its ``credential_process``,
-   then the config file's keys (:mod:`kindling.aws.profiles`);
-4. the container endpoint (ECS, EKS Pod Identity: ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` /
-   ``_RELATIVE_URI``);
-5. EC2 instance metadata, IMDSv2 (:mod:`kindling.aws.imds`), unless
+1. an assume-role profile (``role_arn`` with ``source_profile`` or ``credential_source``;
+   ``role_arn`` with neither, or both, is an error), even one that holds keys too: through
+   botocore when it is installed, else a CredentialsError saying so;
+2. web identity: ``AWS_WEB_IDENTITY_TOKEN_FILE`` or the profile's ``web_identity_token_file``,
+   with ``AWS_ROLE_ARN`` or the profile's ``role_arn`` (EKS service accounts; a token file
+   without a role is an error) (:mod:`kindling.aws.sts`);
+3. an IAM Identity Center profile (``sso_*``), through botocore;
+4. the shared credentials file's keys for the profile, then its ``credential_process``,
+   then the config file's keys (:mod:`kindling.aws.profiles`); an access key id without a
+   secret is an error, not a reason to look further;
+5. the container endpoint (ECS, EKS Pod Identity: ``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI``,
+   else ``_FULL_URI``);
+6. EC2 instance metadata, IMDSv2 (:mod:`kindling.aws.imds`), unless
    ``AWS_EC2_METADATA_DISABLED=true``.
 
 The first source that is configured answers; one that is configured and fails raises
@@ -33,8 +35,8 @@ __all__ = ["ADVISORY_REFRESH", "MANDATORY_REFRESH", "Credentials", "get", "refre
 
 SOURCES = ("environment", "web identity", "shared credentials and config files", "container endpoint",
            "EC2 instance metadata")
-# profile keys only botocore resolves
-_BOTOCORE_KEYS = ("sso_session", "sso_start_url", "sso_account_id", "credential_source", "source_profile")
+# IAM Identity Center profiles: botocore resolves them
+_SSO_KEYS = ("sso_session", "sso_start_url", "sso_account_id")
 
 _lock = allocate_lock()
 _cached: Credentials | None = None
@@ -88,46 +90,53 @@ def reset() -> None:
 
 
 def resolve(deadline: float | None = None) -> Credentials:
-    """Walk the chain once, uncached: the first configured source's credentials."""
+    """Walk the chain once, uncached: the first configured source's credentials (botocore's
+    providers after the environment's, in botocore's order)."""
     from kindling.aws import profiles
 
     env = os.environ
     name = profiles.profile_name()
     settings = profiles.profile(name)
     if settings is None and profiles.named_explicitly():
-        raise AwsError("CredentialsError", f"the profile {name!r} (AWS_PROFILE) is in neither "
+        raise AwsError("CredentialsError", f"the profile {name!r} (AWS_DEFAULT_PROFILE / AWS_PROFILE) is in neither "
                        f"{profiles.credentials_path()} nor {profiles.config_path()}")
     settings = settings or {}
-    if any(settings.get(k) for k in _BOTOCORE_KEYS) and not settings.get("aws_access_key_id"):
+    if "role_arn" in settings and "web_identity_token_file" not in settings:  # botocore assumes the role
+        sources = [key for key in ("source_profile", "credential_source") if key in settings]
+        if len(sources) != 1:
+            raise AwsError("CredentialsError", f"the profile {name!r} has a role_arn and "
+                           + ("both source_profile and credential_source" if sources else
+                              "neither source_profile nor credential_source") + ": botocore refuses it too")
         return _found(_botocore_fetcher(name), deadline)
-    token_file, role = env.get("AWS_WEB_IDENTITY_TOKEN_FILE"), env.get("AWS_ROLE_ARN")
-    session = env.get("AWS_ROLE_SESSION_NAME")
-    if not (token_file and role) and settings.get("web_identity_token_file") and settings.get("role_arn"):
-        token_file, role = settings["web_identity_token_file"], settings["role_arn"]
-        session = settings.get("role_session_name") or session
-    if token_file and role:
+    token_file = env.get("AWS_WEB_IDENTITY_TOKEN_FILE") or settings.get("web_identity_token_file")
+    if token_file:
+        role = env.get("AWS_ROLE_ARN") or settings.get("role_arn")
+        if not role:
+            raise AwsError("CredentialsError", f"web identity: {token_file} is configured but no role "
+                           "(AWS_ROLE_ARN, or role_arn in the profile)")
+        session = env.get("AWS_ROLE_SESSION_NAME") or settings.get("role_session_name")
         from kindling.aws import sts
 
         return _found(lambda d: sts.assume_role_with_web_identity(role, token_file, session, d), deadline)
-    static = _static(name)
+    if any(settings.get(key) for key in _SSO_KEYS):
+        return _found(_botocore_fetcher(name), deadline)
+    static = _keys(profiles.credentials_profiles().get(name), f"shared credentials file (profile {name})")
     if static is not None:
         return static
     if settings.get("credential_process"):
         command = settings["credential_process"]
         return _found(lambda d: _from_process(command), deadline)
-    config_keys = profiles.config_profiles().get(name) or {}
-    if config_keys.get("aws_access_key_id") and config_keys.get("aws_secret_access_key"):
-        return Credentials(config_keys["aws_access_key_id"], config_keys["aws_secret_access_key"],
-                           config_keys.get("aws_session_token"), source=f"config file (profile {name})")
-    full_uri = env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    static = _keys(profiles.config_profiles().get(name), f"config file (profile {name})")
+    if static is not None:
+        return static
     relative_uri = env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-    if full_uri or relative_uri:
-        from kindling.aws.container import container_credentials
+    full_uri = env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+    if relative_uri is not None or full_uri is not None:  # set, even empty: botocore's test
+        from kindling.aws import container
 
-        uri = full_uri or f"http://169.254.170.2{relative_uri}"
-        found = _found(lambda d: Credentials(*container_credentials(uri, d), source="container endpoint",
-                                             live=True), deadline)
-        return found
+        uri = f"{container.RELATIVE_URI_BASE}{relative_uri}" if relative_uri is not None else full_uri
+        return _found(lambda d: Credentials(*container.container_credentials(uri, d), source="container endpoint",
+                                            live=True), deadline)
     if env.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true":
         from kindling.aws import imds
 
@@ -162,14 +171,15 @@ def _found(fetch, deadline: float | None) -> Credentials:
     return creds
 
 
-def _static(name: str) -> Credentials | None:
-    from kindling.aws import profiles
-
-    section = profiles.credentials_profiles().get(name) or {}
-    if section.get("aws_access_key_id") and section.get("aws_secret_access_key"):
-        return Credentials(section["aws_access_key_id"], section["aws_secret_access_key"],
-                           section.get("aws_session_token"), source=f"shared credentials file (profile {name})")
-    return None
+def _keys(section: dict[str, str] | None, source: str) -> Credentials | None:
+    """A profile section's keys; None where it has no access key id. An access key id without
+    a secret is an error, as in botocore: never another identity from further down the chain."""
+    if not section or "aws_access_key_id" not in section:
+        return None
+    if "aws_secret_access_key" not in section:
+        raise AwsError("CredentialsError", f"{source}: aws_access_key_id without aws_secret_access_key")
+    return Credentials(section["aws_access_key_id"], section["aws_secret_access_key"],
+                       section.get("aws_session_token"), source=source)
 
 
 def _from_process(command: str) -> Credentials:
@@ -204,18 +214,22 @@ def _botocore_fetcher(name: str):
     found: list = []
 
     def fetch(deadline: float | None) -> Credentials:
-        if not found:
-            try:
-                import botocore.session
-            except ImportError:
-                raise AwsError("CredentialsError", f"the profile {name!r} needs botocore (IAM Identity Center or "
-                               "assume-role): pip install boto3, or give the process keys, web identity or a "
-                               "container endpoint") from None
-            creds = botocore.session.Session(profile=name).get_credentials()
-            if creds is None:
-                raise AwsError("MissingCredentials", f"botocore found no credentials for the profile {name!r}")
-            found.append(creds)
-        frozen = found[0].get_frozen_credentials()
+        try:
+            import botocore.exceptions
+            import botocore.session
+        except ImportError:
+            raise AwsError("CredentialsError", f"the profile {name!r} needs botocore (IAM Identity Center or "
+                           "assume-role): pip install boto3, or give the process keys, web identity or a "
+                           "container endpoint") from None
+        try:
+            if not found:
+                creds = botocore.session.Session(profile=name).get_credentials()
+                if creds is None:
+                    raise AwsError("MissingCredentials", f"botocore found no credentials for the profile {name!r}")
+                found.append(creds)
+            frozen = found[0].get_frozen_credentials()
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            raise AwsError("CredentialsError", f"the profile {name!r}, through botocore: {exc}") from exc
         return Credentials(frozen.access_key, frozen.secret_key, frozen.token,
                            source=f"botocore (profile {name})", live=True)
 

@@ -21,14 +21,18 @@ def get_credentials(deadline: float | None = None) -> tuple[str, str, str | None
     the chain (fetched by ``deadline``, a time.monotonic value, if given).
 
     The environment's first, re-read on every call (``AWS_ACCESS_KEY_ID`` and friends, as Lambda
-    sets them: inside Lambda nothing else is read or imported). Without them (outside Lambda;
+    sets them: inside Lambda nothing else is read or imported); an access key id without a
+    secret is an error, as in botocore. Without them (outside Lambda;
     SnapStart functions get no key variables) :mod:`kindling.aws.chain` walks botocore's chain:
     profiles and the shared files, web identity, the container endpoint, EC2 instance metadata."""
     env = os.environ
     access_key = env.get("AWS_ACCESS_KEY_ID")
-    secret_key = env.get("AWS_SECRET_ACCESS_KEY")
-    if access_key and secret_key:
-        return access_key, secret_key, env.get("AWS_SESSION_TOKEN") or None
+    if access_key:
+        secret_key = env.get("AWS_SECRET_ACCESS_KEY")
+        if not secret_key:  # botocore refuses too: never another identity from further down the chain
+            raise AwsError("CredentialsError", "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not")
+        # botocore reads the older AWS_SECURITY_TOKEN first
+        return access_key, secret_key, env.get("AWS_SECURITY_TOKEN") or env.get("AWS_SESSION_TOKEN") or None
     from kindling.aws import chain  # not in Lambda: it sets the variables above
 
     return chain.get(deadline)

@@ -1,8 +1,8 @@
 """Credentials from the container endpoint: ECS, EKS Pod Identity, Lambda SnapStart.
 
-``AWS_CONTAINER_CREDENTIALS_FULL_URI`` (or ``_RELATIVE_URI``) with
-``AWS_CONTAINER_AUTHORIZATION_TOKEN`` (or ``_TOKEN_FILE``, re-read at every fetch: EKS
-rotates it). As botocore does, the token is sent over plain HTTP only to a loopback
+``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`` (else ``_FULL_URI``) with
+``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`` (else ``_TOKEN``; the file is re-read at every
+fetch: EKS rotates it), botocore's order. As botocore does, the token is sent over plain HTTP only to a loopback
 address, localhost or the container metadata addresses (169.254.170.2, 169.254.170.23,
 fd00:ec2::23); over https, to any host.
 """
@@ -15,21 +15,25 @@ from kindling import codec  # codec.loads is rebound by codec.use_orjson()
 from kindling.aws import errors
 from kindling.aws.connection import Connection
 from kindling.aws.errors import AwsError, DeadlineExceeded, ResponseTooLarge
-from kindling.aws.temporary import parse_utc
+from kindling.aws.temporary import ADVISORY_REFRESH, parse_utc, refresh_due
 from kindling.aws.url import DEFAULT_PORTS, Url, host_header, is_loopback
 from kindling.errors import masked_url
 
 # botocore's ContainerMetadataFetcher: over plain HTTP the authorization token goes only to
 # a loopback address or one of these hosts; over https, anywhere.
 _CONTAINER_HOSTS = ("169.254.170.2", "169.254.170.23", "fd00:ec2::23", "localhost")
+# where AWS_CONTAINER_CREDENTIALS_RELATIVE_URI's path is fetched from (ECS)
+RELATIVE_URI_BASE = "http://169.254.170.2"
+# (uri, token) -> (credentials, when they expire): fetched again on botocore's windows (kindling.aws.temporary)
 _container_cache: dict[tuple[str, str], tuple[tuple[str, str, str | None], float]] = {}
 _container_lock = allocate_lock()
-_CONTAINER_REFRESH_MARGIN = 300.0  # refresh container credentials 5 min before expiry
 MAX_CREDENTIALS_BYTES = 65536  # the endpoint's JSON is ~1.5 KB: four short fields
 
 
 def container_credentials(uri: str, deadline: float | None = None) -> tuple[str, str, str | None]:
-    """Fetch (and cache until shortly before expiry) credentials from the container endpoint."""
+    """Credentials from the container endpoint, cached and fetched again as botocore does: from
+    15 minutes before they expire on every call, keeping them if that fails; from 10 minutes
+    before, the fetch must succeed."""
     parts = Url(uri)
     if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
         raise AwsError("CredentialsError", f"unsupported container credentials URI {masked_url(uri)!r}")
@@ -40,14 +44,17 @@ def container_credentials(uri: str, deadline: float | None = None) -> tuple[str,
             f"credentials are fetched only from a loopback address or one of {', '.join(_CONTAINER_HOSTS)}",
         )
     env = os.environ
-    token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
     token_file = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
-    if not token and token_file:
+    if token_file is not None:  # the file over the variable, as botocore
         try:
             with open(token_file) as f:
-                token = f.read().strip()
+                # a trailing line break (an editor's, echo's) is no part of the token: stripped
+                # (botocore refuses such a file)
+                token: str | None = f.read().strip()
         except OSError as exc:
             raise AwsError("CredentialsError", f"cannot read {token_file}: {exc}") from exc
+    else:
+        token = env.get("AWS_CONTAINER_AUTHORIZATION_TOKEN")
     if token and ("\r" in token or "\n" in token):  # as botocore: no header injection through the token
         raise AwsError("CredentialsError", "the container authorization token holds a line break")
     key = (uri, token or "")
@@ -64,8 +71,19 @@ def _fetch_container_credentials(
     uri: str, parts: Url, token: str | None, key: tuple[str, str], deadline: float | None
 ) -> tuple[str, str, str | None]:
     cached = _container_cache.get(key)
-    if cached is not None and time.time() < cached[1]:
+    due = refresh_due(cached[1], time.time()) if cached is not None else "mandatory"
+    if cached is not None and due == "fresh":
         return cached[0]
+    try:
+        return _fetch(uri, parts, token, key, deadline)
+    except AwsError:
+        if cached is not None and due == "advisory":
+            return cached[0]  # still valid for 10 minutes or more: try again next call, as botocore
+        raise
+
+
+def _fetch(uri: str, parts: Url, token: str | None, key: tuple[str, str],
+           deadline: float | None) -> tuple[str, str, str | None]:
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = {"Authorization": token} if token else {}
     last = ""
@@ -100,9 +118,8 @@ def _fetch_container_credentials(
         try:
             doc = codec.loads(data)
             creds = (doc["AccessKeyId"], doc["SecretAccessKey"], doc.get("Token") or None)
-            expires = time.time() + 600.0  # no Expiration given: refresh after 10 minutes
-            if doc.get("Expiration"):
-                expires = parse_utc(doc["Expiration"]) - _CONTAINER_REFRESH_MARGIN
+            # no Expiration given: due for a refresh after 10 minutes
+            expires = parse_utc(doc["Expiration"]) if doc.get("Expiration") else time.time() + 600.0 + ADVISORY_REFRESH
         except (ValueError, KeyError, TypeError) as exc:
             raise AwsError("CredentialsError", f"bad response from {masked_url(uri)}: {exc}") from exc
         _container_cache[key] = (creds, expires)
