@@ -1,9 +1,11 @@
 """Which proxy a connection goes through, read from the environment as botocore reads it.
 
 ``HTTPS_PROXY`` for https endpoints, ``HTTP_PROXY`` for http ones (the lowercase spellings
-win, as in urllib's ``getproxies``), except for hosts ``NO_PROXY`` names: ``*``, a host,
-or a domain (``example.com`` and ``.example.com`` both cover ``a.example.com``), with or
-without a port, as ``urllib.request.proxy_bypass_environment`` matches them. An https
+win, even empty, as in urllib's ``getproxies``), except for hosts ``NO_PROXY`` names: ``*``,
+a host, or a domain (``example.com`` and ``.example.com`` both cover ``a.example.com``), with
+or without a port, an IPv6 address in brackets (``[::1]``), as
+``urllib.request.proxy_bypass_environment`` matches them. A proxy URL with a user and a
+password sends ``Proxy-Authorization``; one with a user alone sends none (botocore's rule). An https
 endpoint is reached through an HTTP CONNECT tunnel (TLS end to end, as urllib3 does); an
 http one by sending the request to the proxy with the absolute URL as its target.
 
@@ -12,7 +14,7 @@ Imported only when one of the proxy variables is set.
 
 import os
 
-from kindling.aws.url import Url
+from kindling.aws.url import DEFAULT_PORTS, Url
 from kindling.errors import ConfigurationError, masked_url
 
 # The variables read, lowercase first (it wins, as in urllib's getproxies).
@@ -43,8 +45,9 @@ class Proxy:
 
             userinfo = netloc.rpartition("@")[0]
             user, _, password = userinfo.partition(":")
-            raw = f"{unquote(user)}:{unquote(password)}".encode()
-            self.authorization = "Basic " + base64.b64encode(raw).decode("ascii")
+            if user and password:  # as botocore: a user without a password sends no header
+                raw = f"{unquote(user)}:{unquote(password)}".encode()
+                self.authorization = "Basic " + base64.b64encode(raw).decode("ascii")
 
     def __repr__(self) -> str:  # never the password
         return f"Proxy({self.host!r}, {self.port})"
@@ -66,15 +69,22 @@ def check_environment() -> None:
 
 
 def _env(name: str) -> str:
+    """urllib's getproxies_environment: the lowercase variable when it is set, even empty
+    (then the setting is off), else the uppercase one."""
     env = os.environ
-    return env.get(name.lower()) or env.get(name.upper()) or ""
+    lower = env.get(name.lower())
+    return lower if lower is not None else env.get(name.upper()) or ""
 
 
 def bypass(host: str, port: int | None, no_proxy: str) -> bool:
-    """Whether ``no_proxy`` (NO_PROXY's value) exempts ``host`` (``port``): urllib's rule."""
-    if no_proxy.strip() == "*":
+    """Whether ``no_proxy`` (NO_PROXY's value) exempts ``host`` (``port``: None where the URL
+    names none): urllib's proxy_bypass_environment over the URL's host and port as written,
+    an IPv6 address in its brackets."""
+    if no_proxy == "*":
         return True
     host = host.lower()
+    if ":" in host:
+        host = f"[{host}]"
     with_port = f"{host}:{port}" if port is not None else host
     for name in no_proxy.split(","):
         name = name.strip().lstrip(".").lower()
@@ -88,10 +98,13 @@ def bypass(host: str, port: int | None, no_proxy: str) -> bool:
 
 
 def proxy_for(scheme: str, host: str, port: int | None = None) -> Proxy | None:
-    """The proxy for a connection to ``scheme://host:port``, or None to connect directly."""
+    """The proxy for a connection to ``scheme://host:port``, or None to connect directly. The
+    scheme's default port counts as no port (as kindling writes its URLs)."""
     url = _env(f"{scheme}_proxy")
     if not url:
         return None
+    if port == DEFAULT_PORTS.get(scheme):
+        port = None
     if bypass(host, port, _env("no_proxy")):
         return None
     return Proxy(url)
