@@ -117,6 +117,18 @@ def credentials() -> list[Case]:
     case("credential_process", config=f"[default]\ncredential_process = {PROCESS}\n", **{"process.py": PROCESS_SCRIPT})
     case("static keys over credential_process", credentials=DEFAULT_KEYS,
          config=f"[default]\ncredential_process = {PROCESS}\n", **{"process.py": PROCESS_SCRIPT})
+    case("credential_process in the credentials file", credentials=f"[default]\ncredential_process = {PROCESS}\n",
+         **{"process.py": PROCESS_SCRIPT})
+    case("credential_process that fails", config=f"[default]\ncredential_process = {PROCESS}\n",
+         **{"process.py": "raise SystemExit(3)\n"})
+    case("config file keys with a session token", config=DEFAULT_KEYS + "aws_session_token = config-token\n")
+    case("an IAM Identity Center profile without a cached token", config=d("""
+        [default]
+        sso_start_url = https://kindling.awsapps.com/start
+        sso_region = us-east-1
+        sso_account_id = 123456789012
+        sso_role_name = kindling
+    """))
     # assume role
     case("role_arn and source_profile", STS, credentials=SOURCE_KEYS,
          config=f"[default]\nrole_arn = {ROLE}\nsource_profile = source\n")
@@ -137,8 +149,15 @@ def credentials() -> list[Case]:
         role_arn = {ROLE}-inner
         source_profile = source
     """))
+    case("role_arn with credential_source = Environment and no keys there", STS,
+         config=f"[default]\nrole_arn = {ROLE}\ncredential_source = Environment\n")
     # web identity
     web = {**STS, "AWS_WEB_IDENTITY_TOKEN_FILE": "{dir}/jwt", "AWS_ROLE_ARN": ROLE}
+    case("web identity: a token file and no role", {**STS, "AWS_WEB_IDENTITY_TOKEN_FILE": "{dir}/jwt"},
+         jwt="token-without-a-role", credentials=DEFAULT_KEYS)
+    case("web identity: the environment's token file with the profile's role",
+         {**STS, "AWS_WEB_IDENTITY_TOKEN_FILE": "{dir}/jwt"}, jwt="token-from-env-file",
+         config=f"[default]\nrole_arn = {ROLE}-from-profile\n")
     case("web identity from the environment", web, jwt="token-from-env-file")
     case("web identity from the environment over static keys", web, jwt="token-beside-keys", credentials=DEFAULT_KEYS)
     case("web identity: a role and no token file", {**STS, "AWS_ROLE_ARN": ROLE}, credentials=DEFAULT_KEYS)
