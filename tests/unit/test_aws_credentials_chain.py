@@ -18,7 +18,7 @@ CHAIN_ENV = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
     "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_REGION",
-    "AWS_DEFAULT_REGION",
+    "AWS_DEFAULT_REGION", "AWS_SECURITY_TOKEN",
 )
 
 
@@ -290,3 +290,78 @@ def test_the_command_line_s_one_line_for_missing_credentials_keeps_the_sources(f
     line, code = exits.describe(info.value)
     assert code == exits.ERROR
     assert "tried: the environment" in line and "EC2 instance metadata" in line and str(files[0]) in line
+
+
+# -- where botocore refuses, kindling refuses (never other credentials from further down)
+
+def test_an_access_key_id_without_a_secret_in_the_environment_is_an_error(files, monkeypatch):
+    credentials, _ = files
+    write(credentials, "[default]\naws_access_key_id = AKIDFILE\naws_secret_access_key = s\n")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDENV")
+    with pytest.raises(aws.AwsError, match="AWS_SECRET_ACCESS_KEY") as info:
+        get_credentials()
+    assert info.value.code == "CredentialsError"
+
+
+@pytest.mark.parametrize("which", ["credentials", "config"])
+def test_an_access_key_id_without_a_secret_in_a_file_is_an_error(files, which):
+    credentials, config = files
+    write(credentials if which == "credentials" else config, "[default]\naws_access_key_id = AKIDHALF\n")
+    with pytest.raises(aws.AwsError, match="without aws_secret_access_key"):
+        get_credentials()
+
+
+def test_role_arn_without_a_source_is_an_error(files):
+    credentials, config = files
+    write(credentials, "[default]\naws_access_key_id = AKIDFILE\naws_secret_access_key = s\n")
+    write(config, "[default]\nrole_arn = arn:aws:iam::111122223333:role/Dev\n")
+    with pytest.raises(aws.AwsError, match="neither source_profile nor credential_source"):
+        get_credentials()
+
+
+def test_a_role_beside_keys_is_assumed_through_botocore(files, monkeypatch):
+    """botocore assumes the role of a profile that holds keys too: the keys are the source's."""
+    credentials, config = files
+    write(credentials, "[default]\naws_access_key_id = AKIDFILE\naws_secret_access_key = s\n")
+    write(config, "[default]\nrole_arn = arn:aws:iam::111122223333:role/Dev\nsource_profile = default\n")
+    monkeypatch.setitem(sys.modules, "botocore.session", None)
+    with pytest.raises(aws.AwsError, match="needs botocore"):
+        get_credentials()
+
+
+def test_aws_default_profile_comes_before_aws_profile(files, monkeypatch):
+    credentials, _ = files
+    write(credentials, """
+        [a]
+        aws_access_key_id = AKIDA
+        aws_secret_access_key = a
+        [b]
+        aws_access_key_id = AKIDB
+        aws_secret_access_key = b
+    """)
+    monkeypatch.setenv("AWS_PROFILE", "a")
+    monkeypatch.setenv("AWS_DEFAULT_PROFILE", "b")
+    assert get_credentials()[0] == "AKIDB"
+
+
+def test_the_files_are_parsed_as_botocore_parses_them(files):
+    credentials, _ = files
+    write(credentials, "[default]\nAWS_ACCESS_KEY_ID = AKIDUPPER\nAWS_SECRET_ACCESS_KEY = s\n")
+    assert get_credentials()[0] == "AKIDUPPER"  # keys in any case
+    chain.reset()
+    write(credentials, "[ default ]\naws_access_key_id = AKIDSPACED\naws_secret_access_key = s\n")
+    with pytest.raises(aws.AwsError) as info:  # not the default profile
+        get_credentials()
+    assert info.value.code == "MissingCredentials"
+    chain.reset()
+    write(credentials, "[default]\naws_access_key_id = A\naws_secret_access_key = s\n[default]\nx = 1\n")
+    with pytest.raises(aws.AwsError, match="cannot parse"):  # a duplicate section
+        get_credentials()
+
+
+def test_aws_security_token_is_read_first_as_botocore_reads_it(files, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDENV")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "session-token")
+    monkeypatch.setenv("AWS_SECURITY_TOKEN", "security-token")
+    assert get_credentials() == ("AKIDENV", "s", "security-token")
