@@ -159,3 +159,66 @@ def test_the_generated_table_is_botocore_s():
     done = subprocess.run([sys.executable, str(root / "infra/endpoints/generate.py"), "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def config(monkeypatch, tmp_path, clean_env):
+    """A config file of the test's own, no credentials file, no region or profile variables."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+                 "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_STS_REGIONAL_ENDPOINTS",
+                 "AWS_S3_US_EAST_1_REGIONAL_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "config"
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(path))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    return path
+
+
+def test_the_region_is_botocore_s_then_aws_region(config, monkeypatch):
+    """AWS_DEFAULT_REGION, the profile's region, then AWS_REGION (which botocore does not read)."""
+    config.write_text("[default]\nregion = ap-south-1\n")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert JsonClient("sqs", "T").region == "ap-south-1"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    assert JsonClient("sqs", "T").region == "us-west-2"
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    config.write_text("[default]\n")
+    assert JsonClient("sqs", "T").region == "eu-west-1"
+
+
+def test_the_config_file_s_endpoint_settings(config, monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    config.write_text("[default]\nuse_fips_endpoint = true\n")
+    assert JsonClient("dynamodb", "T").endpoint == "https://dynamodb-fips.us-east-2.amazonaws.com"
+    monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "false")  # a variable that is set wins
+    assert JsonClient("dynamodb", "T").endpoint == "https://dynamodb.us-east-2.amazonaws.com"
+    config.write_text("[default]\nservices = local\nendpoint_url = http://127.0.0.1:4566\n"
+                      "[services local]\nsecrets_manager =\n  endpoint_url = http://127.0.0.1:4501\n")
+    assert JsonClient("secretsmanager", "T").endpoint == "http://127.0.0.1:4501"
+    assert JsonClient("sqs", "T").endpoint == "http://127.0.0.1:4566"
+    config.write_text("[default]\nservices = gone\n")
+    with pytest.raises(Exception, match="services section 'gone'"):
+        JsonClient("sqs", "T")
+
+
+def test_the_global_endpoints_of_sts_and_s3(config, monkeypatch):
+    from kindling.aws.s3 import S3Client
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    assert S3Client().url("kindling-bucket", "k") == "https://kindling-bucket.s3.amazonaws.com/k"
+    monkeypatch.setenv("AWS_S3_US_EAST_1_REGIONAL_ENDPOINT", "regional")
+    assert S3Client().url("kindling-bucket", "k") == "https://kindling-bucket.s3.us-east-1.amazonaws.com/k"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    assert (JsonClient("sts", "T").endpoint, JsonClient("sts", "T").signing_region) == (
+        "https://sts.eu-west-1.amazonaws.com", "eu-west-1")
+    config.write_text("[default]\nsts_regional_endpoints = legacy\n")
+    assert (JsonClient("sts", "T").endpoint, JsonClient("sts", "T").signing_region) == (
+        "https://sts.amazonaws.com", "us-east-1")
+
+
+def test_dual_stack_is_refused_where_botocore_refuses_it(config, monkeypatch):
+    monkeypatch.setenv("AWS_USE_DUALSTACK_ENDPOINT", "true")
+    for region in ("eu-isoe-west-1", "us-isof-south-1"):
+        with pytest.raises(Exception, match="dual-stack") as info:
+            JsonClient("dynamodb", "T", region=region)
+        assert info.value.code == "EndpointResolutionError"
