@@ -25,7 +25,7 @@ from differential import stub
 PARTS = ("credentials", "endpoints", "endpoint settings", "proxies")
 TITLES = {
     "credentials": "credential chain (fixture environments)",
-    "endpoints": "endpoints: 7 services x FIPS/dual-stack (env) in every partition (STS: every region)",
+    "endpoints": "endpoints: 7 services x FIPS/dual-stack (env) in every partition",
     "endpoint settings": "endpoints, other settings (region and profile precedence, config file, endpoint URLs)",
     "proxies": "proxy decision and Proxy-Authorization (proxies x NO_PROXY x spellings x endpoints)",
 }
@@ -236,13 +236,11 @@ def kindling_proxy(url: str) -> tuple:
 
 # -- running -----------------------------------------------------------------------------------------
 
-def _answer(case: Case) -> Outcome:
+def _answer(case: Case, session) -> Outcome:
     if case.part == "credentials":
         return Outcome(case, botocore_credentials(case.twice), kindling_credentials(case.twice))
     if case.part == "proxies":
         return Outcome(case, botocore_proxy(case.url), kindling_proxy(case.url))
-    # the grid changes variables only: one botocore session reads them all (it reads no file twice)
-    session = _grid_session() if case.part == "endpoints" else None
     return Outcome(case, botocore_endpoint(case.service, session), kindling_endpoint(case.service))
 
 
@@ -258,13 +256,17 @@ def run(part: str) -> list[Outcome]:
         for _, group in itertools.groupby(CASES[part](), key=lambda c: (repr(c.env), repr(c.files), c.twice)):
             group = list(group)
             with environment(group[0], server.url):
+                # one botocore session per environment (it reads variables at each client, files once);
+                # the grid changes variables only: one session for all of it
+                session = _grid_session() if part == "endpoints" else _session() if part == "endpoint settings" \
+                    else None
                 for case in group:
                     if case.part == "credentials":  # each question from a cold start
                         from kindling.aws import chain, container
 
                         chain.reset()
                         container._container_cache.clear()
-                    outcomes.append(_answer(case))
+                    outcomes.append(_answer(case, session))
     return outcomes
 
 
