@@ -8,6 +8,7 @@ differently get different credentials and the comparison sees it."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -119,3 +120,24 @@ def relative_uri_host(url: str) -> Iterator[None]:
         yield
     finally:
         ContainerMetadataFetcher.IP_ADDRESS, container.RELATIVE_URI_BASE = saved
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@contextmanager
+def loopback_only() -> Iterator[None]:
+    """Any connection to another address fails at once (botocore's requests to AWS are stopped
+    before they are sent; a slip would show here, not reach the network)."""
+    real = socket.socket.connect
+
+    def connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in _LOOPBACK:
+            raise AssertionError(f"a differential case connected to {address!r}: only loopback stubs here")
+        return real(self, address)
+
+    socket.socket.connect = connect
+    try:
+        yield
+    finally:
+        socket.socket.connect = real
