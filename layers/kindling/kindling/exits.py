@@ -86,7 +86,8 @@ def _botocore(exc: BaseException, name: str, text: str) -> str:
         return (f"no AWS credentials ({text}): set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
                 "or run `aws configure`")
     if name == "NoRegionError":
-        return "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), or a region in your AWS profile"
+        return ("no AWS region: set AWS_DEFAULT_REGION, or a region in your AWS profile (boto3 does not read "
+                "AWS_REGION)")
     if name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError"):
         return (f"cannot reach AWS ({text}): check the queue URL, AWS_ENDPOINT_URL and AWS_REGION, and the "
                 "network")
