@@ -97,6 +97,9 @@ def credentials() -> list[Case]:
         aws_access_key_id = AKIDCONFIG
         aws_secret_access_key = config-secret
     """))
+    case("AWS_SHARED_CREDENTIALS_FILE naming $HOME", {"AWS_SHARED_CREDENTIALS_FILE": "$HOME/credentials"},
+         credentials=DEFAULT_KEYS)
+    case("AWS_CONFIG_FILE under ~", {"AWS_CONFIG_FILE": "~/config"}, config=DEFAULT_KEYS)
     # which profile
     two_profiles = DEFAULT_KEYS + d("""
         [a]

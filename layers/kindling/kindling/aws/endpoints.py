@@ -65,7 +65,7 @@ def _profile() -> dict[str, str]:
     if not (env.get("AWS_DEFAULT_PROFILE") or env.get("AWS_PROFILE")):
         files = (env.get("AWS_CONFIG_FILE") or "~/.aws/config", env.get("AWS_SHARED_CREDENTIALS_FILE")
                  or "~/.aws/credentials")
-        if not any(os.path.isfile(os.path.expanduser(path)) for path in files):
+        if not any(os.path.isfile(os.path.expanduser(os.path.expandvars(path))) for path in files):
             return {}
     from kindling.aws import profiles
 

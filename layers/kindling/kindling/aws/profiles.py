@@ -35,12 +35,17 @@ def named_explicitly() -> bool:
     return any(os.environ.get(name) for name in _PROFILE_VARIABLES)
 
 
+def expand(path: str) -> str:
+    """A file's path as botocore reads it: ``$VARIABLES`` and ``~`` expanded."""
+    return os.path.expanduser(os.path.expandvars(path))
+
+
 def credentials_path() -> str:
-    return os.path.expanduser(os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials")
+    return expand(os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials")
 
 
 def config_path() -> str:
-    return os.path.expanduser(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
+    return expand(os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config")
 
 
 def read_sections(path: str) -> dict[str, dict[str, str]]:
