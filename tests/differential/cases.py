@@ -259,6 +259,9 @@ def endpoint_settings() -> list[Case]:
     case("AWS_DEFAULT_PROFILE's region beside AWS_PROFILE", {"AWS_PROFILE": "a", "AWS_DEFAULT_PROFILE": "b"},
          config=profiles)
     case("no region anywhere")
+    case("AWS_PROFILE names a profile only the credentials file has", {"AWS_PROFILE": "a"},
+         credentials="[a]\naws_access_key_id = A\naws_secret_access_key = s\nregion = eu-north-1\n",
+         config="[default]\nregion = ap-south-1\n")
     # FIPS and dual-stack in the config file
     region = {"AWS_DEFAULT_REGION": "us-east-2"}
     case("use_fips_endpoint in the config file", region, config="[default]\nuse_fips_endpoint = true\n")
@@ -277,6 +280,7 @@ def endpoint_settings() -> list[Case]:
         f"AWS_ENDPOINT_URL_{s}": "http://127.0.0.1:4567"
         for s in ("DYNAMODB", "SQS", "SECRETS_MANAGER", "SSM", "LAMBDA", "STS", "S3")}})
     case("endpoint_url in the profile", region, config=f"[default]\nendpoint_url = {local}\n")
+    case("AWS_ENDPOINT_URL with a path and a trailing slash", {**region, "AWS_ENDPOINT_URL": f"{local}/prefix/"})
     services = d(f"""
         [default]
         services = local
@@ -331,7 +335,8 @@ PROXIES = ("http://127.0.0.1:3128", "127.0.0.1:3128", "http://user:pass@127.0.0.
 NO_PROXY = ("", "*", " *", ".amazonaws.com", "amazonaws.com", "AMAZONAWS.COM", "com", "zonaws.com", "..amazonaws.com",
             "sqs.us-east-1.amazonaws.com", "sqs.us-east-1.amazonaws.com:443", "amazonaws.com:443",
             "127.0.0.1", "127.0.0.1:4566", "127.0.0.1:9999", "localhost", "::1", "[::1]", "[::1]:4566",
-            "169.254.169.254", "eu-west-1.amazonaws.com,,", "localhost,127.0.0.1,::1", " 127.0.0.1:4566 ")
+            "169.254.169.254", "eu-west-1.amazonaws.com,,", "localhost,127.0.0.1,::1", " 127.0.0.1:4566 ",
+            "*.amazonaws.com")
 ENDPOINTS = ("https://sqs.us-east-1.amazonaws.com", "https://dynamodb.us-east-1.amazonaws.com:443",
              "https://kindling-bucket.s3.eu-west-1.amazonaws.com", "http://127.0.0.1:4566", "http://localhost:4566",
              "http://[::1]:4566", "http://169.254.169.254")
