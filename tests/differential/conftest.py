@@ -14,5 +14,6 @@ logging.getLogger("botocore").setLevel(logging.WARNING)
 
 @pytest.fixture(autouse=True)
 def loopback_only():
-    with stub.loopback_only():
+    with stub.loopback_only() as attempts:
         yield
+    assert attempts == [], f"connections off loopback: {attempts}"

@@ -18,8 +18,9 @@ def main(verbose: bool = False) -> None:
     print("|---|---:|---:|---:|---:|")
     details = []
     for part in PARTS:
-        with stub.loopback_only():
+        with stub.loopback_only() as attempts:
             outcomes = run(part)
+        assert attempts == [], f"connections off loopback: {attempts}"
         differ = [o for o in outcomes if not o.agree]
         excused = Counter(known.excuse(o) for o in differ)
         deliberate = sum(n for name, n in excused.items() if name)

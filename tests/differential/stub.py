@@ -126,18 +126,21 @@ _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 @contextmanager
-def loopback_only() -> Iterator[None]:
-    """Any connection to another address fails at once (botocore's requests to AWS are stopped
-    before they are sent; a slip would show here, not reach the network)."""
+def loopback_only() -> Iterator[list]:
+    """Any connection to another address fails at once and is recorded in the list yielded
+    (botocore's requests to AWS are stopped before they are sent; a slip shows there, even
+    where a client turned the failure into an answer, and never reaches the network)."""
     real = socket.socket.connect
+    attempts: list = []
 
     def connect(self, address):
         if self.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in _LOOPBACK:
+            attempts.append(address)
             raise AssertionError(f"a differential case connected to {address!r}: only loopback stubs here")
         return real(self, address)
 
     socket.socket.connect = connect
     try:
-        yield
+        yield attempts
     finally:
         socket.socket.connect = real
