@@ -86,10 +86,15 @@ queues:
 build: install
 	sam build
 
-## Build the layer as `sam build` does and print its zip size.
-layer-size: build
-	@$(PY) -c 'import os, shutil; z = shutil.make_archive("/tmp/kindling-layer", "zip", ".aws-sam/build/KindlingLayer", "python"); \
-	  print(f"layer zip: {os.path.getsize(z):,} bytes")'
+## Build the layer with `sam build`, and for arm64 with its Makefile, and print each one's
+## size zipped as `sam deploy` uploads it (tests/tooling/test_layer_contents.py holds the budget).
+LAYERFILES := layers/kindling/kindling/layerfiles.py
+layer-size: install
+	sam build KindlingLayer
+	@rm -rf .state/layer-arm64 && $(MAKE) -s -C layers/kindling build-KindlingLayer ARCH=arm64 \
+	  ARTIFACTS_DIR=$(CURDIR)/.state/layer-arm64 PYTHON=$(CURDIR)/$(PY) >/dev/null
+	@echo "layer zip, x86_64: $$($(PY) -I $(LAYERFILES) --size .aws-sam/build/KindlingLayer) bytes"
+	@echo "layer zip, arm64:  $$($(PY) -I $(LAYERFILES) --size .state/layer-arm64) bytes"
 
 ## Benchmarks: kindling vs Celery vs a boto3 + Powertools handler, interleaved (QUICK=1: < 10 min).
 BENCH_VENV := .venv-bench

@@ -21,10 +21,10 @@ def pytest_sessionfinish(session):
         _localstack.stop_if_a_worker_started_it()
 
 
-def sam_build(source: str, target: str, out: Path) -> Path:
+def sam_build(source: str, target: str, out: Path, *variables: str) -> Path:
     """Run ``make <target>`` in ``source`` into ``out``, as `sam build` runs a makefile build."""
-    subprocess.run(["make", "-s", "-C", str(ROOT / source), target, f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}"],
-                   check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT / source), target, f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}",
+                    *variables], check=True, timeout=300)
     return out
 
 
@@ -32,6 +32,13 @@ def sam_build(source: str, target: str, out: Path) -> Path:
 def layer_python(tmp_path_factory) -> Path:
     """The layer's python/ directory, built by its own Makefile as `sam build` would."""
     return sam_build("layers/kindling", "build-KindlingLayer", tmp_path_factory.mktemp("layer")) / "python"
+
+
+@pytest.fixture(scope="session")
+def layer_python_arm64(tmp_path_factory) -> Path:
+    """The same layer built for Graviton (ARCH=arm64: orjson's aarch64 wheel)."""
+    return sam_build("layers/kindling", "build-KindlingLayer", tmp_path_factory.mktemp("layer-arm64"),
+                     "ARCH=arm64") / "python"
 
 
 @pytest.fixture(scope="session")

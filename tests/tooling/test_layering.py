@@ -42,7 +42,8 @@ LAYERS = {
                  "valkey.heartbeat",
                  "valkey.lambda_drain", "valkey.drain_event"],
     "producer": ["client", "handles", "canvas", "dispatch", "coalesce", "valkey.producer"],
-    "tools": ["kindling", "testing", "cli", "exits", "demo", "scaffold", "ops", "ops.*", "dashboard", "dashboard.*",
+    "tools": ["kindling", "testing", "cli", "exits", "demo", "scaffold", "layerfiles", "ops", "ops.*", "dashboard",
+              "dashboard.*",
               "valkey.migrate"],
 }
 ORDER = list(LAYERS)

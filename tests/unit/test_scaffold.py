@@ -63,10 +63,11 @@ def test_the_layer_makefile_builds_from_the_installed_package_not_a_source_tree(
     layer = tmp_path / "layers/kindling"
     assert sorted(p.name for p in layer.iterdir()) == ["Makefile"]
     out = subprocess.run(["make", "-s", "-C", str(layer), "-n", "build-KindlingLayer", f"PYTHON={sys.executable}",
-                          "ARTIFACTS_DIR=/nonexistent"], capture_output=True, text=True, check=True).stdout
+                          "ARTIFACTS_DIR=/nonexistent"], capture_output=True, text=True, check=True, timeout=60).stdout
     import kindling
 
-    assert f'cd "{Path(kindling.__file__).parent}"' in out
+    package = Path(kindling.__file__).parent
+    assert f'"{package}/layerfiles.py" "{package}" "/nonexistent/python"' in out
 
 
 def _layer_build(layer: Path, *args: str) -> subprocess.CompletedProcess:
