@@ -33,7 +33,7 @@ LAYERS = {
              "valkey.keys", "valkey.readsize"],  # no imports; the cluster client (drivers) reads its hash-tag rule
     "drivers": ["aws", "aws.*", "secrets", "valkey.client", "valkey.commands", "valkey.resp", "valkey.errors",
                 "valkey.cluster"],
-    "shared": ["payloads", "sqs_send", "signed", "logs", "metrics", "otel", "tasklog", "valkey.scheduled",
+    "shared": ["payloads", "sqs_send", "signed", "logs", "metrics", "otel", "tasklog", "snapstart", "valkey.scheduled",
                "valkey.kick", "valkey.connection",
                "valkey.scripts", "config"],
     "stores": ["results", "stores", "dynamo", "valkey.results"],

@@ -125,6 +125,10 @@ class LambdaWorker:
         self._cold = True
         self._deadline: float | None = None  # the invocation's, for sends after the batch
         self._port: SqsPort | None = None
+        if env.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "snap-start":  # the init a snapshot is taken of
+            from kindling import snapstart
+
+            snapstart.install()
 
     @property
     def runner(self) -> Runner:

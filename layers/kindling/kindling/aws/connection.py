@@ -32,6 +32,15 @@ Body: "TypeAlias" = "bytes | bytearray"
 """A response body: a large one is the bytearray it was received into, never copied again."""
 
 _ssl_context = None
+_restores = 0  # snapshots this process was restored from (kindling.snapstart)
+
+
+def after_restore() -> None:
+    """The process was restored from a snapshot: every socket opened before is stale, and is
+    closed (a new one opened) at its connection's next request."""
+    global _restores
+    _restores += 1
+
 _MAX_HEADER_BYTES = 65536
 # Any of these set: kindling.aws.proxy decides (imported only then; Lambda sets none).
 _PROXY_VARIABLES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")
@@ -75,6 +84,7 @@ class Connection:
         self._deadline_bound = False  # whether the deadline, not ``timeout``, set the last wait
         self._target_prefix = ""  # "http://host:port" when an http request goes through a proxy
         self._proxy_headers: dict[str, str] = {}
+        self._restores = _restores  # when the socket was opened, in restores
 
     def close(self) -> None:
         sock, self.sock, self._buf, self._method = self.sock, None, bytearray(), None
@@ -91,8 +101,11 @@ class Connection:
             raise DeadlineExceeded("the deadline passed before the request was sent")
         self._deadline = deadline
         try:
+            if self.sock is not None and self._restores != _restores:
+                self.close()  # opened before a snapshot was restored: not this environment's
             if self.sock is None:
                 self.sock = self._connect()
+                self._restores = _restores
             sock = self.sock
             lines = [f"{method} {self._target_prefix}{target} HTTP/1.1"]
             lines += [f"{name}: {value}" for name, value in headers.items()]

@@ -84,6 +84,14 @@ from kindling.valkey.errors import (
 )
 
 _ssl = None  # the ssl module, once a TLS connection has needed it
+_restores = 0  # snapshots this process was restored from (kindling.snapstart)
+
+
+def after_restore() -> None:
+    """The process was restored from a snapshot: every connection opened before is stale, and
+    is closed (a new one opened) at its next command."""
+    global _restores
+    _restores += 1
 _UNSET = object()
 
 # -- URLs --------------------------------------------------------------------------------------
@@ -366,7 +374,8 @@ class Valkey(Commands):
 class Connection:
     """One connection of a :class:`Valkey` client: opened on demand, closed on any failure."""
 
-    __slots__ = ("client", "sock", "reader", "last_used", "_timeout", "_deadline", "_deadline_bound", "_armed")
+    __slots__ = ("client", "sock", "reader", "last_used", "_timeout", "_deadline", "_deadline_bound", "_armed",
+                 "_restores")
 
     def __init__(self, client: Valkey) -> None:
         self.client = client
@@ -377,6 +386,7 @@ class Connection:
         self._deadline: float | None = None
         self._deadline_bound = False
         self._armed: object = _UNSET  # the timeout the socket was given
+        self._restores = _restores  # when the socket was opened, in restores
 
     def close(self) -> None:
         sock, self.sock = self.sock, None
@@ -429,8 +439,8 @@ class Connection:
     def prepare(self, deadline: float | None) -> None:
         """Make the connection ready to send: opened if closed, opened again if dropped."""
         self._deadline = deadline
-        if self.sock is not None and self._dropped():
-            self.close()
+        if self.sock is not None and (self._restores != _restores or self._dropped()):
+            self.close()  # dropped, or opened before a snapshot was restored
         if self.sock is None:
             self._open()
             return
@@ -461,6 +471,7 @@ class Connection:
         return True  # b"": the end of the stream; anything else: out of step
 
     def _open(self) -> None:
+        self._restores = _restores
         try:
             self._connect()
             self._handshake()

@@ -1,0 +1,69 @@
+"""SnapStart's hooks: registered only for the init a snapshot is taken of, and only through
+the managed runtime's ``snapshot_restore_py``; what they reset. (The restore itself, with
+sockets: tests/service/test_snapstart_restore.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import os, sys
+sys.path[:0] = [{layer!r}]
+if {kind!r}:
+    os.environ["AWS_LAMBDA_INITIALIZATION_TYPE"] = {kind!r}
+os.environ["KINDLING_TABLE"] = "t"
+from kindling.handler import LambdaWorker
+LambdaWorker()
+print("kindling.snapstart" in sys.modules, "snapshot_restore_py" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("kind, loaded", [("", "False"), ("on-demand", "False"), ("snap-start", "True")])
+def test_only_a_snapstart_init_loads_the_hooks_and_without_the_runtime_s_module_none_is_registered(
+        layer_python, kind, loaded):
+    out = subprocess.run([sys.executable, "-S", "-c", PROBE.format(layer=str(layer_python), kind=kind)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [loaded, "False"]
+
+
+def test_after_a_restore_cached_credentials_are_read_again(monkeypatch):
+    from kindling import snapstart
+    from kindling.aws import chain
+    from kindling.aws.temporary import Credentials
+
+    reads = []
+
+    def resolve(deadline=None):
+        reads.append(deadline)
+        return Credentials("AK", "SK")
+
+    monkeypatch.setattr(chain, "resolve", resolve)
+    chain.reset()
+    chain.get()
+    chain.get()
+    assert len(reads) == 1  # cached
+    snapstart.after_restore()
+    chain.get()
+    assert len(reads) == 2
+    chain.reset()
+
+
+def test_after_a_restore_random_is_reseeded_only_if_something_imported_it():
+    script = """
+import sys
+from kindling import snapstart
+snapstart.after_restore()
+print("random" in sys.modules)
+import random
+random.seed(7)
+first = random.random()
+random.seed(7)
+snapstart.after_restore()
+print(random.random() != first)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["False", "True"]
