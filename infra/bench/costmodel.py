@@ -52,10 +52,17 @@ LAMBDA_GB_S_ARM_USD = 0.0000133334  # per GB-second, first tier, arm64 (since Gr
 SQS_STANDARD_REQUEST_USD = 0.40 / 1e6  # per request (64 KB chunk), standard queue, beyond the free tier
 SQS_FIFO_REQUEST_USD = 0.50 / 1e6  # per request, FIFO queue
 PRICES_AS_OF = {"Lambda": "2021-09-29", "SQS": "2021 (unchanged since)", "DynamoDB on-demand": "2024-11-01",
-                "EC2 c6i/c7g on-demand": "2022-05 (c7g launch; unchanged since)"}
+                "EC2 c6i/c7g on-demand": "2022-05 (c7g launch; unchanged since)",
+                "Lambda SnapStart (Python)": "2024-11-18"}
 DDB_WRU_USD = 0.625 / 1e6  # per write request unit, on-demand, standard table class (50% cut of 2024-11-01)
 DDB_RRU_USD = 0.125 / 1e6  # per read request unit, on-demand (same cut)
 DDB_STORAGE_GB_MONTH_USD = 0.25  # per GB-month, standard table class, beyond the first 25 GB
+# Start-up. INIT is billed as duration for on-demand ZIP functions on managed runtimes since
+# 2025-08-01; SnapStart for Python (3.12+) since 2024-11-18 bills its cache and its restores.
+INIT_BILLED_SINCE = "2025-08-01"
+SNAPSTART_CACHE_GB_S_USD = 0.0000015046  # per GB-second a published version's snapshot stays cached
+SNAPSTART_RESTORE_GB_USD = 0.0001397998  # per GB restored (each execution environment resumed)
+SNAPSTART_MIN_CACHE_S = 3 * 3600  # a version's cache is billed for at least 3 hours
 EC2_X86 = ("c6i.large", 2, 0.085)  # (type, vCPUs, USD per hour), Linux on-demand
 EC2_ARM = ("c7g.large", 2, 0.0725)
 
@@ -63,6 +70,9 @@ EC2_ARM = ("c7g.large", 2, 0.0725)
 LAMBDA_ACCOUNT_CONCURRENCY = 1_000  # concurrent executions per Region, adjustable
 ESM_MAX_CONCURRENCY_SETTING = 1_000  # ScalingConfig.MaximumConcurrency's highest value (template MaxValue)
 ESM_SQS_MAX_BATCHES = 1_250  # batches one SQS event source mapping processes at once, at most
+ESM_SQS_SCALE_PER_MIN = 300  # concurrency a mapping adds per minute, default mode
+ESM_PROVISIONED_MAX_CONCURRENCY = 20_000  # one mapping in provisioned mode (pollers), at most
+ESM_PROVISIONED_SCALE_PER_MIN = 1_000  # concurrency it adds per minute
 SQS_STANDARD_IN_FLIGHT = 120_000  # received but not deleted messages per standard queue
 SQS_FIFO_TPS = 300  # API calls per second per action, FIFO without high-throughput mode
 SQS_FIFO_HIGH_THROUGHPUT_TPS = 70_000  # per action, high-throughput FIFO, us-east-1
@@ -247,6 +257,81 @@ def concurrency_needed(inputs: dict, rate: float, job_s: float) -> int:
     return math.ceil(rate * batch_seconds(inputs["handler_rate"], job_s) / EVENT_BATCH)
 
 
+# -- start-up: INIT, SnapStart, the trigger's modes -------------------------------------------------
+
+
+def _gb_s_price(arch: str) -> float:
+    return {"x86": LAMBDA_GB_S_X86_USD, "arm64": LAMBDA_GB_S_ARM_USD}[arch]
+
+
+def init_usd_per_million(init_ms: float, cold_starts_per_million: float, memory_mb: int, arch: str) -> float:
+    """What the INIT phases cost per million jobs, billed as duration (since 2025-08-01)."""
+    return cold_starts_per_million * init_ms / 1000 * memory_mb / 1024 * _gb_s_price(arch)
+
+
+def restore_usd_per_million(cold_starts_per_million: float, memory_mb: int) -> float:
+    """What the same cold starts cost as SnapStart restores (per GB, whatever the init took)."""
+    return cold_starts_per_million * memory_mb / 1024 * SNAPSTART_RESTORE_GB_USD
+
+
+def snapstart_break_even_init_ms(arch: str) -> float:
+    """The init beyond which a restore is cheaper than the INIT it replaces (any memory size)."""
+    return SNAPSTART_RESTORE_GB_USD / _gb_s_price(arch) * 1000
+
+
+def snapstart_cache_usd(memory_mb: int, cached_s: float) -> float:
+    """A published version's snapshot cache, for ``cached_s`` seconds (at least 3 hours)."""
+    return memory_mb / 1024 * max(cached_s, SNAPSTART_MIN_CACHE_S) * SNAPSTART_CACHE_GB_S_USD
+
+
+def trigger_ceiling(provisioned: bool) -> int:
+    """The most concurrent invocations one SQS mapping drives."""
+    if provisioned:
+        return ESM_PROVISIONED_MAX_CONCURRENCY
+    return min(ESM_MAX_CONCURRENCY_SETTING, ESM_SQS_MAX_BATCHES)
+
+
+def minutes_to_reach(concurrency: int, provisioned: bool) -> int | None:
+    """Minutes from idle to ``concurrency`` on one mapping; None beyond its ceiling."""
+    if concurrency > trigger_ceiling(provisioned):
+        return None
+    return math.ceil(concurrency / (ESM_PROVISIONED_SCALE_PER_MIN if provisioned else ESM_SQS_SCALE_PER_MIN))
+
+
+INIT_INPUTS_MS = (100, 450, 2_000, 10_000)  # inits to price: a stdlib-only handler, boto3 and a client, heavy ones
+COLD_STARTS_PER_MILLION = (100, 1_000, 10_000)  # churn: cold starts per million jobs
+
+
+def startup_report(memory_mb: int) -> str:
+    """INIT against SnapStart restores, and the trigger's two modes: published prices and
+    limits only, no bench run."""
+    out = [f"Start-up on paper: Lambda {memory_mb} MB; INIT billed as duration since {INIT_BILLED_SINCE}; "
+           f"SnapStart prices as of {PRICES_AS_OF['Lambda SnapStart (Python)']}", "",
+           "### INIT or SnapStart restore, USD per million jobs (x86)", "",
+           "| init | " + " | ".join(f"{c:,} cold starts / M jobs: INIT / restore" for c in COLD_STARTS_PER_MILLION)
+           + " |", "|---:|" + "---:|" * len(COLD_STARTS_PER_MILLION)]
+    for init_ms in INIT_INPUTS_MS:
+        cells = [f"{_usd(init_usd_per_million(init_ms, c, memory_mb, 'x86'))} / "
+                 f"{_usd(restore_usd_per_million(c, memory_mb))}" for c in COLD_STARTS_PER_MILLION]
+        out.append(f"| {init_ms:,} ms | " + " | ".join(cells) + " |")
+    out += ["", f"A restore costs less than the INIT it replaces only beyond an init of "
+            f"{snapstart_break_even_init_ms('x86'):,.0f} ms on x86 ({snapstart_break_even_init_ms('arm64'):,.0f} ms "
+            f"on arm64), at any memory size. Each published version's snapshot cache: "
+            f"{_usd(snapstart_cache_usd(memory_mb, 30 * 86_400))} a month at {memory_mb} MB "
+            f"(at least 3 hours, {_usd(snapstart_cache_usd(memory_mb, 0))}, per version published).", "",
+           "### The SQS trigger: default or provisioned mode (one mapping)", "",
+           "| | most concurrent invocations | added per minute | minutes from idle to 1,000 / 5,000 / 20,000 |",
+           "|---|---:|---:|---:|"]
+    for label, provisioned, per_min in (("default (MaxConcurrency)", False, ESM_SQS_SCALE_PER_MIN),
+                                        ("provisioned (MinimumPollers > 0)", True, ESM_PROVISIONED_SCALE_PER_MIN)):
+        reach = " / ".join("-" if (m := minutes_to_reach(n, provisioned)) is None else f"{m}"
+                           for n in (1_000, 5_000, 20_000))
+        out.append(f"| {label} | {trigger_ceiling(provisioned):,} | {per_min:,} | {reach} |")
+    out += ["", "Not priced: provisioned mode's event poller units (billed per hour while provisioned, the "
+            "minimum always), Lambda's own concurrency quota (1,000 per Region by default)."]
+    return "\n".join(out)
+
+
 # -- report ---------------------------------------------------------------------------------------
 
 
@@ -324,7 +409,9 @@ def report(inputs: dict, path: str, memory_mb: int, job_ms: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("bench_json", help="a bench JSON with the dynamodb and throughput scenarios")
+    ap.add_argument("bench_json", nargs="?", help="a bench JSON with the dynamodb and throughput scenarios")
+    ap.add_argument("--start-up", action="store_true",
+                    help="INIT against SnapStart, and the trigger's modes: prices and limits only, no bench JSON")
     ap.add_argument("--memory-mb", type=int, default=512, help="the worker's memory (template default 512)")
     ap.add_argument("--job-ms", type=float, default=100.0, help="the timed job's duration")
     ns = ap.parse_args(argv)
@@ -332,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--memory-mb must be between 128 and 10240 (Lambda's range)")
     if ns.job_ms <= 0:
         ap.error("--job-ms must be positive")
+    if ns.start_up:
+        print(startup_report(ns.memory_mb))
+        return 0
+    if ns.bench_json is None:
+        ap.error("a bench JSON is needed (or --start-up)")
     path = Path(ns.bench_json)
     try:
         bench = json.loads(path.read_text())

@@ -119,3 +119,42 @@ def test_the_powertools_handler_pays_one_write_unit_per_job(inputs):
     rows = dict(cm.policy_rows(inputs, 512))
     assert list(rows)[:2] == ["results='all', by_task on", "results='all', by_task off"]
     assert cm.totals(rows[cm.POWERTOOLS])["x86"] < cm.totals(rows["results='all', by_task on"])["x86"]
+
+
+# -- start-up: INIT billing, SnapStart, and the SQS trigger's provisioned mode
+
+
+def test_init_and_restore_per_million_jobs_by_hand():
+    # 1,000 cold starts per million jobs at 1 GB: 1,000 x 0.5 s x 1 GB x the x86 GB-s price.
+    assert cm.init_usd_per_million(500, 1_000, 1024, "x86") == pytest.approx(1_000 * 0.5 * cm.LAMBDA_GB_S_X86_USD)
+    assert cm.restore_usd_per_million(1_000, 512) == pytest.approx(1_000 * 0.5 * cm.SNAPSTART_RESTORE_GB_USD)
+
+
+def test_snapstart_pays_in_money_only_for_an_init_longer_than_a_restore_costs():
+    """A restore costs the same per GB whatever the init took: it pays once the init's
+    GB-seconds cost more, about 8.4 s on x86 (10.5 s on arm64), at any memory size."""
+    x86 = cm.snapstart_break_even_init_ms("x86")
+    assert x86 == pytest.approx(cm.SNAPSTART_RESTORE_GB_USD / cm.LAMBDA_GB_S_X86_USD * 1000)
+    assert 8_300 < x86 < 8_500 and 10_400 < cm.snapstart_break_even_init_ms("arm64") < 10_600
+    at = x86 * 1.01
+    assert cm.init_usd_per_million(at, 10, 2048, "x86") > cm.restore_usd_per_million(10, 2048)
+
+
+def test_a_cached_snapshot_costs_a_month_of_gb_seconds_and_at_least_three_hours_per_version():
+    assert cm.snapstart_cache_usd(512, 30 * 86_400) == pytest.approx(0.5 * 30 * 86_400 * cm.SNAPSTART_CACHE_GB_S_USD)
+    assert cm.snapstart_cache_usd(512, 60) == cm.snapstart_cache_usd(512, 3 * 3600)
+
+
+def test_provisioned_mode_reaches_further_and_faster():
+    assert cm.trigger_ceiling(provisioned=False) == 1_000  # MaximumConcurrency's maximum, under 1,250 batches
+    assert cm.trigger_ceiling(provisioned=True) == 20_000
+    assert cm.minutes_to_reach(900, provisioned=False) == 3  # +300 a minute
+    assert cm.minutes_to_reach(3_000, provisioned=True) == 3  # +1,000 a minute
+    assert cm.minutes_to_reach(3_000, provisioned=False) is None  # beyond one mapping's reach
+
+
+def test_the_start_up_report_needs_no_bench_run(capsys):
+    assert cm.main(["--start-up", "--memory-mb", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "SnapStart" in out and "provisioned" in out
+    assert f"{cm.snapstart_break_even_init_ms('x86'):,.0f} ms" in out

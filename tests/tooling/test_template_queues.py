@@ -72,10 +72,11 @@ def test_a_named_queue_triggers_the_worker_as_the_jobs_queue_does_with_its_own_c
     props = rendered["Resources"][f"Queue{qid}Jobs"]["Properties"]
     jobs = rendered["Resources"]["WorkerFunction"]["Properties"]["Events"]["Jobs"]["Properties"]
     assert props["EventSourceArn"] == {"Fn::GetAtt": [f"Queue{qid}", "Arn"]}
-    assert props["FunctionName"] == {"Ref": "WorkerFunction"}
+    assert props["FunctionName"] == {"Ref": "WorkerFunction.Alias"}  # SnapStart applies to its batches too
     assert props["ScalingConfig"] == {"MaximumConcurrency": {"Ref": f"Queue{qid}MaxConcurrency"}}
-    assert _without(props, "EventSourceArn", "FunctionName", "ScalingConfig") == _without(jobs, "Queue",
-                                                                                          "ScalingConfig")
+    # Provisioned pollers (MinimumPollers) are the jobs queue's; a named queue keeps its own limit.
+    assert _without(props, "EventSourceArn", "FunctionName", "ScalingConfig") == _without(
+        jobs, "Queue", "ScalingConfig", "ProvisionedPollerConfig")
     limit = rendered["Parameters"][f"Queue{qid}MaxConcurrency"]
     assert (limit["MinValue"], limit["MaxValue"]) == (2, 1000)  # Lambda's own bounds for MaximumConcurrency
     assert limit["Default"] == (3 if NAMES[n].endswith(":3") else 2)
