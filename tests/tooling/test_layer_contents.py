@@ -23,9 +23,12 @@ import layerfiles  # noqa: E402  (a build script beside the package's modules, r
 
 sys.path.remove(str(SOURCE))
 
-LAYER_BUDGET = 415_000
+LAYER_BUDGET = 420_000
 """Bytes, zipped as `sam deploy` uploads the layer (`make layer-size` prints the figure),
-orjson and the licenses included, for x86_64 and for arm64."""
+orjson and the licenses included, for x86_64 and for arm64. About 100 KB of it is orjson's
+extension module and 10 KB its licenses. A change that grows the layer past it takes
+something out of the worker's reach (into a tool the worker never imports), or moves the
+budget with its reason in the commit message."""
 
 TOOLS = ["cli.py", "demo.py", "scaffold.py", "ops/cli.py", "ops/dlq.py", "dashboard/__init__.py",
          "dashboard/data.py", "valkey/migrate.py", "layerfiles.py"]
