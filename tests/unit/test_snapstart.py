@@ -67,3 +67,21 @@ print(random.random() != first)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_restored_copies_drain_as_valkey_consumers_of_their_own(monkeypatch):
+    """A restored copy's environment is the snapshot's: the log stream's name (a drain's
+    consumer name) would be every copy's. After a restore it carries a tag of this copy's."""
+    from kindling import snapstart
+    from kindling.valkey import lambda_drain
+
+    monkeypatch.setattr(snapstart, "restore_tag", "", raising=False)
+    monkeypatch.setenv("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/28/[7]abc")
+    assert lambda_drain.consumer_name(None) == "2026/11/28/[7]abc"
+    assert lambda_drain.consumer_name("handed-on") == "handed-on"  # a drain handing on names its own
+    snapstart.after_restore()
+    one = lambda_drain.consumer_name(None)
+    snapstart.after_restore()
+    other = lambda_drain.consumer_name(None)
+    assert one.startswith("2026/11/28/[7]abc-") and other.startswith("2026/11/28/[7]abc-") and one != other
+    assert lambda_drain.consumer_name("handed-on") == "handed-on"

@@ -12,16 +12,23 @@ is registered.
 After a restore, every connection opened before it is closed at its next use and a new one
 opened (the AWS client's, S3's, the Lambda invoker's, the container credentials', the
 Valkey client's); ``random`` is reseeded from ``os.urandom`` if something imported it;
-credentials are read again. Only modules already loaded are touched: a restore imports
-nothing. kindling makes nothing unique at import (job ids, consumer names and jitter are
-drawn when used, from ``os.urandom``, which Lambda keeps unique across restores).
+credentials are read again; a Valkey drain's consumer name, which comes from the log
+stream's name in the snapshot's environment, gets a tag of the copy's own. Only modules
+already loaded are touched: a restore imports nothing. kindling makes nothing unique at
+import (job ids and jitter are drawn when used, from ``os.urandom``, which Lambda keeps
+unique across restores).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 _installed = False
+
+restore_tag = ""
+"""Empty until a restore; then ``-`` and 8 hex digits of this copy's own, for names the
+environment gave the snapshot and so every copy (a Valkey drain's consumer name)."""
 
 
 def install() -> bool:
@@ -40,6 +47,8 @@ def install() -> bool:
 
 def after_restore() -> None:
     """Drop what a restored environment must not share with the snapshot's other copies."""
+    global restore_tag
+    restore_tag = "-" + os.urandom(4).hex()
     modules = sys.modules
     for name in ("kindling.aws.connection", "kindling.valkey.client"):
         module = modules.get(name)

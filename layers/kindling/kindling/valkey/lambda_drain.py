@@ -37,6 +37,7 @@ minutes holding nothing).
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from kindling.envelope import now_ms
@@ -229,6 +230,18 @@ def _hand_on(runner: Runner, client, flag: str, event: dict, invoker) -> bool:
 _drain_workers: dict[tuple, tuple] = {}
 
 
+def consumer_name(handed_on: str | None) -> str:
+    """This invocation's consumer: the one a drain handing on named, else the log stream's
+    (one per execution environment). In an environment restored from a SnapStart snapshot
+    the log stream's name comes from the snapshot, as every other copy's does: it carries
+    the copy's own tag (:data:`kindling.snapstart.restore_tag`)."""
+    if handed_on:
+        return handed_on
+    snapstart = sys.modules.get("kindling.snapstart")  # loaded only by a SnapStart init
+    tag = snapstart.restore_tag if snapstart is not None else ""
+    return (os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or default_consumer()) + tag
+
+
 def _drain_worker(runner: Runner, url: str, config: DrainConfig, chosen: Selection) -> tuple[StreamWorker, object]:
     """One worker (and connection) per URL/stream/group, reused across warm invocations, with
     the consumer name of this invocation: the event's (a drain handing on passes its own),
@@ -236,7 +249,7 @@ def _drain_worker(runner: Runner, url: str, config: DrainConfig, chosen: Selecti
     stream, group, visibility_ms = chosen.stream, config.group, config.visibility_ms
     key = (url, stream, group, id(runner))
     cached = _drain_workers.get(key)
-    consumer = chosen.consumer or os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME") or default_consumer()
+    consumer = consumer_name(chosen.consumer)
     if cached is None:
         worker = StreamWorker(
             url, runner=runner, stream=stream, group=group, consumer=consumer,
