@@ -145,6 +145,7 @@ def test_the_zipped_layer_stays_within_its_budget(fixture, request):
     assert size <= LAYER_BUDGET, f"{size:,} bytes zipped, over the budget of {LAYER_BUDGET:,}"
 
 
+@pytest.mark.slow  # importing SAM's packager takes seconds
 def test_the_size_is_the_zip_sam_uploads(layer_python, tmp_path):
     from samcli.lib.package.utils import make_zip
 
