@@ -11,6 +11,8 @@ export SAM_CLI_TELEMETRY := 0
 PYTHON313 ?= $(firstword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13) \
                          $(shell command -v python3.13 2>/dev/null))
 PYTEST_ARGS ?=
+# Makes a virtualenv and installs into it, with uv (from PyPI) when it can be had, else pip.
+VENV_INSTALL := infra/venv/install
 
 .PHONY: install demo demo-moto test check unit lint build validate queues layer-size bench clean
 
@@ -18,11 +20,9 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "Python 3.13 not found: install it (pyenv install 3.13) or set PYTHON313=/path/to/python3.13"; exit 1; }
-	@test -x $(PY) || $(PYTHON313) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	@# The distribution was named kindling before 0.1.0 went to PyPI as kindling-jobs: drop that install.
-	@$(PY) -m pip uninstall --quiet --disable-pip-version-check -y kindling 2>/dev/null || true
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@test ! -x $(PY) || $(PY) -m pip uninstall --quiet --disable-pip-version-check -y kindling 2>/dev/null || true
+	$(VENV_INSTALL) $(VENV) $(PYTHON313) -e '.[dev]'
 	@touch $@
 
 ## The main job on a local cloud: deploy, enqueue a few hundred jobs, drain, report.
@@ -37,8 +37,7 @@ demo-moto: $(DEMO_VENV)/.installed
 
 $(DEMO_VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "Python 3.13 not found: install it (pyenv install 3.13) or set PYTHON313=/path/to/python3.13"; exit 1; }
-	@test -x $(DEMO_VENV)/bin/python || $(PYTHON313) -m venv $(DEMO_VENV)
-	$(DEMO_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[demo]'
+	$(VENV_INSTALL) $(DEMO_VENV) $(PYTHON313) -e '.[demo]'
 	@touch $@
 
 ## The whole suite, every drawer (docs/architecture.md), in two processes at once: the tests
