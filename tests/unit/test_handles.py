@@ -122,7 +122,70 @@ def test_a_type_checker_flags_wrong_arguments_at_the_call_site(tmp_path):
     assert [line.split(":")[1] for line in errors] == ["18", "19", "20"], done.stdout
     assert 'incompatible type "int"; expected "str"' in errors[0]
     assert 'Unexpected keyword argument "height"' in errors[1]
-    assert 'Missing positional argument "body"' in errors[2]
+    # An async task's delay() is overloaded (its handle gives what the coroutine returns):
+    # mypy names no single missing argument, but the call is refused all the same.
+    assert 'No overload variant of "delay" of "Task" matches argument type "str"' in errors[2]
+
+
+@pytest.mark.slow
+def test_a_handles_result_has_the_return_type_of_its_task(tmp_path):
+    """registry.pyi and handles.pyi carry the task's return type to every handle's result():
+    delay, apply_async and their await forms, a Client's or a stream producer's enqueue of a
+    Task, eager mode's; an async task's handle returns what its coroutine returns."""
+    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
+    assert mypy, "mypy is in the dev extras"
+    source = textwrap.dedent('''
+        from typing import Any, assert_type
+
+        from kindling import Client, task
+        from kindling.handles import JobHandle
+        from kindling.testing import eager
+        from kindling.valkey import StreamProducer
+
+
+        @task
+        def resize(key: str, width: int = 256) -> str:
+            return key
+
+
+        @task(name="emails.send")
+        async def send_email(to: str, body: str) -> int:
+            return 1
+
+
+        assert_type(resize.delay("a.png").result(), str)
+        assert_type(resize.delay("a.png").result(timeout=5), str)
+        assert_type(resize.apply_async(["a.png"], countdown=60).result(), str)
+        assert_type(send_email.delay("ada@example.com", body="hi").result(), int)
+        assert_type(send_email.apply_async(["ada@example.com", "hi"]).result(), int)
+
+
+        async def sends() -> None:
+            assert_type((await resize.adelay("a.png")).result(), str)
+            assert_type((await resize.aapply_async(["a.png"])).result(), str)
+            assert_type((await send_email.adelay("ada@example.com", "hi")).result(), int)
+            client = Client(queue_url="q", table="t")
+            assert_type((await client.aenqueue(resize, "a.png")).result(), str)
+
+
+        client = Client(queue_url="q", table="t")
+        assert_type(client.enqueue(resize, "a.png", width=64).result(), str)
+        assert_type(client.enqueue("resize", "a.png").result(), Any)
+        handle: JobHandle[str] = client.enqueue(resize, "a.png")
+        producer = StreamProducer("valkey://127.0.0.1:6379/0")
+        assert_type(producer.enqueue(resize, "a.png").result(), str)
+        with eager() as jobs:
+            assert_type(jobs.enqueue(resize, "a.png").result(), str)
+        client.enqueue(resize, 3)
+    ''')
+    (tmp_path / "app_tasks.py").write_text(source)
+    done = subprocess.run([mypy, "--no-incremental", "--strict", "app_tasks.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    wrong = source.splitlines().index("client.enqueue(resize, 3)") + 1  # a str is wanted: the one error
+    assert [int(line.split(":")[1]) for line in errors] == [wrong], done.stdout
+    assert 'No overload variant of "enqueue" of "Client" matches argument types "Task[[str, int], str]", "int"' \
+        in errors[0], done.stdout
 
 
 def test_handles_cost_the_worker_nothing(layer_python):

@@ -21,6 +21,11 @@ __all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry
            "chord", "current_job", "group", "on_dead", "on_failure", "on_success", "task"]
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # what __getattr__ loads on first use, as type checkers see it
+    from kindling.canvas import Signature, chain, chord, group
+    from kindling.client import Client
+
 _CANVAS = frozenset({"Signature", "chain", "chord", "group"})
 
 

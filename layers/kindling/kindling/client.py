@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Coroutine, Iterable
+from typing import Any, ParamSpec, TypeVar, overload
 
 from kindling import codec, config
 from kindling.dynamo import from_item
@@ -37,6 +37,10 @@ from kindling.handles import JobHandle, wait_result
 from kindling.payloads import SIGNATURE_BYTES
 from kindling.registry import Task
 from kindling.routing import queue_name, resolve
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
 
 SQS_MAX_DELAY = 900
 """The longest SQS holds a message back itself (DelaySeconds)."""
@@ -136,7 +140,15 @@ class Client:
 
     # -- sending ---------------------------------------------------------------------
 
-    def enqueue(self, task: str | Task, /, *args: Any, **kwargs: Any) -> JobHandle:
+    # A Task's handle gives what the task returns (an async task's: what its coroutine
+    # returns), and its arguments are checked against the function's; a name's gives Any.
+    @overload
+    def enqueue(self, task: Task[P, Coroutine[Any, Any, T]], /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[T]: ...
+    @overload
+    def enqueue(self, task: Task[P, R], /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]: ...
+    @overload
+    def enqueue(self, task: str, /, *args: Any, **kwargs: Any) -> JobHandle[Any]: ...
+    def enqueue(self, task: str | Task, /, *args: Any, **kwargs: Any) -> JobHandle[Any]:
         """Send one job running ``task(*args, **kwargs)``; see :meth:`send` for options."""
         return self.send(Call(task, args, kwargs))
 
@@ -223,7 +235,14 @@ class Client:
                     outcomes[i] = EnqueueError(f"job {job.id} was not sent: {reason}", failed={job.id: reason})
         return outcomes
 
-    async def aenqueue(self, task: str | Task, /, *args: Any, **kwargs: Any) -> JobHandle:
+    @overload
+    async def aenqueue(self, task: Task[P, Coroutine[Any, Any, T]], /, *args: P.args,
+                       **kwargs: P.kwargs) -> JobHandle[T]: ...
+    @overload
+    async def aenqueue(self, task: Task[P, R], /, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R]: ...
+    @overload
+    async def aenqueue(self, task: str, /, *args: Any, **kwargs: Any) -> JobHandle[Any]: ...
+    async def aenqueue(self, task: str | Task, /, *args: Any, **kwargs: Any) -> JobHandle[Any]:
         """``await`` form of :meth:`enqueue`: concurrent awaits share SendMessageBatch calls
         (:mod:`kindling.coalesce`); returns once this job was accepted by SQS."""
         return await self.asend(Call(task, args, kwargs))

@@ -182,6 +182,11 @@ class JobHandle:
     def __init__(self, id: str, task: str, reader=None):
         self.id, self.task, self.reader = id, task, reader
 
+    def __class_getitem__(cls, item):
+        """``JobHandle[str]``, as annotations name a handle of a task returning ``str``
+        (handles.pyi), is the class itself at run time: no typing module is loaded."""
+        return cls
+
     @property
     def client(self):
         """The reader, under the name an SQS client's handle has always given it."""

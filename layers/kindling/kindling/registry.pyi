@@ -1,5 +1,5 @@
 # Types for checkers only: registry.py stays free of typing at run time (the worker's cold path).
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from datetime import datetime
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
@@ -9,16 +9,31 @@ from kindling.ratelimit import RateLimit
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+R_co = TypeVar("R_co", covariant=True)
+M = TypeVar("M")
 
 # A hook: called with the job's context (kindling.batch.JobContext) and the error, if any.
 Hook = Callable[[Any, BaseException | None], object]
 H = TypeVar("H", bound=Hook)
 
-class Handle(Protocol):
-    id: str
-    task: str
+# What delay() and its kin return (a kindling.handles.JobHandle, or a producer's own):
+# result() gives what the task's function returns (an async task's: what its coroutine returns).
+class Handle(Protocol[R_co]):
+    @property
+    def id(self) -> str: ...
+    @property
+    def task(self) -> str: ...
     def status(self) -> str | None: ...
-    def result(self, timeout: float = ..., *, model: Any = ...) -> Any: ...
+    @overload
+    def result(self, timeout: float = ..., *, model: None = ...) -> R_co: ...
+    @overload
+    def result(self, timeout: float = ..., *, model: type[M]) -> M: ...
+    @overload
+    def result(self, timeout: float = ..., *, model: Any) -> Any: ...
+
+# An async task's R is the coroutine its function returns; its handles give what that returns.
+# (Overloads on self: the first matches async tasks, the second every task.)
 
 class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorator overloads below
     name: str
@@ -62,8 +77,27 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         rate_limit: str | int | None = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
-    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> Handle: ...
+    @overload
+    def delay(self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs) -> Handle[T]: ...
+    @overload
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> Handle[R]: ...
+    @overload
+    async def adelay(self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs) -> Handle[T]: ...
+    @overload
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> Handle[R]: ...
+    @overload
+    async def aapply_async(
+        self: Task[P, Coroutine[Any, Any, T]],
+        args: Iterable[Any] = ...,
+        kwargs: dict[str, Any] | None = ...,
+        *,
+        countdown: int = ...,
+        job_id: str | None = ...,
+        max_attempts: int | None = ...,
+        timeout: float | None = ...,
+        queue: str | None = ...,
+    ) -> Handle[T]: ...
+    @overload
     async def aapply_async(
         self,
         args: Iterable[Any] = ...,
@@ -74,9 +108,23 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         max_attempts: int | None = ...,
         timeout: float | None = ...,
         queue: str | None = ...,
-    ) -> Handle: ...
+    ) -> Handle[R]: ...
     def s(self, *args: P.args, **kwargs: P.kwargs) -> Signature: ...
     def si(self, *args: P.args, **kwargs: P.kwargs) -> Signature: ...
+    @overload
+    def apply_async(
+        self: Task[P, Coroutine[Any, Any, T]],
+        args: Iterable[Any] = ...,
+        kwargs: dict[str, Any] | None = ...,
+        *,
+        countdown: int = ...,
+        job_id: str | None = ...,
+        max_attempts: int | None = ...,
+        timeout: float | None = ...,
+        queue: str | None = ...,
+        eta: datetime | None = ...,
+    ) -> Handle[T]: ...
+    @overload
     def apply_async(
         self,
         args: Iterable[Any] = ...,
@@ -88,7 +136,7 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         timeout: float | None = ...,
         queue: str | None = ...,
         eta: datetime | None = ...,
-    ) -> Handle: ...
+    ) -> Handle[R]: ...
     def check_arguments(self, args: list[Any], kwargs: dict[str, Any]) -> None: ...
     def check_call(self, args: list[Any] | tuple[Any, ...], kwargs: dict[str, Any], *,
                    leading: tuple[int, ...] = ...) -> None: ...

@@ -14,7 +14,9 @@ It behaves as the workers do, only at once:
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar, overload
 
 from kindling import dispatch
 from kindling.envelope import encode_job, new_job
@@ -28,16 +30,20 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from kindling.envelope import Call
-    from kindling.registry import Registry
+    from kindling.registry import Registry, Task
 
 __all__ = ["Eager", "EagerHandle", "current_eager", "eager"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
 
 MAX_DELIVERIES = 1000
 """A bound on one job's runs, against a bug looping forever: the runner ends a failing job
 ``dead`` on its last allowed attempt long before."""
 
 
-class EagerHandle(JobHandle):
+class EagerHandle(JobHandle[R]):  # generic in its task's return type (handles.pyi)
     """A job run inline: read (and revoked) through its eager session, as a sent job's handle is."""
 
     __slots__ = ()
@@ -79,7 +85,16 @@ class Eager:
 
         return [self.send(c if isinstance(c, Call) else Call(*c)) for c in calls]
 
-    def enqueue(self, task, /, *args, **kwargs) -> EagerHandle:
+    # A Task's handle gives what the task returns (an async task's: what its coroutine
+    # returns), and its arguments are checked against the function's; a name's gives Any.
+    @overload
+    def enqueue(self, task: Task[P, Coroutine[Any, Any, T]], /, *args: P.args,
+                **kwargs: P.kwargs) -> EagerHandle[T]: ...
+    @overload
+    def enqueue(self, task: Task[P, R], /, *args: P.args, **kwargs: P.kwargs) -> EagerHandle[R]: ...
+    @overload
+    def enqueue(self, task: str, /, *args: Any, **kwargs: Any) -> EagerHandle[Any]: ...
+    def enqueue(self, task, /, *args, **kwargs) -> EagerHandle[Any]:
         from kindling.envelope import Call
 
         return self.send(Call(task, args, kwargs))

@@ -37,8 +37,14 @@ from kindling.valkey.kick import BACKLOG_PER_DRAIN, KICK_TTL_MS, Kicker, LambdaI
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-    from typing import NoReturn
+    from collections.abc import Coroutine, Iterable
+    from typing import Any, NoReturn, ParamSpec, TypeVar, overload
+
+    from kindling.registry import Task
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+    T = TypeVar("T")
 
 CHUNK = 500
 """XADDs per pipelined round trip."""
@@ -48,7 +54,7 @@ class StreamFull(EnqueueError):
     """Adding the jobs would put more than ``maxlen`` unfinished jobs on the stream."""
 
 
-class Sent(JobHandle):
+class Sent(JobHandle["R"]):  # generic in its task's return type for checkers (handles.pyi)
     """A job put on the stream: its handle (``status()``, ``result()``, ``revoke()``, read
     through the producer's ``reader``: :mod:`kindling.handles`), with its job id, task and
     stream entry id as added (a delayed job's is acknowledged and deleted once a worker has
@@ -151,7 +157,17 @@ class StreamProducer:
                                  backlog_per_drain=backlog_per_drain, ttl_ms=kick_ttl_ms,
                                  log=logging.getLogger("kindling.valkey").warning)
 
-    def enqueue(self, task, /, *args, **kwargs) -> Sent:
+    # A Task's handle gives what the task returns (an async task's: what its coroutine
+    # returns), and its arguments are checked against the function's; a name's gives Any.
+    if TYPE_CHECKING:  # overloads for checkers; typing is never loaded at run time
+        @overload
+        def enqueue(self, task: Task[P, Coroutine[Any, Any, T]], /, *args: P.args, **kwargs: P.kwargs) -> Sent[T]: ...
+        @overload
+        def enqueue(self, task: Task[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Sent[R]: ...
+        @overload
+        def enqueue(self, task: str, /, *args: Any, **kwargs: Any) -> Sent[Any]: ...
+
+    def enqueue(self, task, /, *args, **kwargs) -> Sent[Any]:
         """Put one job running ``task(*args, **kwargs)`` on the stream."""
         from kindling.envelope import Call
 
@@ -201,7 +217,16 @@ class StreamProducer:
                     f"job {job.id} was not sent: {reason}", failed={job.id: reason})
         return outcomes
 
-    async def aenqueue(self, task, /, *args, **kwargs) -> Sent:
+    if TYPE_CHECKING:
+        @overload
+        async def aenqueue(self, task: Task[P, Coroutine[Any, Any, T]], /, *args: P.args,
+                           **kwargs: P.kwargs) -> Sent[T]: ...
+        @overload
+        async def aenqueue(self, task: Task[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Sent[R]: ...
+        @overload
+        async def aenqueue(self, task: str, /, *args: Any, **kwargs: Any) -> Sent[Any]: ...
+
+    async def aenqueue(self, task, /, *args, **kwargs) -> Sent[Any]:
         """``await`` form of :meth:`enqueue`: concurrent awaits share one pipeline of XADDs
         per round trip (:mod:`kindling.coalesce`); returns once this job's XADD was answered."""
         from kindling.envelope import Call
