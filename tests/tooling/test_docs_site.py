@@ -4,7 +4,9 @@ generated from the docstrings of the modules programs import."""
 
 from __future__ import annotations
 
+import ast
 import html
+import importlib.util
 import os
 import re
 import subprocess
@@ -46,3 +48,41 @@ def test_the_site_builds_strict_with_the_typed_api_reference(tmp_path):
     assert "result(timeout:float=...,*,model:None=...)->R" in signatures
     readme = (site / "readme/index.html").read_text()
     assert 'href="../tutorial/"' in readme and 'href="../changelog/"' in readme  # links as the site names them
+
+
+def load_rest():
+    spec = importlib.util.spec_from_file_location("docs_rest", ROOT / "infra/docs/rest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reference_docstrings() -> list[tuple[str, str]]:
+    """(where, docstring) of every module docs/reference.md renders, its classes and functions."""
+    package = ROOT / "layers/kindling"
+    found = []
+    for name in re.findall(r"^::: ([\w.]+)$", (ROOT / "docs/reference.md").read_text(), re.M):
+        path = package / name.replace(".", "/")
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                doc = ast.get_docstring(node)
+                if doc:
+                    found.append((f"{name}:{getattr(node, 'name', '')}", doc))
+    return found
+
+
+def test_a_docstrings_literal_blocks_become_fenced_python_and_its_roles_code():
+    rest = load_rest()
+    text = "Send it, :class:`kindling.client.Client` style.\n\nExample::\n\n    job = send()\n    job.result()\n\nDone."
+    assert rest.markdown(text) == ("Send it, `kindling.client.Client` style.\n\nExample:\n\n"
+                                   "```python\njob = send()\njob.result()\n```\n\nDone.")
+
+
+def test_every_code_block_in_the_reference_docstrings_compiles():
+    rest = load_rest()
+    blocks = [(where, block) for where, doc in reference_docstrings() for block in rest.code_blocks(doc)]
+    assert len(blocks) >= 6
+    for where, block in blocks:
+        compile(block, where, "exec")
