@@ -36,7 +36,7 @@ def test_every_page_of_docs_and_the_readme_changelog_and_security_policy_are_in_
 def test_the_site_builds_strict_with_the_typed_api_reference(tmp_path):
     site = tmp_path / "site"
     done = subprocess.run([ROOT / "infra/docs/build"], env=dict(os.environ, SITE_DIR=str(site)),
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr[-4000:]
     page = (site / "reference/index.html").read_text()
     for name in ("kindling.task", "kindling.client.Client", "kindling.testing.eager", "kindling.handles.JobHandle",
