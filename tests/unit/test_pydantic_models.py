@@ -80,6 +80,15 @@ def test_a_returned_model_is_recorded_as_json_and_read_back_as_the_model(reg):
         assert handle.result(model=Receipt) == Receipt(order_id=7, total=10.0)
 
 
+def test_the_sqs_clients_result_reads_back_the_model_too(monkeypatch):
+    from kindling.client import Client
+
+    client = Client(queue_url="https://sqs.invalid/q", table="t")
+    monkeypatch.setattr(client, "record", lambda job_id: {"status": "succeeded",
+                                                          "result": '{"order_id": 7, "total": 10.0}'})
+    assert client.result("j", timeout=1, model=Receipt) == Receipt(order_id=7, total=10.0)
+
+
 def test_arguments_that_do_not_validate_are_rejected_not_retried(reg):
     with eager() as jobs:
         handle = reg.get("shop.place").delay({"id": "not a number", "sku": "x"})

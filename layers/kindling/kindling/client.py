@@ -345,7 +345,7 @@ class Client:
         and ``TimeoutError`` if no outcome was recorded in time. With ``model`` (a pydantic
         model), the result is returned validated as one.
         """
-        return wait_result(self, job_id, timeout, model)
+        return wait_result(self, job_id, timeout, model=model)
 
 
 def _fifo_options(job: Job, group: str) -> dict:
