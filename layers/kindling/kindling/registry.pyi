@@ -32,9 +32,6 @@ class Handle(Protocol[R_co]):
     @overload
     def result(self, timeout: float = ..., *, model: Any) -> Any: ...
 
-# An async task's R is the coroutine its function returns; its handles give what that returns.
-# (Overloads on self: the first matches async tasks, the second every task.)
-
 class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorator overloads below
     name: str
     fn: Callable[P, R]
@@ -77,6 +74,8 @@ class Task(Generic[P, R]):  # noqa: UP046 - one P and R shared with the decorato
         rate_limit: str | int | None = ...,
     ) -> None: ...
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+    # An async task's R is the coroutine its function returns: its handles give what that
+    # returns (overloads on self: the first matches async tasks, the second every task).
     @overload
     def delay(self: Task[P, Coroutine[Any, Any, T]], *args: P.args, **kwargs: P.kwargs) -> Handle[T]: ...
     @overload
