@@ -87,7 +87,7 @@ build: install
 
 ## Build the layer with `sam build`, and for arm64 with its Makefile, and print each one's
 ## size zipped as `sam deploy` uploads it (tests/tooling/test_layer_contents.py holds the budget).
-LAYERFILES := layers/kindling/kindling/layerfiles.py
+LAYERFILES := layers/kindling/kindling/tools/layerfiles.py
 layer-size: install
 	sam build KindlingLayer
 	@rm -rf .state/layer-arm64 && $(MAKE) -s -C layers/kindling build-KindlingLayer ARCH=arm64 \

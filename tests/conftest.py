@@ -12,7 +12,7 @@ from support.valkey import ValkeyServer
 ROOT = Path(__file__).resolve().parent.parent
 
 # No test reaches EC2 instance metadata's link-local address: the credential chain's last
-# source (kindling.aws.imds, and botocore's) stays off unless a test points it at a loopback fake.
+# source (kindling.drivers.aws.imds, and botocore's) stays off unless a test points it at a loopback fake.
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 
@@ -49,7 +49,7 @@ def function_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def moto_endpoint():
-    """An in-process moto server; AWS_* variables point boto3 and kindling.aws at it."""
+    """An in-process moto server; AWS_* variables point boto3 and kindling.drivers.aws at it."""
     import socket
 
     from moto.server import ThreadedMotoServer

@@ -6,7 +6,7 @@ kindling itself comes from the layer (/opt/python); this package holds only the 
 import os
 
 import tasks  # noqa: F401  (registers the example tasks)
-from kindling.handler import LambdaWorker
+from kindling.triggers.sqs.handler import LambdaWorker
 
 if os.environ.get("KINDLING_PERIODIC_TASKS") == "true":  # the ticker rule is deployed
     import periodic  # noqa: F401

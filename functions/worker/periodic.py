@@ -1,6 +1,6 @@
 """Example periodic task, registered when the stack's PeriodicTasks parameter is "true".
 
-Declaring a schedule loads :mod:`kindling.schedules` at import, so app.py imports this
+Declaring a schedule loads :mod:`kindling.core.schedules` at import, so app.py imports this
 module only when the ticker rule exists (``KINDLING_PERIODIC_TASKS``): a worker without
 periodic tasks keeps the plain cold path.
 """

@@ -57,7 +57,7 @@ def flaky(fails: int = 1) -> int:
     return attempt
 
 
-# Chains and groups (kindling.canvas): chain(add.s(1, 2), add.s(10)) feeds 3 into add(3, 10);
+# Chains and groups (kindling.producer.canvas): chain(add.s(1, 2), add.s(10)) feeds 3 into add(3, 10);
 # group([add.s(i, i) for i in range(10)]).then(total.s()) calls total once with the ten sums.
 
 

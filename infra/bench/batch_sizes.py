@@ -7,7 +7,7 @@ store, jobs inline, as the ``network`` scenario runs it) drains ``--jobs`` no-op
 Toxiproxy with the latency toxic and through one without it, alternately, ``--reps`` times;
 ``worker.run()`` is timed in its own process (no interpreter start in the figure). A fixed
 size is ``batch=N, max_batch=N``; ``grown`` is ``batch=500`` with the default ``max_batch``
-(kindling.valkey.readsize). Prints each size's median rates and the latency kept (with /
+(kindling.core.valkey.readsize). Prints each size's median rates and the latency kept (with /
 without). Needs valkey-server and infra/toxiproxy/ctl (which it installs). Loopback only.
 """
 

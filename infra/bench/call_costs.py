@@ -58,9 +58,9 @@ def main() -> int:
     for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                        ("AWS_REGION", "us-east-1")):
         os.environ.setdefault(key, value)
-    from kindling.aws import dynamodb
-    from kindling.records import build_record
-    from kindling.results import to_item
+    from kindling.core.records import build_record
+    from kindling.drivers.aws import dynamodb
+    from kindling.stores.results import to_item
 
     client = dynamodb()
     table = f"kindling-call-costs-{time.time_ns()}"

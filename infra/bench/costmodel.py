@@ -85,13 +85,13 @@ DDB_TABLE_WRU_QUOTA = 40_000  # per table (and per index), on-demand, adjustable
 DDB_TABLE_RRU_QUOTA = 40_000
 DDB_ACCOUNT_WCU_QUOTA = 80_000  # per Region, provisioned tables; adjustable
 
-# -- kindling's own figures (template.yaml, kindling.records) --------------------------------
+# -- kindling's own figures (template.yaml, kindling.core.records) --------------------------------
 EVENT_BATCH = 10  # the template's BatchSize default: jobs per invocation
-INDEX_SHARDS = 4  # kindling.records.SHARDS: by_task's key is <task>#<0..3>
+INDEX_SHARDS = 4  # kindling.core.records.SHARDS: by_task's key is <task>#<0..3>
 TABLE_WRU_PER_JOB = 1  # BatchWriteItem put of the succeeded record (under 1 KB)
 INDEX_WRU_PER_JOB = 1  # its by_task entry
 RRU_PER_JOB = 1  # the BatchGetItem duplicate check, strongly consistent
-RESULTS_POLICIES = ("all", "failures", "none")  # kindling.policy.RESULTS_POLICIES
+RESULTS_POLICIES = ("all", "failures", "none")  # kindling.core.policy.RESULTS_POLICIES
 POWERTOOLS = "Powertools batch handler, one put_item per job"
 SQS_REQUESTS_PER_BATCH = 3  # SendMessageBatch, the mapping's ReceiveMessage, its DeleteMessageBatch
 RECORD_GB = (270 + 100 + 250 + 100) / 1e9  # item + overhead, index entry + overhead (noop record)
@@ -222,7 +222,7 @@ def limits(inputs: dict, job_s: float) -> list[tuple[str, float, str]]:
          "pre-warm the table (warm throughput) or ramp up over ~30 min"),
         (f"by_task index: {INDEX_SHARDS} shards x 1,000 WCU/s, one task",
          INDEX_SHARDS * DDB_PARTITION_WCU / INDEX_WRU_PER_JOB,
-         "spread jobs over tasks or raise kindling.records.SHARDS"),
+         "spread jobs over tasks or raise kindling.core.records.SHARDS"),
         ("Lambda: 1,000 concurrent per Region", LAMBDA_ACCOUNT_CONCURRENCY * per_instance,
          "raise the concurrency quota"),
         ("ESM MaximumConcurrency at its maximum, 1,000", ESM_MAX_CONCURRENCY_SETTING * per_instance,

@@ -32,11 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "layers/kindling"))
 
 import boto3  # noqa: E402
-from kindling.dashboard import make_server  # noqa: E402
-from kindling.dynamo import to_item  # noqa: E402
-from kindling.envelope import new_job  # noqa: E402
-from kindling.ops import Stack  # noqa: E402
-from kindling.records import build_record, revoked_record  # noqa: E402
+from kindling.core.envelope import new_job  # noqa: E402
+from kindling.core.records import build_record, revoked_record  # noqa: E402
+from kindling.stores.dynamo import to_item  # noqa: E402
+from kindling.tools.dashboard import make_server  # noqa: E402
+from kindling.tools.ops import Stack  # noqa: E402
 
 STATUSES = [("succeeded", 90), ("failed", 4), ("dead", 3), ("rejected", 2), ("revoked", 1)]
 

@@ -77,10 +77,10 @@ def scenario(ns, svc, layer: str, env: dict, results: dict, *, cold_child, new_j
 
 def warm_latency(ns, svc, stack: dict, log) -> dict:
     import boto3
-    from kindling.client import Client
+    from kindling.producer.client import Client
+    from kindling.shared.valkey.connection import DEFAULT_STREAM
+    from kindling.shared.valkey.kick import flag_key
     from kindling.valkey import StreamProducer
-    from kindling.valkey.connection import DEFAULT_STREAM
-    from kindling.valkey.kick import flag_key
 
     ddb = boto3.client("dynamodb")
     table, function = stack["ResultsTableName"], stack["WorkerFunctionName"]

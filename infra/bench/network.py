@@ -132,7 +132,7 @@ def valkey_rtt_ms(url: str, n: int = 300) -> float:
 
 def aws_rtt_ms(endpoint: str, n: int = 50) -> float:
     """The median DynamoDB ListTables round trip on an open connection (kindling's client), ms."""
-    from kindling.aws import JsonClient
+    from kindling.drivers.aws import JsonClient
 
     saved = os.environ.get("AWS_ENDPOINT_URL")
     os.environ["AWS_ENDPOINT_URL"] = endpoint

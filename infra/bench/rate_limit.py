@@ -1,5 +1,5 @@
 """A task's rate limit held across concurrent workers: ``rate_limit="10/s"``, 4 workers
-(`kindling worker` on SQS: kindling.loop.SqsWorker, one process each) for 60 s against
+(`kindling worker` on SQS: kindling.triggers.sqs.loop.SqsWorker, one process each) for 60 s against
 LocalStack's SQS and DynamoDB, the queue holding more jobs than the limit lets run.
 
     KINDLING_LOCALSTACK_PORT=4617 .venv/bin/python infra/bench/rate_limit.py [--workers 4] [--seconds 60]
@@ -27,8 +27,8 @@ RATE = "10/s"
 
 
 def worker(url: str, table: str) -> None:
-    from kindling.loop import SqsWorker
-    from kindling.registry import Registry
+    from kindling.core.registry import Registry
+    from kindling.triggers.sqs.loop import SqsWorker
 
     registry = Registry()
     registry.task(name="bench.rated", rate_limit=RATE)(lambda n: n)
@@ -52,7 +52,7 @@ def main() -> None:
         sys.exit("LocalStack is not running on KINDLING_LOCALSTACK_PORT (infra/localstack/ctl start)")
     os.environ.update(environment)
     import boto3
-    from kindling.client import Call, Client
+    from kindling.producer.client import Call, Client
 
     suffix = uuid.uuid4().hex[:8]
     sqs, ddb = boto3.client("sqs"), boto3.client("dynamodb")

@@ -100,7 +100,7 @@ def sqs_event(job: dict) -> dict:
 
 
 def new_job(task: str = "noop", args=(), kwargs=None) -> dict:
-    from kindling.envelope import new_job_id
+    from kindling.core.envelope import new_job_id
 
     return {"version": 1, "id": new_job_id(), "task": task, "args": list(args), "kwargs": kwargs or {},
             "enqueued_at": time.time_ns() // 1_000_000}
@@ -762,7 +762,7 @@ def scenario_sqs(ns, svc: Services, env: dict, results: dict) -> None:
         log("sqs: skipped (no deployed stack)")
         return
     import boto3
-    from kindling.client import Client
+    from kindling.producer.client import Client
 
     client = Client(queue_url=out["QueueUrl"], table=out["ResultsTableName"])
     ddb = boto3.client("dynamodb")
@@ -801,7 +801,7 @@ def scenario_sqs(ns, svc: Services, env: dict, results: dict) -> None:
 def scenario_enqueue(ns, svc: Services, env: dict, results: dict) -> None:
     import celery_app
     from celery import group
-    from kindling.client import Client
+    from kindling.producer.client import Client
     from kindling.valkey import StreamProducer
 
     n = ns.n

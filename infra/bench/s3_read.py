@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "layers/kindling"))
 
-from kindling.aws.s3 import S3Client  # noqa: E402
-from kindling.aws.url import Url, is_loopback  # noqa: E402
+from kindling.drivers.aws.s3 import S3Client  # noqa: E402
+from kindling.drivers.aws.url import Url, is_loopback  # noqa: E402
 
 
 def main() -> int:

@@ -31,9 +31,9 @@ QUEUE = "arn:aws:sqs:us-east-1:123456789012:jobs"
 
 
 def _runner(verifier):
-    from kindling.registry import Registry
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
+    from kindling.core.registry import Registry
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
 
     reg = Registry()
 
@@ -45,9 +45,9 @@ def _runner(verifier):
 
 
 def _batch(n: int, arg_bytes: int, signed: bool):
-    from kindling import jobsig
-    from kindling.envelope import encode_job, new_job
-    from kindling.runner import Delivery
+    from kindling.core import jobsig
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.engine.runner import Delivery
 
     out = []
     destination = jobsig.sqs_destination(QUEUE)
@@ -59,8 +59,8 @@ def _batch(n: int, arg_bytes: int, signed: bool):
 
 
 def bench_jobs(rounds: int, batch: int, arg_bytes: int) -> dict:
-    from kindling import jobsig
-    from kindling.signed import Keyring, Verifier
+    from kindling.core import jobsig
+    from kindling.shared.signed import Keyring, Verifier
 
     secret = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(KEY).decode()}})
     verifier = Verifier(Keyring("bench", fetch=lambda ref, deadline: secret))
@@ -86,7 +86,8 @@ def bench_jobs(rounds: int, batch: int, arg_bytes: int) -> dict:
 _PROBE = """
 import time, sys
 t0 = time.perf_counter()
-from kindling import aws, secrets  # aws: the worker's first batch imports it for DynamoDB anyway
+from kindling.drivers import aws  # aws: the worker's first batch imports it for DynamoDB anyway
+from kindling.drivers import secrets
 t1 = time.perf_counter()
 secrets.read(sys.argv[1])
 t2 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""What a thread per batch costs the async producer (kindling.coalesce): the median round trip of
+"""What a thread per batch costs the async producer (kindling.producer.coalesce): the median round trip of
 ``loop.run_in_executor`` for a no-op, against one turn of the event loop.
 
     python infra/bench/thread_handoff.py

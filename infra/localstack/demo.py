@@ -76,10 +76,10 @@ def main(jobs: int = 300) -> int:
 def run(jobs: int) -> int:
     import boto3
     from deploy import deploy
-    from kindling import codec
-    from kindling.client import Client
-    from kindling.records import rejected_key
-    from kindling.results import FINAL, from_item
+    from kindling.core import codec
+    from kindling.core.records import rejected_key
+    from kindling.producer.client import Client
+    from kindling.stores.results import FINAL, from_item
 
     print("deploying template.yaml (sam build + sam deploy) ...", flush=True)
     out = deploy("kindling-demo", {"PeriodicTasks": "true"})
@@ -174,14 +174,14 @@ def periodic(out: dict, client) -> None:
 
 def canvas(client) -> None:
     """A chain of three and a group of 20 with a callback, run by the deployed worker."""
-    import kindling.dispatch
+    import kindling.producer.dispatch
     from kindling import Signature, chain, group
-    from kindling.followups import chord_key
+    from kindling.engine.followups import chord_key
 
     def add(*args, **kwargs):  # a producer needs only the task's name (functions/worker/tasks.py has it)
         return Signature("add", args, kwargs)
 
-    kindling.dispatch.set_producer(client)
+    kindling.producer.dispatch.set_producer(client)
     t0 = time.perf_counter()
     steps = chain(add(1, 2), add(10), add(y=100)).delay()
     print(f"\nchain(add.s(1, 2), add.s(10), add.s(y=100)) -> {steps.result(timeout=120)} "
@@ -198,7 +198,7 @@ def canvas(client) -> None:
 def operating(out: dict, started_ms: int) -> None:
     """The end of the demo: its dead jobs as `kindling jobs list` prints them (through the
     results table's by_status index), and the command that opens the dashboard on this run."""
-    from kindling import cli
+    from kindling.tools import cli
 
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_ms / 1000 - 1))
     table, queue = out["ResultsTableName"], out["QueueUrl"]

@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
-NAME = re.compile(r"(?!default$)[A-Za-z0-9_-]{1,40}")  # kindling.routing.check_name's rule
+NAME = re.compile(r"(?!default$)[A-Za-z0-9_-]{1,40}")  # kindling.core.routing.check_name's rule
 DEFAULT_CONCURRENCY = 2
 _MARK = re.compile(r"^(?P<indent> *)# >>> named queues: (?P<part>\w+)(?: \[(?P<names>[^\]]*)\])?\s*$")
 

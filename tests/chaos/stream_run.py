@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from chaos_support import RESULTS, ROOT, Net, record_summary
-from kindling.valkey.keys import dead_key
+from kindling.core.valkey.keys import dead_key
 
 TASKS = Path(__file__).resolve().parent / "chaos_tasks.py"
 MAX_RESTARTS = 5
@@ -94,7 +94,7 @@ class StreamRun:
 
     def start_worker(self) -> subprocess.Popen:
         n = len(self.workers)
-        argv = [sys.executable, "-m", "kindling.cli", "worker", "--valkey", self.net.valkey_proxied,
+        argv = [sys.executable, "-m", "kindling.tools.cli", "worker", "--valkey", self.net.valkey_proxied,
                 "--stream", self.stream, "--tasks", str(TASKS), "--table", self.table,
                 "--concurrency", str(self.concurrency)]
         with open(self.dir / f"worker-{n}.out", "wb") as out, open(self.dir / f"worker-{n}.err", "wb") as err:
@@ -252,7 +252,7 @@ class StreamRun:
                 self.note(f"worker {n} summary: {out[-1][:200]}")
 
     def _scan(self) -> dict[str, dict]:
-        from kindling.results import from_item
+        from kindling.stores.results import from_item
 
         out = {}
         for page in self.ddb.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True):

@@ -23,9 +23,9 @@ PER_CALL = 25  # 500 jobs: three SendMessageBatch calls per call, one call every
 
 def test_enqueue_many_through_latency_and_resets(net, monkeypatch):
     import boto3
-    from kindling.client import Client
-    from kindling.envelope import decode_job
-    from kindling.errors import EnqueueError
+    from kindling.core.envelope import decode_job
+    from kindling.core.errors import EnqueueError
+    from kindling.producer.client import Client
 
     direct = net.aws_client("sqs")
     queue_url = direct.create_queue(QueueName=f"chaos-enqueue-{uuid.uuid4().hex[:6]}")["QueueUrl"]

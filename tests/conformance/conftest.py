@@ -30,7 +30,7 @@ _BUILDERS = {
 def _build(request, name: str, signing: bool):
     """The path, its worker built with the environment its deployment sets, over which the
     scenario's module may set more (``DEPLOYMENT``: ``{scenario: {variable: value}}``)."""
-    from kindling import dispatch
+    from kindling.producer import dispatch
 
     scenario = request.node.callspec.params.get("scenario")
     settings = getattr(request.module, "DEPLOYMENT", {}).get(scenario, {})
@@ -56,7 +56,7 @@ def signed_path(request) -> paths.Path:
 @pytest.fixture(autouse=True)
 def _restore_codec():
     """The JSON codec is process-wide: whatever a path switched it to, put it back."""
-    from kindling import codec
+    from kindling.core import codec
 
     saved = codec.loads, codec.dumps, codec._orjson
     yield

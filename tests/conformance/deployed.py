@@ -23,7 +23,7 @@ STACK = "deployed_stack"
 APP = '''"""The worker function, shipping the conformance suite's tasks instead of the examples."""
 
 from conformance import scenario_tasks
-from kindling.handler import LambdaWorker
+from kindling.triggers.sqs.handler import LambdaWorker
 
 handler = LambdaWorker(scenario_tasks.registry)
 '''
@@ -76,7 +76,7 @@ class DeployedStack(paths.Path):
     def __init__(self, outputs: dict):
         super().__init__()
         import boto3
-        from kindling.client import Client
+        from kindling.producer.client import Client
 
         self.outputs = outputs
         self.sqs = boto3.client("sqs")
@@ -155,7 +155,7 @@ class DeployedStack(paths.Path):
         self._baseline = {r["id"] for r in self._all_records()}
 
     def store(self):
-        from kindling.results import DynamoResultStore
+        from kindling.stores.results import DynamoResultStore
 
         return DynamoResultStore(self.table)
 
@@ -164,7 +164,7 @@ class DeployedStack(paths.Path):
 
     def _all_records(self) -> list[dict]:
         import boto3
-        from kindling.results import from_item
+        from kindling.stores.results import from_item
 
         pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True)
         return [from_item(i) for page in pages for i in page["Items"]]

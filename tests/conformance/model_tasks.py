@@ -1,4 +1,4 @@
-"""The conformance tasks that take and return pydantic models (kindling.models), apart
+"""The conformance tasks that take and return pydantic models (kindling.core.models), apart
 from scenario_tasks.py so that a worker without pydantic (the deployed stack's) runs the rest."""
 
 from __future__ import annotations

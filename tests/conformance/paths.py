@@ -7,7 +7,7 @@ time, never sleeping through a real visibility timeout: after each round it reco
 delay the worker *asked* for each message it handed back, then makes that message
 deliverable at once (a job waiting for its own ``not_before`` is left waiting).
 
-The JSON codec is process-wide (``kindling.codec.use_orjson``), but the paths do not share
+The JSON codec is process-wide (``kindling.core.codec.use_orjson``), but the paths do not share
 a process in production: producers and long-lived workers use orjson, a Lambda function
 the standard codec. Each phase runs under the codec its process would have.
 """
@@ -20,7 +20,7 @@ import time
 import uuid
 
 from conformance import scenario_tasks as tasks
-from kindling import codec
+from kindling.core import codec
 
 NOT_APPLICABLE = "not applicable"
 SIGNING_SECRET = "conformance-signing"
@@ -57,13 +57,13 @@ def codec_of(orjson: bool):
 
 
 def keyring():
-    from kindling.signed import Keyring
+    from kindling.shared.signed import Keyring
 
     return Keyring(SIGNING_SECRET, fetch=lambda ref, deadline: SIGNING_KEYS)
 
 
 def verifier():
-    from kindling.signed import Verifier
+    from kindling.shared.signed import Verifier
 
     return Verifier(keyring())
 
@@ -106,7 +106,7 @@ class Path:
     # -- sending ---------------------------------------------------------------------------
 
     def producer(self):
-        """What ``kindling.dispatch`` sends task handles and canvases through."""
+        """What ``kindling.producer.dispatch`` sends task handles and canvases through."""
         raise NotImplementedError
 
     def send(self, calls: list) -> list[str]:
@@ -114,7 +114,7 @@ class Path:
             return [h.id for h in self.producer().enqueue_many(calls)]
 
     def enqueue(self, task, *args, **options) -> str:
-        from kindling.client import Call
+        from kindling.producer.client import Call
 
         kwargs = options.pop("kwargs", None)
         return self.send([Call(task, list(args), kwargs, **options)])[0]
@@ -129,7 +129,7 @@ class Path:
         raise NotApplicable(f"{self.name}: no delivery to crash")
 
     def revoke(self, job_id: str, task: str | None = None) -> None:
-        from kindling.records import revoked_record
+        from kindling.core.records import revoked_record
 
         assert not self.store().write([revoked_record(job_id, task)])
 
@@ -200,7 +200,7 @@ class _Sqs(Path):
     def __init__(self, table: str, bucket: str, signing: bool):
         super().__init__()
         import boto3
-        from kindling.client import Client
+        from kindling.producer.client import Client
 
         self.table, self.bucket, self.signing = table, bucket, signing
         self.sqs = boto3.client("sqs")
@@ -221,7 +221,7 @@ class _Sqs(Path):
         return self.client
 
     def enqueue_raw(self, body: bytes, signature: str | None = "sign") -> None:
-        from kindling import jobsig
+        from kindling.core import jobsig
 
         params = {"QueueUrl": self.queue_url, "MessageBody": body.decode()}
         if signature == "sign":
@@ -256,7 +256,7 @@ class _Sqs(Path):
                                                        VisibilityTimeout=0)
 
     def store(self):
-        from kindling.results import DynamoResultStore
+        from kindling.stores.results import DynamoResultStore
 
         return DynamoResultStore(self.table)
 
@@ -265,7 +265,7 @@ class _Sqs(Path):
 
     def records(self) -> list[dict]:
         import boto3
-        from kindling.results import from_item
+        from kindling.stores.results import from_item
 
         items = boto3.client("dynamodb").scan(TableName=self.table, ConsistentRead=True)["Items"]
         return [from_item(i) for i in items]
@@ -301,7 +301,7 @@ def accepted(changed: dict[str, int], params: dict, response: dict) -> None:
 
 
 class SqsHandler(_Sqs):
-    """The Lambda function: kindling.handler.LambdaWorker on SQS events made of received
+    """The Lambda function: kindling.triggers.sqs.handler.LambdaWorker on SQS events made of received
     messages, settled as Lambda's event source mapping settles them (delete what is not in
     batchItemFailures); the worker's own ChangeMessageVisibility and DLQ moves go to moto."""
 
@@ -309,7 +309,7 @@ class SqsHandler(_Sqs):
 
     def __init__(self, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None):
         super().__init__(table, bucket, signing)
-        from kindling.handler import LambdaWorker
+        from kindling.triggers.sqs.handler import LambdaWorker
 
         deploy(monkeypatch, {"KINDLING_TABLE": table, "KINDLING_QUEUE_URL": self.queue_url,
                              "KINDLING_DLQ_URL": self.dlq_url, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
@@ -318,7 +318,7 @@ class SqsHandler(_Sqs):
         options = {"verifier": verifier()} if signing else {}
         self.worker = LambdaWorker(tasks.registry, log=None, metrics=False, **options)
         self.changed: dict[str, int] = {}
-        from kindling.aws.client import JsonClient
+        from kindling.drivers.aws.client import JsonClient
 
         original = JsonClient.call
 
@@ -352,7 +352,7 @@ class SqsHandler(_Sqs):
 
 
 class SqsLoop(_Sqs):
-    """``kindling worker --queue-url``: kindling.loop.SqsWorker as the CLI builds it, one
+    """``kindling worker --queue-url``: kindling.triggers.sqs.loop.SqsWorker as the CLI builds it, one
     ReceiveMessage and run_batch per round."""
 
     name = "sqs_loop"
@@ -360,7 +360,7 @@ class SqsLoop(_Sqs):
     def __init__(self, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None):
         super().__init__(table, bucket, signing)
         import boto3
-        from kindling.loop import SqsWorker
+        from kindling.triggers.sqs.loop import SqsWorker
 
         deploy(monkeypatch, {"KINDLING_PAYLOAD_BUCKET": bucket, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS)}
                | (settings or {}))
@@ -430,9 +430,9 @@ class _Stream(Path):
 
     def __init__(self, url: str, table: str, bucket: str, signing: bool, results=None):
         super().__init__()
-        from kindling.results import DynamoResultStore
+        from kindling.shared.valkey.scheduled import scheduled_key
+        from kindling.stores.results import DynamoResultStore
         from kindling.valkey import StreamProducer, connect
-        from kindling.valkey.scheduled import scheduled_key
 
         self.url, self.table, self.bucket, self.signing = url, table, bucket, signing
         self.stream = f"conf:{uuid.uuid4().hex[:8]}"
@@ -452,11 +452,11 @@ class _Stream(Path):
         return self._producer
 
     def enqueue_raw(self, body: bytes, signature: str | None = "sign") -> None:
-        from kindling.valkey.connection import FIELD, SIG_FIELD
+        from kindling.shared.valkey.connection import FIELD, SIG_FIELD
 
         fields = {FIELD: body}
         if signature == "sign":
-            from kindling import jobsig
+            from kindling.core import jobsig
 
             signature = keyring().sign(jobsig.stream_destination(self.stream), body) if self.signing else None
         if signature is not None:
@@ -486,7 +486,7 @@ class _Stream(Path):
         """Record the delay asked for each entry left (a pending entry's reclaim time, a
         scheduled one's due time: its score, now + the retry delay the runner asked for),
         then make it due now unless it waits for its not_before."""
-        from kindling.valkey.connection import FIELD
+        from kindling.shared.valkey.connection import FIELD
 
         now = time.time() * 1000
         for p in self.pending():
@@ -512,14 +512,14 @@ class _Stream(Path):
         return _Sqs.records(self._dynamo)
 
     def dead_letters(self) -> list[str]:
-        from kindling.valkey.keys import dead_key
+        from kindling.core.valkey.keys import dead_key
 
         entries = self.valkey.xrange(dead_key(self.stream))
         return [(f.get(b"job_id") or b"").decode() for _, f in entries]
 
 
 class StreamWorkerPath(_Stream):
-    """``kindling worker --valkey``: kindling.valkey.worker.StreamWorker as the CLI builds it
+    """``kindling worker --valkey``: kindling.triggers.valkey.worker.StreamWorker as the CLI builds it
     (DynamoDB results), one fetch and process per round."""
 
     name = "stream_worker"
@@ -576,7 +576,7 @@ class StreamDrain(_Stream):
     """The Lambda drain, driven as deployed: the worker function (LambdaWorker) with the
     template's environment, the Valkey URL and the stream in ``KINDLING_VALKEY_*``, invoked
     with the DrainSchedule's event ``{"kindling": "drain", "stream": ...}`` (the event only
-    selects; kindling.valkey.drain_event). Each round is one invocation. Two settings are the
+    selects; kindling.triggers.valkey.drain_event). Each round is one invocation. Two settings are the
     adapter's, neither changing an outcome: no horizon (``KINDLING_DRAIN_HORIZON_MS=0``), so a
     drain returns instead of waiting in-process for a retry it scheduled (the next kick would
     run it), and a 1 ms blocking read."""
@@ -586,7 +586,7 @@ class StreamDrain(_Stream):
 
     def __init__(self, url: str, table: str, bucket: str, signing: bool, monkeypatch, settings: dict | None = None):
         super().__init__(url, table, bucket, signing)
-        from kindling.handler import LambdaWorker
+        from kindling.triggers.sqs.handler import LambdaWorker
 
         deploy(monkeypatch, {"KINDLING_TABLE": table, "KINDLING_MAX_ATTEMPTS": str(MAX_ATTEMPTS),
                              "KINDLING_MAX_RECEIVES": str(100), "KINDLING_RETRY_DELAY": str(RETRY_DELAY_S),
@@ -614,7 +614,7 @@ class StreamDrain(_Stream):
 
 
 class Eager(Path):
-    """kindling.testing.eager: the eager producer, installed as dispatch's producer, runs
+    """kindling.tools.testing.eager: the eager producer, installed as dispatch's producer, runs
     every job inline when it is sent (every attempt, whatever it enqueues), outcomes in a
     memory store. It runs in the test's process, under the test's codec."""
 
@@ -622,7 +622,7 @@ class Eager(Path):
 
     def __init__(self, monkeypatch=None, settings: dict | None = None) -> None:
         super().__init__()
-        from kindling.testing import eager
+        from kindling.tools.testing import eager
 
         if monkeypatch is not None:
             deploy(monkeypatch, settings or {})  # its runner reads the environment as a worker's does

@@ -9,7 +9,7 @@ import threading
 import time
 
 from kindling import Backoff, Retry, current_job
-from kindling.registry import Registry
+from kindling.core.registry import Registry
 
 registry = Registry()
 task = registry.task
@@ -124,7 +124,7 @@ EDGE_VALUES = {
     "int_keys": lambda: {1: "a"},
     "datetime": lambda: dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
     "nested_200": lambda: _deep(200),
-    "nested_254": lambda: _deep(254),  # kindling.codec.MAX_DEPTH: the deepest a result may be
+    "nested_254": lambda: _deep(254),  # kindling.core.codec.MAX_DEPTH: the deepest a result may be
     "nested_255": lambda: _deep(255),
     "nested_2000": lambda: _deep(2000),
 }

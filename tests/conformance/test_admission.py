@@ -9,7 +9,7 @@ import pytest
 from conformance import paths
 from conformance import scenario_tasks as tasks
 from conformance.grid import cells, check
-from kindling.envelope import encode_job, new_job
+from kindling.core.envelope import encode_job, new_job
 
 
 def _records(path) -> list[tuple]:
@@ -30,7 +30,7 @@ def not_json(path):
 def _by_name(path, name: str, args: list, kwargs: dict) -> dict:
     """Sent by the task's name, as a producer without the task's code does: the producer
     cannot check the arguments, so the worker's admission is what is tested."""
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     path.send([Call(name, args, kwargs)])
     path.run_until_settled()
@@ -118,7 +118,7 @@ def dead_id_sent_again(path):
 
 def celery_message(path):
     """An unchanged Celery producer's message (kombu's SQS transport, protocol 2) runs the
-    registered task it names, under the Celery task id (kindling.celery_message)."""
+    registered task it names, under the Celery task id (kindling.core.celery_message)."""
     from support.celery_messages import celery_body
 
     task_id = f"celery-{time.monotonic_ns()}"
@@ -140,8 +140,8 @@ def celery_message_with_callback(path):
 
 def over_the_rate_limit(path):
     """A task limited to 1/h: of two jobs, one runs and the other is handed back unrun, its
-    attempt unused (kindling.ratelimit)."""
-    from kindling.client import Call
+    attempt unused (kindling.core.ratelimit)."""
+    from kindling.producer.client import Call
 
     key = f"rated-{time.monotonic_ns()}"
     ids = path.send([Call(tasks.rated, [key], {}), Call(tasks.rated, [key], {})])

@@ -1,7 +1,7 @@
 """Chains and chords that fail part-way, large arguments and results, and the edges of what
 JSON holds, as arguments and as results. One table, every path.
 
-Expected, from docs/tasks.md and kindling.codec (one contract for both engines, every path):
+Expected, from docs/tasks.md and kindling.core.codec (one contract for both engines, every path):
 integers of any size round-trip exactly; a value outside the contract (NaN, infinities, a
 non-string key, nesting past 254 levels) is refused the same way everywhere: as an argument
 by the producer, at the call, sending nothing; as a result by the job, recorded ``dead`` at
@@ -136,7 +136,7 @@ def empty_chord(path):
 
 def model_argument(path):
     """A pydantic model sent as its JSON, validated into the model for the task, and the
-    model it returns recorded as JSON (kindling.models)."""
+    model it returns recorded as JSON (kindling.core.models)."""
     job = path.enqueue(tasks.place_order, tasks.Order(id=2, qty=3))
     path.run_until_settled()
     seen = path.observe(job)
@@ -145,7 +145,7 @@ def model_argument(path):
 
 def model_argument_invalid(path):
     """A body whose model argument does not validate: rejected at admission, never retried."""
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     path.send([Call(tasks.place_order.name, [{"id": "not a number"}], {})])
     path.run_until_settled()

@@ -1,4 +1,4 @@
-"""Hooks (kindling.hooks): once per recorded outcome, in order, on every path; a hook that
+"""Hooks (kindling.engine.hooks): once per recorded outcome, in order, on every path; a hook that
 raises changes no outcome."""
 
 from __future__ import annotations

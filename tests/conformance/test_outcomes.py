@@ -42,7 +42,7 @@ def retry_after(path):
 
 
 def retry_after_past_the_cap(path):
-    """A retry asked for past kindling.policy.MAX_DELAY_S (12 h) waits 12 h on every path.
+    """A retry asked for past kindling.core.policy.MAX_DELAY_S (12 h) waits 12 h on every path.
     Observed to the hour: SQS hides a delivery at most 12 h from its receive, so an SQS
     trigger asks for 12 h less the time the message may have been in flight (the loop: its
     batch's run; Lambda: up to its batching window and init, 311 s, too)."""

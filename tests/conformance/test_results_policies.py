@@ -69,7 +69,7 @@ def none_retry_then_success(path):
 
 
 def rejected_under_none(path):
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     path.send([Call("c.no_such_task", [], {})])
     path.run_until_settled()

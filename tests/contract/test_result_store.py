@@ -1,4 +1,4 @@
-"""The result store contract (kindling.result_store.ResultStore), held over every store a
+"""The result store contract (kindling.core.result_store.ResultStore), held over every store a
 worker runs on: MemoryResultStore, DynamoResultStore (on moto) and ValkeyResultStore (on a
 real valkey-server). A rule here holds for all three or is a defect in the one it fails on.
 """
@@ -11,12 +11,12 @@ import time
 import uuid
 
 import pytest
-from kindling.dynamo import DynamoResultStore
-from kindling.errors import KindlingError, StoreUnavailable
-from kindling.result_store import ResultStore
-from kindling.status import NEWER_GENERATION
-from kindling.stores import MemoryResultStore
-from kindling.valkey.results import ValkeyResultStore
+from kindling.core.errors import KindlingError, StoreUnavailable
+from kindling.core.result_store import ResultStore
+from kindling.core.status import NEWER_GENERATION
+from kindling.stores.dynamo import DynamoResultStore
+from kindling.stores.memory import MemoryResultStore
+from kindling.stores.valkey import ValkeyResultStore
 
 STORES = [MemoryResultStore, DynamoResultStore, ValkeyResultStore]
 CONTRACT = [name for name in vars(ResultStore) if not name.startswith("_") and callable(getattr(ResultStore, name))]
@@ -274,13 +274,13 @@ def _silent(kind: str, port: int, request):
     """A store of ``kind`` behind the silent port, whose own socket waits (30 s) are far
     longer than the deadlines given: only the deadline can end a call in time."""
     if kind == "dynamo":
-        from kindling.aws import JsonClient
+        from kindling.drivers.aws import JsonClient
 
         request.getfixturevalue("moto_endpoint")  # credentials in the environment
         client = JsonClient("dynamodb", "DynamoDB_20120810", region="us-east-1", endpoint=f"http://127.0.0.1:{port}",
                             timeout=30, max_attempts=1)
         return DynamoResultStore("t", client=client)
-    from kindling.valkey.connection import connect
+    from kindling.shared.valkey.connection import connect
 
     url = f"redis://127.0.0.1:{port}/0"
     return ValkeyResultStore(url, client=connect(url, socket_timeout=30, socket_connect_timeout=30))
@@ -289,9 +289,9 @@ def _silent(kind: str, port: int, request):
 def _gave_up_at_the_deadline(exc: BaseException) -> bool:
     """Whether a deadline (not a socket timeout, not a refusal) ended the call: the
     client's DeadlineExceeded is somewhere in the chain of causes."""
-    from kindling.aws import AwsError
-    from kindling.aws.errors import DeadlineExceeded as AwsDeadline
-    from kindling.valkey.errors import DeadlineExceeded as ValkeyDeadline
+    from kindling.drivers.aws import AwsError
+    from kindling.drivers.aws.errors import DeadlineExceeded as AwsDeadline
+    from kindling.drivers.valkey.errors import DeadlineExceeded as ValkeyDeadline
 
     seen: BaseException | None = exc
     while seen is not None:
@@ -314,7 +314,7 @@ def test_a_store_that_never_answers_gives_up_at_the_deadline_as_store_unavailabl
 
 
 def test_a_rate_limit_count_gives_each_take_what_its_window_has_left(store):
-    """kindling.ratelimit's count: takes share the window's limit, and no take goes past it."""
+    """kindling.core.ratelimit's count: takes share the window's limit, and no take goes past it."""
     key = "rate#contract.task#12345"
     assert store.take(key, 3, 5, ttl_s=60) == 3
     assert store.take(key, 3, 5, ttl_s=60) == 2  # what was left
@@ -323,7 +323,7 @@ def test_a_rate_limit_count_gives_each_take_what_its_window_has_left(store):
 
 
 def test_runs_given_back_can_be_taken_again_only_while_that_many_are_taken(store):
-    """kindling.ratelimit gives back the runs of jobs that never started."""
+    """kindling.core.ratelimit gives back the runs of jobs that never started."""
     key = "rate#contract.task#22345"
     assert store.take(key, 5, 5, ttl_s=60) == 5
     store.give_back(key, 2)

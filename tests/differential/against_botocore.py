@@ -71,7 +71,7 @@ _PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 def environment(case: Case, stub_url: str) -> Iterator[str]:
     """os.environ is the case's environment (nothing of the machine's AWS settings) until exit;
     yields the directory holding its files."""
-    from kindling.aws import chain, container
+    from kindling.drivers.aws import chain, container
 
     saved = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="kindling-diff-") as home:
@@ -182,10 +182,10 @@ def botocore_proxy(url: str) -> tuple:
 # -- kindling's answers ------------------------------------------------------------------------------
 
 def kindling_endpoint(service: str) -> tuple:
-    from kindling.aws import endpoints
-    from kindling.aws.client import JsonClient
-    from kindling.aws.errors import AwsError
-    from kindling.aws.s3 import S3Client
+    from kindling.drivers.aws import endpoints
+    from kindling.drivers.aws.client import JsonClient
+    from kindling.drivers.aws.errors import AwsError
+    from kindling.drivers.aws.s3 import S3Client
 
     try:
         if service == "s3":
@@ -203,8 +203,8 @@ def kindling_endpoint(service: str) -> tuple:
 
 
 def kindling_credentials(twice: bool = False) -> tuple:
-    from kindling.aws.client import get_credentials
-    from kindling.aws.errors import AwsError
+    from kindling.drivers.aws.client import get_credentials
+    from kindling.drivers.aws.errors import AwsError
 
     try:
         answer = ("credentials", *get_credentials())
@@ -220,9 +220,9 @@ def kindling_credentials(twice: bool = False) -> tuple:
 
 
 def kindling_proxy(url: str) -> tuple:
-    """What kindling.aws.connection.Connection decides for a connection to ``url``."""
-    from kindling.aws.proxy import proxy_for
-    from kindling.aws.url import DEFAULT_PORTS, Url
+    """What kindling.drivers.aws.connection.Connection decides for a connection to ``url``."""
+    from kindling.drivers.aws.proxy import proxy_for
+    from kindling.drivers.aws.url import DEFAULT_PORTS, Url
 
     parts = Url(url)
     try:
@@ -262,7 +262,7 @@ def run(part: str) -> list[Outcome]:
                     else None
                 for case in group:
                     if case.part == "credentials":  # each question from a cold start
-                        from kindling.aws import chain, container
+                        from kindling.drivers.aws import chain, container
 
                         chain.reset()
                         container._container_cache.clear()

@@ -111,7 +111,7 @@ def relative_uri_host(url: str) -> Iterator[None]:
     """``AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`` goes to the stub rather than 169.254.170.2,
     for botocore and kindling alike: the question is which path and token they send."""
     from botocore.utils import ContainerMetadataFetcher
-    from kindling.aws import container
+    from kindling.drivers.aws import container
 
     saved = ContainerMetadataFetcher.IP_ADDRESS, container.RELATIVE_URI_BASE
     ContainerMetadataFetcher.IP_ADDRESS = url.partition("://")[2]

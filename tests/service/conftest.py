@@ -8,7 +8,7 @@ import pytest
 @pytest.fixture
 def sleeps(monkeypatch) -> list[float]:
     """Record the AWS client's backoff delays instead of sleeping them."""
-    from kindling import aws
+    from kindling.drivers import aws
 
     delays: list[float] = []
     monkeypatch.setattr(aws.errors, "sleep", delays.append)

@@ -15,14 +15,14 @@ import uuid
 
 import boto3
 import pytest
-from kindling import dispatch
-from kindling.client import Call, Client
-from kindling.envelope import decode_job
-from kindling.errors import EnqueueError
-from kindling.registry import Registry
+from kindling.core.envelope import decode_job
+from kindling.core.errors import EnqueueError
+from kindling.core.registry import Registry
+from kindling.core.valkey.keys import FIELD
+from kindling.drivers.valkey.client import Valkey
+from kindling.producer import dispatch
+from kindling.producer.client import Call, Client
 from kindling.valkey import StreamProducer
-from kindling.valkey.client import Valkey
-from kindling.valkey.keys import FIELD
 
 # -- SQS ---------------------------------------------------------------------------------
 

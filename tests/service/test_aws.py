@@ -1,4 +1,4 @@
-"""Tests for kindling.aws: SigV4 against botocore, config resolution, retries, moto round trip."""
+"""Tests for kindling.drivers.aws: SigV4 against botocore, config resolution, retries, moto round trip."""
 
 import calendar
 import datetime
@@ -22,8 +22,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kindling import aws, codec
-from kindling.aws import chain, container, temporary
+from kindling.core import codec
+from kindling.drivers import aws
+from kindling.drivers.aws import chain, container, temporary
 from support import examples
 
 AWS_ENV = (
@@ -475,7 +476,7 @@ def test_request_shape_and_signature_verify_with_botocore(env, server):
 
 
 def test_works_with_orjson_codec(env, server, monkeypatch):
-    """Long-lived processes switch kindling.codec to orjson; the client follows."""
+    """Long-lived processes switch kindling.core.codec to orjson; the client follows."""
     monkeypatch.setattr(codec, "loads", codec.loads)
     monkeypatch.setattr(codec, "dumps", codec.dumps)
     assert codec.use_orjson()
@@ -883,7 +884,7 @@ class Spy(type(os.environ)):
         env_reads.append(key)
         return super().__contains__(key)
 os.environ.__class__ = Spy
-import kindling.aws
+import kindling.drivers.aws
 print(json.dumps({
     "heavy": sorted(m for m in sys.modules
                     if m.split(".")[0] in ("boto3", "botocore", "urllib3", "requests", "orjson", "http",
@@ -916,7 +917,7 @@ def test_import_is_cheap_and_inert():
 
 def test_errors_belong_to_kindlings_tree():
     """errors.py: every error kindling raises on purpose derives from KindlingError."""
-    from kindling.errors import KindlingError
+    from kindling.core.errors import KindlingError
 
     for cls in (aws.AwsError, aws.HttpProtocolError, aws.RemoteDisconnected, aws.DeadlineExceeded):
         assert issubclass(cls, KindlingError), cls

@@ -1,4 +1,4 @@
-"""Every response body kindling.aws reads is read in linear time and never past a bound:
+"""Every response body kindling.drivers.aws reads is read in linear time and never past a bound:
 a payload pointer's size for an S3 GET (plus one byte), a sane default for everything else.
 
 Servers are fakes: a scripted socket handed to the connection, or raw loopback servers.
@@ -11,16 +11,16 @@ import tracemalloc
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from kindling import aws
-from kindling.aws import connection as connection_module
-from kindling.aws.connection import Connection
-from kindling.aws.errors import ResponseTooLarge
-from kindling.aws.s3 import S3Client
-from kindling.envelope import encode_job, new_job
-from kindling.payloads import argument_key
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.drivers import aws
+from kindling.drivers.aws import connection as connection_module
+from kindling.drivers.aws.connection import Connection
+from kindling.drivers.aws.errors import ResponseTooLarge
+from kindling.drivers.aws.s3 import S3Client
+from kindling.engine.runner import Delivery, Runner
+from kindling.shared.payloads import argument_key
+from kindling.stores.results import MemoryResultStore
 
 MiB = 1024 * 1024
 
@@ -299,7 +299,7 @@ def test_json_clients_are_bounded_by_default(env):
 
 
 def test_container_credentials_over_their_bound_are_refused_at_once(env, monkeypatch):
-    from kindling.aws import container as credentials
+    from kindling.drivers.aws import container as credentials
 
     replies = []
 
@@ -370,7 +370,7 @@ def _serve_once(reply: bytes) -> tuple[str, threading.Thread]:
 
 @pytest.mark.parametrize("ref", ["my-secret", "ssm:/my/parameter"])
 def test_a_secret_reply_is_bounded_far_below_the_default(env, sleeps, ref):
-    from kindling import secrets
+    from kindling.drivers import secrets
 
     url, thread = _serve_once(_json_reply(2 * MiB))  # secrets are <= 64 KiB, parameters <= 8 KiB
     env.setenv("AWS_ENDPOINT_URL", url)

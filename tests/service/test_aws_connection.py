@@ -1,4 +1,4 @@
-"""kindling.aws under deadlines: a request sent now and read later, black holes, slow drips.
+"""kindling.drivers.aws under deadlines: a request sent now and read later, black holes, slow drips.
 
 Every server here is a raw socket on 127.0.0.1.
 """
@@ -8,10 +8,10 @@ import threading
 import time
 
 import pytest
-from kindling import aws
-from kindling.aws import container
-from kindling.aws.connection import Connection
-from kindling.aws.errors import DeadlineExceeded
+from kindling.drivers import aws
+from kindling.drivers.aws import container
+from kindling.drivers.aws.connection import Connection
+from kindling.drivers.aws.errors import DeadlineExceeded
 
 OK = b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"ok":1}'
 

@@ -1,6 +1,6 @@
 """The credential chain against loopback fakes of its endpoints: IMDSv2, STS
 AssumeRoleWithWebIdentity and the container endpoint (EKS Pod Identity's form), each
-reached through the real chain (kindling.aws.client.get_credentials) and then used to
+reached through the real chain (kindling.drivers.aws.client.get_credentials) and then used to
 sign a call."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from kindling import aws
-from kindling.aws import chain, container
-from kindling.aws.client import get_credentials
+from kindling.drivers import aws
+from kindling.drivers.aws import chain, container
+from kindling.drivers.aws.client import get_credentials
 
 CHAIN_ENV = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",

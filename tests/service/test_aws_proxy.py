@@ -12,8 +12,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from kindling import aws
-from kindling.aws import connection
+from kindling.drivers import aws
+from kindling.drivers.aws import connection
 
 PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", "AWS_ENDPOINT_URL",
              "AWS_ENDPOINT_URL_DYNAMODB")

@@ -1,4 +1,4 @@
-"""kindling.aws.s3: SigV4 for S3 (AWS's documented examples, botocore's S3SigV4Auth), addressing,
+"""kindling.drivers.aws.s3: SigV4 for S3 (AWS's documented examples, botocore's S3SigV4Auth), addressing,
 errors and retries, and a round trip through moto's S3."""
 
 import datetime
@@ -14,8 +14,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kindling import aws
-from kindling.aws.s3 import S3Client, check_location, is_virtual_hostable
+from kindling.drivers import aws
+from kindling.drivers.aws.s3 import S3Client, check_location, is_virtual_hostable
 from support import examples
 
 AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",

@@ -1,4 +1,4 @@
-"""kindling.aws.connection over https: the SSL context verifies, honours SSL_CERT_FILE, and is built once.
+"""kindling.drivers.aws.connection over https: the SSL context verifies, honours SSL_CERT_FILE, and is built once.
 
 The server is a TLS socket on 127.0.0.1 with a certificate from a throwaway CA (the
 benchmark harness's infra/bench/tls.py makes both, and a bundle of the system CAs plus
@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from kindling.aws import connection
+from kindling.drivers.aws import connection
 
 pytest.importorskip("cryptography")
 

@@ -1,4 +1,4 @@
-"""Chains and chords: the worker's rules (kindling.followups) and the API (kindling.canvas).
+"""Chains and chords: the worker's rules (kindling.engine.followups) and the API (kindling.producer.canvas).
 
 The runner runs against a memory store with a ``send`` that collects what it enqueues; the
 DynamoDB store's count and reads run on moto; the SQS handler's sends on moto's SQS.
@@ -9,14 +9,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from kindling import chain, codec, followups, group
-from kindling.canvas import MAX_CHAIN, ChainHandle, Signature, chord
-from kindling.envelope import MAX_ID_LENGTH, decode_job, encode_job, new_job
-from kindling.errors import JobFailed, StoreUnavailable
-from kindling.followups import callback_id, chord_key, member_id, next_id
-from kindling.results import DynamoResultStore, MemoryResultStore
-from kindling.runner import Delivery, Runner
-from kindling.testing import eager
+from kindling import chain, group
+from kindling.core import codec
+from kindling.core.envelope import MAX_ID_LENGTH, decode_job, encode_job, new_job
+from kindling.core.errors import JobFailed, StoreUnavailable
+from kindling.engine import followups
+from kindling.engine.followups import callback_id, chord_key, member_id, next_id
+from kindling.engine.runner import Delivery, Runner
+from kindling.producer.canvas import MAX_CHAIN, ChainHandle, Signature, chord
+from kindling.stores.results import DynamoResultStore, MemoryResultStore
+from kindling.tools.testing import eager
 from support import chords
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -342,7 +344,7 @@ def test_a_store_down_while_counting_hands_the_member_back(runner, store):
     (a,) = members("g8", [("add", [1])], TOTAL)
 
     def down(*args, **kwargs):
-        from kindling.errors import StoreUnavailable
+        from kindling.core.errors import StoreUnavailable
 
         raise StoreUnavailable("table unreachable")
 
@@ -363,7 +365,7 @@ def chord_store(request):
     if request.param == "memory":
         store = MemoryResultStore()
         return lambda: store
-    from kindling.aws import JsonClient
+    from kindling.drivers.aws import JsonClient
 
     table = request.getfixturevalue("table")
     return lambda: DynamoResultStore(table, client=JsonClient("dynamodb", "DynamoDB_20120810"))
@@ -443,14 +445,14 @@ def big(reg):
 
 
 def s3_runner(reg, store, bucket, moto_endpoint, **options):
-    from kindling.aws.s3 import S3Client
+    from kindling.drivers.aws.s3 import S3Client
 
     return Runner(reg, store, metrics=False, payload_bucket=bucket, s3=S3Client(endpoint=moto_endpoint),
                   **{"log": None, **options})
 
 
 def test_a_result_kept_in_s3_is_passed_on_to_the_next_step_and_the_callback(big, store, bucket, moto_endpoint):
-    from kindling.records import MAX_RESULT_BYTES
+    from kindling.core.records import MAX_RESULT_BYTES
 
     n = MAX_RESULT_BYTES + 10
     runner = s3_runner(big, store, bucket, moto_endpoint)
@@ -482,8 +484,8 @@ def test_a_member_result_lost_from_s3_fails_the_chord_and_the_completing_member_
     """Deleted, or not the bytes its pointer names: no retry brings it back, so the chord
     fails as it does for a dead member, instead of the last member deferred until the DLQ."""
     import boto3
-    from kindling.canvas import GroupHandle
-    from kindling.records import MAX_RESULT_BYTES
+    from kindling.core.records import MAX_RESULT_BYTES
+    from kindling.producer.canvas import GroupHandle
 
     lines = []
     runner = s3_runner(big, store, bucket, moto_endpoint, log=lines.append)
@@ -524,7 +526,7 @@ def test_a_chain_step_whose_result_is_lost_from_s3_ends_its_chain_on_redelivery(
     """A duplicate delivery must read the step's result back to send the next one: with the
     object gone the chain ends there, said once in the log, and the delivery is acknowledged."""
     import boto3
-    from kindling.records import MAX_RESULT_BYTES
+    from kindling.core.records import MAX_RESULT_BYTES
 
     lines = []
     runner = s3_runner(big, store, bucket, moto_endpoint, log=lines.append)
@@ -569,9 +571,9 @@ class FlakyS3:
 def test_a_result_in_s3_that_cannot_be_read_now_hands_the_job_back(big, store, bucket, moto_endpoint, error):
     """S3 throttled, failing or out of reach: the chord waits and the chain stays where it
     is; both are tried again on redelivery and go on once S3 answers."""
-    from kindling.aws.errors import AwsError
-    from kindling.aws.s3 import S3Client
-    from kindling.records import MAX_RESULT_BYTES
+    from kindling.core.records import MAX_RESULT_BYTES
+    from kindling.drivers.aws.errors import AwsError
+    from kindling.drivers.aws.s3 import S3Client
 
     s3 = FlakyS3(S3Client(endpoint=moto_endpoint), None)
     runner = Runner(big, store, metrics=False, log=None, payload_bucket=bucket, s3=s3)
@@ -597,9 +599,9 @@ def test_a_result_in_s3_that_cannot_be_read_now_hands_the_job_back(big, store, b
 
 
 def test_handles_read_a_last_result_kept_in_s3(bucket, moto_endpoint):
-    from kindling import payloads
-    from kindling.aws.s3 import S3Client
-    from kindling.canvas import GroupHandle
+    from kindling.drivers.aws.s3 import S3Client
+    from kindling.producer.canvas import GroupHandle
+    from kindling.shared import payloads
 
     s3 = S3Client(endpoint=moto_endpoint)
     ref = payloads.put(s3, bucket, "results", "h1", codec.dumps({"big": "r" * 1000}).encode())
@@ -628,7 +630,7 @@ def sqs_event(*jobs, attempts=1):
 
 def test_the_sqs_handler_sends_a_follow_up_too_large_for_its_queue_through_s3(big, table, bucket, monkeypatch):
     import boto3
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     sqs = boto3.client("sqs")
     url = sqs.create_queue(QueueName=f"small-{table}", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
@@ -658,7 +660,7 @@ def test_the_sqs_handler_sends_a_follow_up_too_large_for_its_queue_through_s3(bi
 
 def test_a_follow_up_too_large_for_its_queue_without_a_bucket_hands_the_job_back(big, table, monkeypatch):
     import boto3
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     url = boto3.client("sqs").create_queue(QueueName=f"nob-{table}",
                                            Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
@@ -675,7 +677,7 @@ def test_a_follow_up_too_large_for_its_queue_without_a_bucket_hands_the_job_back
 
 def test_the_local_sqs_loop_sends_a_follow_up_too_large_for_its_queue_through_s3(big, table, bucket, monkeypatch):
     import boto3
-    from kindling.loop import SqsWorker
+    from kindling.triggers.sqs.loop import SqsWorker
 
     sqs = boto3.client("sqs")
     url = sqs.create_queue(QueueName=f"loopl-{table}", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
@@ -689,8 +691,8 @@ def test_the_local_sqs_loop_sends_a_follow_up_too_large_for_its_queue_through_s3
 
 def test_the_valkey_worker_keeps_a_large_follow_up_inline_on_its_stream(big, store):
     """A stream entry has no queue's 1 MiB limit: no S3 round trip, no bucket needed."""
-    from kindling.valkey.connection import FIELD
-    from kindling.valkey.worker import StreamWorker
+    from kindling.shared.valkey.connection import FIELD
+    from kindling.triggers.valkey.worker import StreamWorker
 
     valkey = RecordingValkey()
     runner = Runner(big, store, log=None, metrics=False, payload_bucket="")
@@ -734,7 +736,7 @@ def test_dynamo_counts_a_member_once_and_returns_the_record_before(table):
 
 def test_dynamo_reads_results_and_marks_a_chord(table):
     store = DynamoResultStore(table)
-    from kindling.records import build_record
+    from kindling.core.records import build_record
 
     records = [build_record(key=member_id("d2", i), task="add", status="succeeded", attempts=1, started_at=1,
                             finished_at=2, result=codec.dumps(i * 10)) for i in range(150)]
@@ -771,7 +773,7 @@ def test_dynamo_reads_results_and_marks_a_chord(table):
 
 def test_the_sqs_handler_sends_follow_ups_to_its_queue(reg, table, monkeypatch):
     import boto3
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     sqs = boto3.client("sqs")
     url = sqs.create_queue(QueueName=f"canvas-{table}")["QueueUrl"]
@@ -793,7 +795,7 @@ def test_the_sqs_handler_sends_follow_ups_to_its_queue(reg, table, monkeypatch):
 
 def test_the_sqs_handler_sends_a_follow_up_to_its_tasks_named_queue(reg, table, monkeypatch):
     import boto3
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     reg.task(name="report", queue="reports")(lambda x: x)
     sqs = boto3.client("sqs")
@@ -816,11 +818,11 @@ def test_with_signing_on_the_worker_signs_its_follow_ups_for_their_queue_and_str
     import json
 
     import boto3
-    from kindling import jobsig
-    from kindling.handler import LambdaWorker
-    from kindling.signed import Keyring, Verifier
-    from kindling.valkey.connection import FIELD, SIG_FIELD
-    from kindling.valkey.worker import StreamWorker
+    from kindling.core import jobsig
+    from kindling.shared.signed import Keyring, Verifier
+    from kindling.shared.valkey.connection import FIELD, SIG_FIELD
+    from kindling.triggers.sqs.handler import LambdaWorker
+    from kindling.triggers.valkey.worker import StreamWorker
 
     key = b"s" * 32
     secret = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(key).decode()}})
@@ -852,7 +854,7 @@ def test_with_signing_on_the_worker_signs_its_follow_ups_for_their_queue_and_str
 
 
 def test_the_sqs_handler_hands_a_job_back_when_its_follow_up_cannot_be_sent(reg, table, monkeypatch):
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     monkeypatch.setenv("KINDLING_TABLE", table)
     monkeypatch.delenv("KINDLING_QUEUE_URL", raising=False)
@@ -865,8 +867,8 @@ def test_the_sqs_handler_hands_a_job_back_when_its_follow_up_cannot_be_sent(reg,
 
 
 def test_the_valkey_worker_sends_follow_ups_on_its_stream(reg, store):
-    from kindling.valkey.connection import FIELD
-    from kindling.valkey.worker import StreamWorker
+    from kindling.shared.valkey.connection import FIELD
+    from kindling.triggers.valkey.worker import StreamWorker
 
     valkey = RecordingValkey()
     runner = Runner(reg, store, log=None, metrics=False)
@@ -884,8 +886,8 @@ def test_the_valkey_worker_sends_follow_ups_on_its_stream(reg, store):
 def test_a_member_the_valkey_worker_records_dead_for_too_many_deliveries_fails_its_chord(reg, store):
     """Entries whose workers kept dying are recorded dead by the runner without running, and
     followed up as any outcome is."""
-    from kindling.valkey.connection import FIELD
-    from kindling.valkey.worker import StreamWorker
+    from kindling.shared.valkey.connection import FIELD
+    from kindling.triggers.valkey.worker import StreamWorker
 
     valkey = RecordingValkey()
     runner = Runner(reg, store, log=None, metrics=False)
@@ -929,8 +931,8 @@ def test_signatures_chains_and_groups_are_checked_when_built(reg):
 
 
 def test_chain_and_group_send_through_the_producer_with_derived_ids(reg):
-    import kindling.dispatch as dispatch
-    from kindling.client import Call, JobHandle
+    import kindling.producer.dispatch as dispatch
+    from kindling.producer.client import Call, JobHandle
 
     class Producer:
         def __init__(self):
@@ -986,25 +988,25 @@ def test_eager_mode_runs_chains_and_chords_inline(reg):
 
 def test_kindling_exports_the_canvas_lazily():
     script = ("import sys, kindling\n"
-              "assert 'kindling.canvas' not in sys.modules\n"
+              "assert 'kindling.producer.canvas' not in sys.modules\n"
               "from kindling import chain, group, Signature\n"
-              "assert 'kindling.canvas' in sys.modules\n")
+              "assert 'kindling.producer.canvas' in sys.modules\n")
     subprocess.run([sys.executable, "-c", script], check=True,
                    env={"PYTHONPATH": str(ROOT / "layers/kindling")})
 
 
 def test_a_batch_of_plain_jobs_loads_neither_followups_nor_canvas():
     script = ("import sys\n"
-              "from kindling.registry import Registry\n"
-              "from kindling.results import MemoryResultStore\n"
-              "from kindling.runner import Delivery, Runner\n"
-              "from kindling.envelope import encode_job, new_job\n"
+              "from kindling.core.registry import Registry\n"
+              "from kindling.stores.results import MemoryResultStore\n"
+              "from kindling.engine.runner import Delivery, Runner\n"
+              "from kindling.core.envelope import encode_job, new_job\n"
               "r = Registry()\n"
               "r.task(name='noop')(lambda: None)\n"
               "out = Runner(r, MemoryResultStore(), log=None, metrics=False).run(\n"
               "    [Delivery('m', encode_job(new_job('noop')).decode())], send=print)\n"
               "assert out[0].status == 'succeeded', out\n"
-              "assert not {'kindling.followups', 'kindling.canvas'} & set(sys.modules)\n")
+              "assert not {'kindling.engine.followups', 'kindling.producer.canvas'} & set(sys.modules)\n")
     subprocess.run([sys.executable, "-c", script], check=True, env={"PYTHONPATH": str(ROOT / "layers/kindling")})
 
 
@@ -1023,12 +1025,12 @@ def test_the_local_sqs_loop_runs_a_chain_and_a_chord_on_its_queue(reg, table):
     import uuid
 
     import boto3
-    from kindling.client import Client
-    from kindling.loop import SqsWorker
+    from kindling.producer.client import Client
+    from kindling.triggers.sqs.loop import SqsWorker
 
     url = boto3.client("sqs").create_queue(QueueName=f"loop-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     client = Client(queue_url=url, table=table)
-    import kindling.dispatch as dispatch
+    import kindling.producer.dispatch as dispatch
 
     dispatch.set_producer(client)
     try:

@@ -1,11 +1,11 @@
 """The commands a new user types first, given the wrong input: one line on stderr naming
-the cause and the fix, no traceback, and the documented exit code (kindling.exits)."""
+the cause and the fix, no traceback, and the documented exit code (kindling.tools.exits)."""
 
 import json
 
 import boto3
 import pytest
-from kindling import cli
+from kindling.tools import cli
 from test_ops import indexed_table, stack  # noqa: F401  (fixtures: a table with the template's indexes, queues)
 
 DEAD = {"id": {"S": "job-dead"}, "status": {"S": "dead"}, "task": {"S": "t"}, "attempts": {"N": "3"},
@@ -84,7 +84,7 @@ def test_a_bad_input_prints_one_line_naming_it_and_exits_with_its_code(env, caps
 
 
 def test_debug_shows_the_traceback(env, capsys):
-    from kindling.exits import UsageError
+    from kindling.tools.exits import UsageError
 
     with pytest.raises(UsageError, match="--table is required"):
         cli.main(["--debug", "status", "job-1"])

@@ -2,8 +2,8 @@
 
 import boto3
 import pytest
-from kindling.client import Call, Client, EnqueueError, PayloadTooLarge
-from kindling.envelope import decode_job
+from kindling.core.envelope import decode_job
+from kindling.producer.client import Call, Client, EnqueueError, PayloadTooLarge
 
 
 @pytest.fixture
@@ -41,9 +41,9 @@ def test_an_oversized_payload_is_refused_before_anything_is_sent(queue_url):
 
 
 def test_a_queue_that_does_not_exist_names_every_job_not_sent(moto_endpoint, monkeypatch):
-    import kindling.client
+    import kindling.producer.client
 
-    monkeypatch.setattr(kindling.client, "_sleep", lambda attempt: None)
+    monkeypatch.setattr(kindling.producer.client, "_sleep", lambda attempt: None)
     missing = moto_endpoint + "/000000000000/no-such-queue"
     with pytest.raises(EnqueueError) as info:
         Client(queue_url=missing, table="unused").enqueue_many([Call("noop", job_id=f"j{i}") for i in range(12)])
@@ -57,9 +57,9 @@ def test_concurrency_must_be_positive(queue_url):
 
 def test_revoke_records_the_job_revoked_and_refuses_a_finished_one(table):
     import pytest
-    from kindling.client import Client
-    from kindling.errors import KindlingError
-    from kindling.results import DynamoResultStore
+    from kindling.core.errors import KindlingError
+    from kindling.producer.client import Client
+    from kindling.stores.results import DynamoResultStore
 
     client = Client(queue_url="unused", table=table)
     client.revoke("job-r1", task="resize")
@@ -72,7 +72,7 @@ def test_revoke_records_the_job_revoked_and_refuses_a_finished_one(table):
 
 
 def test_kindling_jobs_revoke(table, capsys):
-    from kindling.cli import main
+    from kindling.tools.cli import main
 
     assert main(["jobs", "revoke", "job-r3", "--table", table]) == 0
     assert "job-r3 revoked" in capsys.readouterr().out

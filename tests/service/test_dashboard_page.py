@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kindling.dashboard import make_server
-from kindling.ops import Stack
+from kindling.tools.dashboard import make_server
+from kindling.tools.ops import Stack
 from support.chromium import chromium
 
 pytestmark = pytest.mark.slow
@@ -48,9 +48,9 @@ def test_every_task_gets_a_colour_of_its_own(page, n):
 
 @pytest.fixture
 def scheduled_page(moto_endpoint, table, tmp_path_factory):
-    from kindling.dynamo import DynamoResultStore
-    from kindling.envelope import new_job, now_ms
-    from kindling.records import scheduled_record
+    from kindling.core.envelope import new_job, now_ms
+    from kindling.core.records import scheduled_record
+    from kindling.stores.dynamo import DynamoResultStore
 
     job = new_job("t", [1], job_id="later-1", not_before=now_ms() + 2 * 3_600_000 - 30_000)
     DynamoResultStore(table).write([scheduled_record(job)])

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slow]
 
 
 def test_the_moto_demo_reports_every_malformed_message_it_sent_in_its_table_and_worker_counts():
-    done = subprocess.run([sys.executable, "-m", "kindling.cli", "demo", "--cloud", "moto", "--jobs", "20"],
+    done = subprocess.run([sys.executable, "-m", "kindling.tools.cli", "demo", "--cloud", "moto", "--jobs", "20"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     out = done.stdout
     assert done.returncode == 0, (out[-3000:], done.stderr[-3000:])

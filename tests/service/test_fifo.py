@@ -4,14 +4,14 @@ import uuid
 
 import boto3
 import pytest
-from kindling import sqs
-from kindling.client import Call, Client
-from kindling.envelope import decode_job, encode_job, new_job
-from kindling.followups import next_id
-from kindling.loop import SqsWorker
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Runner
+from kindling.core.envelope import decode_job, encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.followups import next_id
+from kindling.engine.runner import Runner
+from kindling.producer.client import Call, Client
+from kindling.stores.results import MemoryResultStore
+from kindling.triggers.sqs import events as sqs
+from kindling.triggers.sqs.loop import SqsWorker
 from support.sqs import fifo_queue_with_dlq
 
 

@@ -5,10 +5,10 @@ import uuid
 
 import boto3
 import pytest
-from kindling import codec
-from kindling.client import Client
-from kindling.envelope import encode_job, new_job
-from kindling.handler import LambdaWorker
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.producer.client import Client
+from kindling.triggers.sqs.handler import LambdaWorker
 
 
 @pytest.fixture
@@ -209,7 +209,7 @@ def test_a_task_raising_system_exit_fails_alone(worker, client, monkeypatch):
 
 def test_an_all_succeeded_batch_makes_one_read_and_one_write_to_dynamodb(worker, monkeypatch):
     """Counted at the SigV4 client: the round-trip budget of the common case."""
-    from kindling.aws import JsonClient
+    from kindling.drivers.aws import JsonClient
 
     calls = []
     start = JsonClient.start

@@ -3,8 +3,8 @@
 import uuid
 
 import boto3
-from kindling.client import Client
-from kindling.loop import SqsWorker
+from kindling.producer.client import Client
+from kindling.triggers.sqs.loop import SqsWorker
 
 
 def test_the_local_loop_records_every_outcome_and_moves_dead_jobs_itself(table):
@@ -115,7 +115,7 @@ def test_the_local_loop_refuses_a_due_time_past_its_queue_s_own_retention(table)
     in two hours is recorded rejected at once (its message would be gone first); one due in
     half an hour waits, scheduled."""
     import tasks  # noqa: F401  the example tasks
-    from kindling.envelope import encode_job, new_job, now_ms
+    from kindling.core.envelope import encode_job, new_job, now_ms
 
     sqs = boto3.client("sqs")
     url = sqs.create_queue(QueueName=f"jobs-{uuid.uuid4().hex[:8]}",

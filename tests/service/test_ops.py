@@ -1,25 +1,26 @@
 """The operator's commands against moto: jobs listed through the indexes (never a Scan),
 one job shown, a dead job revived as a new generation and run again, the DLQ peeked and
-redriven. Records and dead letters come from the real worker loop (kindling.loop)."""
+redriven. Records and dead letters come from the real worker loop (kindling.triggers.sqs.loop)."""
 
 import time
 import uuid
 
 import boto3
 import pytest
-from kindling import cli, codec
-from kindling.client import Call, Client
-from kindling.envelope import Job, decode_job, encode_job, new_job
-from kindling.loop import SqsWorker
-from kindling.ops import OpsError, Stack
-from kindling.ops.dlq import peek, redrive
-from kindling.ops.query import get_job, list_jobs, parse_since
-from kindling.ops.revive import RetryRefused, retry_job, revive
-from kindling.records import build_record
-from kindling.registry import Registry
-from kindling.results import DynamoResultStore, MemoryResultStore
-from kindling.runner import Delivery, Runner
-from kindling.status import DEAD, FAILED, QUEUED, REJECTED, SUCCEEDED, may_replace
+from kindling.core import codec
+from kindling.core.envelope import Job, decode_job, encode_job, new_job
+from kindling.core.records import build_record
+from kindling.core.registry import Registry
+from kindling.core.status import DEAD, FAILED, QUEUED, REJECTED, SUCCEEDED, may_replace
+from kindling.engine.runner import Delivery, Runner
+from kindling.producer.client import Call, Client
+from kindling.stores.results import DynamoResultStore, MemoryResultStore
+from kindling.tools import cli
+from kindling.tools.ops import OpsError, Stack
+from kindling.tools.ops.dlq import peek, redrive
+from kindling.tools.ops.query import get_job, list_jobs, parse_since
+from kindling.tools.ops.revive import RetryRefused, retry_job, revive
+from kindling.triggers.sqs.loop import SqsWorker
 from support.sqs import fifo_queue_with_dlq
 
 BROKEN = {"on": True}
@@ -315,7 +316,7 @@ def test_a_revive_refuses_a_record_that_changed_since_it_was_read(stack):
 
 
 def test_an_interrupted_retry_is_finished_by_running_it_again(stack, monkeypatch):
-    import kindling.ops.revive as rv
+    import kindling.tools.ops.revive as rv
 
     client = Client(queue_url=stack.queue_url, table=stack.table)
     job = client.send(Call("emails.send", ["x@y"], job_id="interrupted"))
@@ -342,7 +343,7 @@ def test_a_job_that_dies_while_retry_searches_the_dlq_is_revived_not_sent_beside
     and then finds the message (the worker finished meanwhile) must act on the record as it
     is now. Sent as a job with no record, it would meet its ``dead`` record on the queue and
     go straight back to the DLQ, and the retry would have said it ran again."""
-    import kindling.ops.revive as rv
+    import kindling.tools.ops.revive as rv
 
     client = Client(queue_url=stack.queue_url, table=stack.table)
     job = client.send(Call("emails.send", ["x@y"], job_id="dies-meanwhile"))
@@ -370,7 +371,7 @@ def _send_chord(stack: Stack, chord: str, members: list[tuple[str, list]]) -> No
 
 def test_reviving_a_chords_dead_member_reopens_the_chord_and_its_callback_runs(stack):
     """The member that failed the chord runs again: once it succeeds, the chord completes."""
-    from kindling.followups import chord_key
+    from kindling.engine.followups import chord_key
 
     client = Client(queue_url=stack.queue_url, table=stack.table)
     _send_chord(stack, "ch-revive", [("ops.ok", [1]), ("emails.send", ["x@y"]), ("emails.send", ["z@y"])])
@@ -394,7 +395,7 @@ def test_reviving_a_chords_dead_member_reopens_the_chord_and_its_callback_runs(s
 
 
 def test_a_redrive_reopens_the_chords_of_the_members_it_revives(stack):
-    from kindling.followups import chord_key
+    from kindling.engine.followups import chord_key
 
     client = Client(queue_url=stack.queue_url, table=stack.table)
     _send_chord(stack, "ch-redrive", [("emails.send", ["a@b"]), ("ops.ok", [2])])
@@ -470,8 +471,8 @@ def test_a_retry_sends_the_whole_envelope_again_with_only_a_new_enqueued_at(stac
 
 
 def test_a_retried_job_keeps_its_arguments_in_s3_and_the_rest_of_its_chain(stack, moto_endpoint):
-    from kindling.aws.s3 import S3Client
-    from kindling.followups import next_id
+    from kindling.drivers.aws.s3 import S3Client
+    from kindling.engine.followups import next_id
 
     bucket = f"payloads-{uuid.uuid4().hex[:8]}"
     boto3.client("s3").create_bucket(Bucket=bucket)

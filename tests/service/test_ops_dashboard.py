@@ -7,16 +7,16 @@ import http.client
 import threading
 
 import pytest
-from kindling import codec
-from kindling.client import Call, Client
-from kindling.dashboard import make_server
-from kindling.dashboard.aggregate import OVERLAP_MS, Aggregator, percentile
-from kindling.dashboard.search import STATUSES, search
-from kindling.envelope import member_id, new_job, next_id
-from kindling.handles import GroupHandle
-from kindling.records import build_record, chord_key, revoked_record
-from kindling.results import DynamoResultStore
-from kindling.status import RECORDED
+from kindling.core import codec
+from kindling.core.envelope import member_id, new_job, next_id
+from kindling.core.records import build_record, chord_key, revoked_record
+from kindling.core.status import RECORDED
+from kindling.producer.client import Call, Client
+from kindling.producer.handles import GroupHandle
+from kindling.stores.results import DynamoResultStore
+from kindling.tools.dashboard import make_server
+from kindling.tools.dashboard.aggregate import OVERLAP_MS, Aggregator, percentile
+from kindling.tools.dashboard.search import STATUSES, search
 from test_ops import indexed_table, stack, work  # noqa: F401  (fixtures and the worker loop)
 
 TOKEN = "test-token"
@@ -296,7 +296,7 @@ def test_without_the_task_index_the_charts_show_every_other_status_and_say_why_s
     """A table deployed with TaskIndex=false has no by_task index: the charts read by_status
     alone (every outcome but succeeded) and say that successes need the index, rather than
     failing once a task is named (on the command line or by a failure seen)."""
-    from kindling.ops import Stack
+    from kindling.tools.ops import Stack
     from test_ops import _results_table
 
     plain = Stack(table=_results_table(task_index=False))

@@ -9,14 +9,15 @@ import uuid
 
 import boto3
 import pytest
-from kindling import cli, jobsig
-from kindling.client import Call, Client
-from kindling.dashboard import make_server
-from kindling.envelope import encode_job, new_job
-from kindling.ops import OpsError
-from kindling.ops.dlq import redrive
-from kindling.ops.revive import RetryRefused, retry_job
-from kindling.status import DEAD, REJECTED, SUCCEEDED
+from kindling.core import jobsig
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.status import DEAD, REJECTED, SUCCEEDED
+from kindling.producer.client import Call, Client
+from kindling.tools import cli
+from kindling.tools.dashboard import make_server
+from kindling.tools.ops import OpsError
+from kindling.tools.ops.dlq import redrive
+from kindling.tools.ops.revive import RetryRefused, retry_job
 from test_ops import BROKEN, indexed_table, stack, work  # noqa: F401  (fixtures and the worker loop)
 from test_ops_dashboard import TOKEN, request
 

@@ -6,11 +6,11 @@ from hashlib import sha256
 
 import boto3
 import pytest
-from kindling import payloads
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.shared import payloads
+from kindling.stores.results import MemoryResultStore
 from support.s3 import CountingS3
 
 SECRET = b'{"db_password": "hunter2-hunter2-hunter2"}'  # 43 bytes

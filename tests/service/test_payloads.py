@@ -6,15 +6,16 @@ import uuid
 
 import boto3
 import pytest
-from kindling import codec, payloads
-from kindling.aws.s3 import S3Client
-from kindling.client import Client
-from kindling.envelope import decode_job, encode_job, new_job
-from kindling.errors import PayloadTooLarge, PayloadUnavailable
-from kindling.records import MAX_RESULT_BYTES
-from kindling.registry import Registry
-from kindling.results import DynamoResultStore, MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core import codec
+from kindling.core.envelope import decode_job, encode_job, new_job
+from kindling.core.errors import PayloadTooLarge, PayloadUnavailable
+from kindling.core.records import MAX_RESULT_BYTES
+from kindling.core.registry import Registry
+from kindling.drivers.aws.s3 import S3Client
+from kindling.engine.runner import Delivery, Runner
+from kindling.producer.client import Client
+from kindling.shared import payloads
+from kindling.stores.results import DynamoResultStore, MemoryResultStore
 
 BIG = 2 * 1024 * 1024
 
@@ -114,7 +115,7 @@ def test_arguments_over_the_limit_go_to_s3_behind_a_pointer(queue, bucket, s3):
 
 
 def test_a_chains_first_step_and_a_chord_member_keep_their_follow_ups_when_offloaded(queue, bucket, s3):
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     url = queue(MaximumMessageSize=4096)
     client = Client(queue_url=url, table="unused", payload_bucket=bucket)
@@ -234,7 +235,7 @@ def test_fetch_holds_a_records_pointer_to_the_envelopes_rule(s3):
 
 def test_fetch_tells_an_object_lost_for_good_from_one_it_cannot_have_now(s3, bucket, moto_endpoint):
     """``lost`` only where no retry brings the bytes back: a chord or chain waiting on a
-    result gives up on that alone (kindling.followups); the rest may be a blip or the
+    result gives up on that alone (kindling.engine.followups); the rest may be a blip or the
     reader's setup."""
     ref = payloads.put(s3, bucket, "results", "j1", b'"abc"')
     assert payloads.fetch(s3, ref) == b'"abc"'
@@ -259,8 +260,8 @@ def test_fetch_tells_an_object_lost_for_good_from_one_it_cannot_have_now(s3, buc
 
 
 def test_jobs_show_reads_a_result_kept_in_s3(table, bucket, s3, capsys, monkeypatch):
-    from kindling import cli
-    from kindling.records import build_record
+    from kindling.core.records import build_record
+    from kindling.tools import cli
 
     monkeypatch.setenv("COLUMNS", "200")
     text = codec.dumps({"rows": ["x" * 50] * 3})

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import boto3
 import pytest
-from kindling.dynamo import DynamoResultStore
-from kindling.envelope import encode_job, new_job
-from kindling.handler import LambdaWorker
-from kindling.registry import Registry
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.stores.dynamo import DynamoResultStore
+from kindling.triggers.sqs.handler import LambdaWorker
 
 _PATH = Path(__file__).resolve().parents[2] / "infra/bench/costmodel.py"
 _spec = importlib.util.spec_from_file_location("costmodel", _PATH)
@@ -76,7 +76,7 @@ def _table(task_index: bool) -> str:
 @pytest.mark.parametrize(("results", "task_index"), COMBINATIONS)
 def test_moto_charges_the_worker_what_the_cost_model_prices_for_the_table(moto_endpoint, monkeypatch, results,
                                                                           task_index):
-    from kindling import aws
+    from kindling.drivers import aws
 
     monkeypatch.setenv("KINDLING_RESULTS_POLICY", results)
     monkeypatch.setenv("KINDLING_TASK_INDEX", "1" if task_index else "0")

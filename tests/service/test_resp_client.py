@@ -21,8 +21,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kindling.valkey import errors
-from kindling.valkey.client import Valkey
+from kindling.drivers.valkey import errors
+from kindling.drivers.valkey.client import Valkey
 from support.valkey import ValkeyServer
 
 pytestmark = pytest.mark.valkey
@@ -285,7 +285,7 @@ def _python(code: str) -> str:
 
 def test_ssl_is_imported_for_rediss_only(plain_url, tls_server, pki):
     loaded = _python(
-        "import sys; from kindling.valkey.client import Valkey\n"
+        "import sys; from kindling.drivers.valkey.client import Valkey\n"
         f"Valkey.from_url({plain_url!r}).xadd('resp:cold', {{'a': 1}})\n"
         "print(sorted(m for m in ('ssl', 'socket', 'asyncio', 'importlib.metadata', 're', 'hashlib', 'valkey')"
         " if m in sys.modules))\n"
@@ -466,8 +466,8 @@ def test_a_health_check_finds_a_dead_connection_before_a_write_is_sent(proxy, ke
 
 
 def test_the_stream_producer_worker_and_result_store_run_on_this_client(plain_url, key):
-    from kindling.registry import Registry
-    from kindling.results import MemoryResultStore
+    from kindling.core.registry import Registry
+    from kindling.stores.results import MemoryResultStore
     from kindling.valkey import StreamProducer, StreamWorker, ValkeyResultStore
 
     registry = Registry()
@@ -506,7 +506,7 @@ def _rss_probe(client: str, url: str) -> tuple[float, int]:
     """VmRSS (MiB) of a fresh ``python -S`` after importing the client, connecting and one XADD,
     and the number of modules it loaded."""
     if client == "kindling":
-        path, code = str(LAYER), "from kindling.valkey.client import Valkey as V"
+        path, code = str(LAYER), "from kindling.drivers.valkey.client import Valkey as V"
     else:
         import valkey
 

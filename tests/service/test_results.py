@@ -1,8 +1,8 @@
 """DynamoResultStore against moto: chunking, concurrency, and the store being down."""
 
 import pytest
-from kindling.errors import StoreUnavailable
-from kindling.results import DynamoResultStore, from_item
+from kindling.core.errors import StoreUnavailable
+from kindling.stores.results import DynamoResultStore, from_item
 
 
 def record(i: int, status: str = "succeeded") -> dict:
@@ -31,10 +31,10 @@ class Calls(list):
 @pytest.fixture
 def calls(monkeypatch):
     """Every DynamoDB call a store makes, as it is made: (thread, client, operation, payload).
-    The store's chunk threads build their clients from ``kindling.aws.JsonClient``, recorded here."""
+    The store's chunk threads build their clients from ``kindling.drivers.aws.JsonClient``, recorded here."""
     import threading
 
-    from kindling import aws
+    from kindling.drivers import aws
 
     made = Calls()
 

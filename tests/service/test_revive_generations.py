@@ -1,6 +1,6 @@
 """A revived job's generations: an outcome of an older generation never overwrites a newer one.
 
-The race (kindling.ops.revive): a delivery of generation 1 reads the job's record and runs;
+The race (kindling.tools.ops.revive): a delivery of generation 1 reads the job's record and runs;
 meanwhile another delivery records ``dead`` and an operator revives the job (a ``queued``
 record of generation 2, and a new message). The stale delivery's ``dead`` or ``failed``
 must then be dropped, not written over the ``queued`` record, or the new message would be
@@ -9,14 +9,14 @@ bounced to the DLQ as already dead. Against the in-memory store and DynamoDB (mo
 
 import boto3
 import pytest
-from kindling import codec
-from kindling.ops import Stack
-from kindling.ops.revive import revive
-from kindling.records import build_record
-from kindling.registry import Registry
-from kindling.results import DynamoResultStore, MemoryResultStore, from_item, to_item
-from kindling.runner import Delivery, Runner
-from kindling.status import DEAD, FAILED, QUEUED, SKIPPED, SUCCEEDED
+from kindling.core import codec
+from kindling.core.records import build_record
+from kindling.core.registry import Registry
+from kindling.core.status import DEAD, FAILED, QUEUED, SKIPPED, SUCCEEDED
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import DynamoResultStore, MemoryResultStore, from_item, to_item
+from kindling.tools.ops import Stack
+from kindling.tools.ops.revive import revive
 
 registry = Registry()
 STATE = {"fail": True, "during": None}
@@ -47,7 +47,7 @@ class Memory:
         return self.store.records.get(key)
 
     def revive(self, key):
-        # What kindling.ops.revive writes (its DynamoDB transaction is tested below).
+        # What kindling.tools.ops.revive writes (its DynamoDB transaction is tested below).
         old = self.get(key)
         assert old["status"] == DEAD
         self.put(build_record(key=key, task=old["task"], status=QUEUED, attempts=0, started_at=5, finished_at=5,

@@ -1,6 +1,6 @@
 """Revoking a job that is running: "a running job runs on". The revoke stops every later
 start, its record never claims the job did not run, and the run under way ends by the
-forward-only rule (kindling.status.REPLACES): its success is recorded over the revoke (it
+forward-only rule (kindling.core.status.REPLACES): its success is recorded over the revoke (it
 ran: the truth), its failure is not (the revoke stands and the job is not retried).
 
 In memory and in DynamoDB (moto), with a task that blocks on an Event while it is revoked.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import DynamoResultStore, MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import DynamoResultStore, MemoryResultStore
 
 
 @pytest.fixture(params=["memory", "dynamodb"])
@@ -50,7 +50,7 @@ class Blocking:
 
 
 def revoke_while_running(store, fail: bool):
-    from kindling.records import revoke
+    from kindling.core.records import revoke
 
     task = Blocking()
     job = new_job("blocks", [], {"fail": fail})

@@ -5,11 +5,11 @@ import uuid
 
 import boto3
 import pytest
-from kindling import routing
-from kindling.client import Call, Client
-from kindling.envelope import decode_job, encode_job, new_job
-from kindling.errors import KindlingError, TaskDefinitionError, UnknownQueue
-from kindling.registry import Registry
+from kindling.core import routing
+from kindling.core.envelope import decode_job, encode_job, new_job
+from kindling.core.errors import KindlingError, TaskDefinitionError, UnknownQueue
+from kindling.core.registry import Registry
+from kindling.producer.client import Call, Client
 
 # -- the rule, pure ------------------------------------------------------------------
 
@@ -104,7 +104,7 @@ def test_a_tasks_jobs_go_to_its_queue_unless_the_send_names_another(client, queu
 
 
 def test_apply_async_routes_through_the_dispatch_producer(client, queues):
-    from kindling import dispatch
+    from kindling.producer import dispatch
 
     reg = Registry()
     report = reg.task(name="report", queue="reports")(lambda n: n)
@@ -137,7 +137,7 @@ def test_an_unknown_queue_name_is_refused_before_anything_is_sent(client, queues
 
 
 def test_kindling_enqueue_sends_to_a_named_queue(client, queues, capsys):
-    from kindling.cli import main
+    from kindling.tools.cli import main
 
     assert main(["enqueue", "echo", "1", "--queue", "bulk", "--queue-url", queues["default"], "--table", "t"]) == 0
     assert [j.id for j in _drain(queues["bulk"])] == [capsys.readouterr().out.strip()]
@@ -210,7 +210,7 @@ def _arn(url: str) -> str:
 
 def test_the_worker_moves_each_dead_job_to_its_own_queues_dlq(table, monkeypatch, moto_endpoint):
     import tasks  # noqa: F401  the example tasks in functions/worker
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     jobs, reports, stray = _queue("jobs"), _queue("reports"), _queue("stray")
     jobs_dlq, reports_dlq = _queue("jobs-dead"), _queue("reports-dead")
@@ -237,7 +237,7 @@ def test_the_worker_moves_each_dead_job_to_its_own_queues_dlq(table, monkeypatch
 
 def test_a_malformed_dlq_map_moves_nothing_and_loses_nothing(table, monkeypatch, moto_endpoint):
     import tasks  # noqa: F401
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     monkeypatch.setenv("KINDLING_TABLE", table)
     monkeypatch.setenv("KINDLING_MAX_ATTEMPTS", "1")
@@ -253,7 +253,7 @@ def test_a_malformed_dlq_map_moves_nothing_and_loses_nothing(table, monkeypatch,
 
 def test_a_scheduled_task_is_enqueued_on_its_own_queue_and_an_unknown_one_is_reported(table, monkeypatch,
                                                                                        moto_endpoint):
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     jobs, reports = _queue("jobs"), _queue("reports")
     reg = Registry()
@@ -272,7 +272,7 @@ def test_a_scheduled_task_is_enqueued_on_its_own_queue_and_an_unknown_one_is_rep
 
 
 def test_eager_mode_runs_a_routed_job_inline_whatever_its_queue(monkeypatch):
-    from kindling.testing import eager
+    from kindling.tools.testing import eager
 
     monkeypatch.delenv("KINDLING_QUEUES", raising=False)
     reg = Registry()

@@ -5,8 +5,8 @@ import uuid
 
 import boto3
 import pytest
-from kindling.client import Call, Client, EnqueueError
-from kindling.envelope import decode_job
+from kindling.core.envelope import decode_job
+from kindling.producer.client import Call, Client, EnqueueError
 from support.sqs import fifo_queue_with_dlq
 
 
@@ -62,9 +62,9 @@ class RefusingGroup:
 
 
 def test_a_group_whose_batch_is_not_accepted_sends_none_of_its_later_jobs(fifo_url, monkeypatch):
-    import kindling.client
+    import kindling.producer.client
 
-    monkeypatch.setattr(kindling.client, "_sleep", lambda attempt: None)
+    monkeypatch.setattr(kindling.producer.client, "_sleep", lambda attempt: None)
     client = Client(queue_url=fifo_url, table="unused")
     client._sqs = RefusingGroup("a", nth=1)  # a's second batch (jobs a10-a19)
     calls = [Call("step", [f"a{n}"], group="a", job_id=f"a{n}") for n in range(35)]
@@ -78,7 +78,7 @@ def test_a_group_whose_batch_is_not_accepted_sends_none_of_its_later_jobs(fifo_u
 
 
 def test_batches_pack_many_small_groups_and_keep_each_group_in_one_lane():
-    from kindling.sqs_send import plan
+    from kindling.shared.sqs_send import plan
 
     def message(ref, group):
         return (ref, "x" * 10, {"MessageGroupId": group})
@@ -96,14 +96,14 @@ def test_batches_pack_many_small_groups_and_keep_each_group_in_one_lane():
 
 
 def test_a_standard_queue_batches_go_in_any_order():
-    from kindling.sqs_send import plan
+    from kindling.shared.sqs_send import plan
 
     lanes = plan([(str(n), "x", {}) for n in range(25)], fifo=False, max_bytes=262_144)
     assert [[len(batch) for batch in lane] for lane in lanes] == [[10], [10], [5]]
 
 
 def test_a_batch_holds_at_most_the_queue_s_message_size_in_all():
-    from kindling.sqs_send import plan
+    from kindling.shared.sqs_send import plan
 
     lanes = plan([(str(n), "x" * 400, {"MessageGroupId": "g"}) for n in range(6)], fifo=True, max_bytes=1024)
     assert [[len(batch) for batch in lane] for lane in lanes] == [[2, 2, 2]]

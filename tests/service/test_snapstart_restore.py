@@ -44,11 +44,11 @@ import os, sys
 sys.path[:0] = [{fake!r}, {layer!r}]
 os.environ.update(AWS_LAMBDA_INITIALIZATION_TYPE="snap-start", AWS_ENDPOINT_URL={endpoint!r},
                   AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s", AWS_REGION="us-east-1", KINDLING_TABLE="t")
-from kindling.handler import LambdaWorker
+from kindling.triggers.sqs.handler import LambdaWorker
 worker = LambdaWorker()  # the init a snapshot is taken of
 import snapshot_restore_py
-from kindling import aws
-from kindling.valkey.connection import connect
+from kindling.drivers import aws
+from kindling.shared.valkey.connection import connect
 import random
 
 valkey = connect({valkey_url!r})

@@ -1,13 +1,14 @@
 """Every status the ``by_status`` index holds can be listed and charted: the index, the command
-line and the dashboard take their list from one place (kindling.status.BY_STATUS)."""
+line and the dashboard take their list from one place (kindling.core.status.BY_STATUS)."""
 
 import time
 
 import pytest
-from kindling import cli, codec, status
-from kindling.dashboard.aggregate import summary
-from kindling.records import build_record
-from kindling.results import DynamoResultStore
+from kindling.core import codec, status
+from kindling.core.records import build_record
+from kindling.stores.results import DynamoResultStore
+from kindling.tools import cli
+from kindling.tools.dashboard.aggregate import summary
 from test_ops import indexed_table, stack  # noqa: F401  (fixtures)
 
 NOW = int(time.time() * 1000)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kindling import dispatch
-from kindling.errors import JobFailed, KindlingError
+from kindling.core.errors import JobFailed, KindlingError
+from kindling.producer import dispatch
 from support.tasks import recording_registry
 
 pytestmark = pytest.mark.valkey
@@ -48,7 +48,7 @@ def check_handles(url: str, stream: str, reg, producer, worker_store) -> None:
         dispatch.set_producer(before)
     assert handle.entry is not None and handle.task == "add"  # what a Sent always carried
     assert handle.status() is None  # on the stream, not run yet
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     revoked = producer.send(Call("add", [5, 5]))
     revoked.revoke()
@@ -71,7 +71,7 @@ def test_delay_through_a_stream_producer_returns_a_handle_reading_the_valkey_res
 
 def test_delay_through_a_stream_producer_returns_a_handle_reading_the_results_table(
         valkey_url, stream, reg, table, no_results_env, monkeypatch):
-    from kindling.results import DynamoResultStore
+    from kindling.stores.results import DynamoResultStore
     from kindling.valkey import StreamProducer
 
     monkeypatch.setenv("KINDLING_TABLE", table)

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kindling.valkey.keys import dead_key
+from kindling.core.valkey.keys import dead_key
 from support import wait_until
 
 pytestmark = pytest.mark.valkey
@@ -40,7 +40,7 @@ def tasks():
 
 def _scan(table: str) -> dict[str, dict]:
     import boto3
-    from kindling.results import from_item
+    from kindling.stores.results import from_item
 
     out = {}
     for page in boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table, ConsistentRead=True):
@@ -51,7 +51,7 @@ def _scan(table: str) -> dict[str, dict]:
 
 
 def _worker(url: str, stream: str, table: str, *, burst: bool = True, **env) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "kindling.cli", "worker", "--valkey", url, "--stream", stream,
+    argv = [sys.executable, "-m", "kindling.tools.cli", "worker", "--valkey", url, "--stream", stream,
             "--tasks", str(TASKS), "--table", table]
     if burst:
         argv.append("--burst")
@@ -112,8 +112,8 @@ def test_10k_noop_jobs_two_worker_processes(valkey_url, stream, table, capsys):
 
 def test_killed_worker_entries_are_reclaimed(valkey_url, stream, table, tasks):
     import boto3
-    from kindling.envelope import decode_job
-    from kindling.results import to_item
+    from kindling.core.envelope import decode_job
+    from kindling.stores.results import to_item
     from kindling.valkey import StreamProducer
 
     producer = StreamProducer(valkey_url, stream=stream)
@@ -167,8 +167,8 @@ def test_killed_worker_entries_are_reclaimed(valkey_url, stream, table, tasks):
 
 
 def test_poison_retries_and_dead_stream(valkey_url, stream, table, tasks):
-    from kindling.envelope import encode_job, new_job
-    from kindling.results import DynamoResultStore
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.stores.results import DynamoResultStore
     from kindling.valkey import StreamProducer, StreamWorker
 
     producer = StreamProducer(valkey_url, stream=stream)
@@ -229,8 +229,8 @@ class FakeContext:
 
 
 def test_drain_stops_in_time_and_leaves_the_rest_pending(valkey_url, stream, tasks, monkeypatch):
-    from kindling.handler import LambdaWorker
-    from kindling.results import MemoryResultStore
+    from kindling.stores.results import MemoryResultStore
+    from kindling.triggers.sqs.handler import LambdaWorker
     from kindling.valkey import StreamProducer
 
     producer = StreamProducer(valkey_url, stream=stream)
@@ -314,7 +314,7 @@ class OutageStore:
     """A memory store that can be taken down; counts the calls made to it while it is down."""
 
     def __init__(self):
-        from kindling.results import MemoryResultStore
+        from kindling.stores.results import MemoryResultStore
 
         self.memory = MemoryResultStore()
         self.records = self.memory.records
@@ -402,7 +402,7 @@ def test_a_store_outage_does_not_stop_the_worker(valkey_url, stream, tasks):
 def test_deliveries_handed_back_use_no_attempts(valkey_url, stream, tasks):
     """Entries read while the store is down, or before their not_before, are handed back
     many times (visibility 100 ms) yet run as first attempts; real failures still count."""
-    from kindling.client import Call
+    from kindling.producer.client import Call
     from kindling.valkey import StreamProducer, StreamWorker
 
     producer = StreamProducer(valkey_url, stream=stream)
@@ -428,7 +428,7 @@ def test_deliveries_handed_back_use_no_attempts(valkey_url, stream, tasks):
 
 
 def test_a_drain_stops_when_the_store_is_down(valkey_url, stream, tasks, monkeypatch):
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
     from kindling.valkey import StreamProducer
 
     producer = StreamProducer(valkey_url, stream=stream)
@@ -476,9 +476,9 @@ def _assert_poison_settled(r, stream: str, records: dict, poison: list[str], mat
 
 
 def test_a_poison_entry_is_rejected_and_acknowledged(valkey_url, stream, tasks, monkeypatch):
-    from kindling import codec
-    from kindling.handler import LambdaWorker
-    from kindling.results import MemoryResultStore
+    from kindling.core import codec
+    from kindling.stores.results import MemoryResultStore
+    from kindling.triggers.sqs.handler import LambdaWorker
     from kindling.valkey import StreamProducer, StreamWorker
 
     producer = StreamProducer(valkey_url, stream=stream)
@@ -507,8 +507,8 @@ def test_an_entry_that_breaks_the_worker_is_rejected_alone(valkey_url, stream, t
     """Whatever a body does to the runner (a bug in kindling), the worker settles that entry
     alone: recorded rejected, acknowledged, batch-mates run. (The worker never decodes a body
     itself: the runner does, after the signature check.)"""
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
     from kindling.valkey import StreamProducer, StreamWorker
 
     begin = Runner.begin  # what Runner.run and the long-lived worker's phases both start with
@@ -568,7 +568,7 @@ def test_valkey_results_waiters_block_and_processes_flag(valkey_url, stream):
     time.sleep(0.2)
     sent = producer.enqueue_many([("echo", [i], {}) for i in range(200)] + [("always_fails", [], {})])
     # table is not needed with KINDLING_RESULTS=valkey; two processes from one command
-    argv = [sys.executable, "-m", "kindling.cli", "worker", "--valkey", valkey_url, "--stream", stream,
+    argv = [sys.executable, "-m", "kindling.tools.cli", "worker", "--valkey", valkey_url, "--stream", stream,
             "--tasks", str(TASKS), "--burst", "--processes", "2"]
     env = dict(os.environ, KINDLING_LOG="0", KINDLING_RESULTS="valkey", KINDLING_VALKEY_BLOCK_MS="200",
                KINDLING_VALKEY_VISIBILITY_MS="1000", KINDLING_VALKEY_BATCH="20",  # > one batch's run time
@@ -622,7 +622,7 @@ def secret_url(valkey_url):
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "kindling.cli", "worker", *args, "--tasks", str(TASKS)]
+    return [sys.executable, "-m", "kindling.tools.cli", "worker", *args, "--tasks", str(TASKS)]
 
 
 def _succeeded(stdout: str) -> int:
@@ -685,8 +685,8 @@ def test_orjson_loads_when_the_worker_is_idle_not_in_a_burst(valkey_url, stream,
     and a long-lived worker pays it when it first finds nothing to do."""
     import time
 
-    from kindling import codec
-    from kindling.results import MemoryResultStore
+    from kindling.core import codec
+    from kindling.stores.results import MemoryResultStore
     from kindling.valkey import StreamProducer, StreamWorker
 
     StreamProducer(valkey_url, stream=stream).enqueue_many([("noop", [], {})] * 3)

@@ -21,10 +21,10 @@ def stream() -> str:
 
 
 def test_a_chain_and_a_chord_run_through_the_stream_worker(valkey_url, stream, table):
-    import kindling.dispatch as dispatch
+    import kindling.producer.dispatch as dispatch
     import tasks
     from kindling import chain, group
-    from kindling.followups import chord_key
+    from kindling.engine.followups import chord_key
     from kindling.valkey import StreamProducer
 
     producer = StreamProducer(valkey_url, stream=stream)
@@ -56,10 +56,10 @@ def test_a_chain_and_a_chord_complete_with_results_kept_in_valkey(valkey_url, st
     (``<prefix>:result:chord#<id>``) and read back through the store as a handle's reader."""
     import subprocess
 
-    import kindling.dispatch as dispatch
+    import kindling.producer.dispatch as dispatch
     import tasks
     from kindling import chain, group
-    from kindling.errors import JobFailed
+    from kindling.core.errors import JobFailed
     from kindling.valkey import StreamProducer, ValkeyResultStore
 
     results = ValkeyResultStore(valkey_url)  # the worker's (default prefix; the ids are fresh)
@@ -113,7 +113,7 @@ def test_a_failure_at_any_step_of_the_completing_member_sends_and_runs_the_callb
     completes the chord makes fails once (before taking effect, or after it with its reply
     lost), and the member comes back while the callback runs and after: one copy is sent,
     and two workers running every copy at once run it once."""
-    from kindling.errors import StoreUnavailable
+    from kindling.core.errors import StoreUnavailable
     from support import chords
 
     reg = chords.registry()

@@ -1,7 +1,7 @@
 """``kindling worker`` with a Valkey URL: where the URL comes from, and what goes on a command line."""
 
 import pytest
-from kindling import cli
+from kindling.tools import cli
 
 URL = "redis://worker:s3cret@127.0.0.1:6390/0"
 
@@ -36,7 +36,7 @@ def test_a_worker_command_line_never_holds_the_url():
                "--concurrency", "7", "--processes", "3", "--burst")
     argv = cli.worker_argv(ns, 1)
     assert not any("s3cret" in arg or "redis://" in arg for arg in argv)
-    again = cli.parser().parse_args(argv[3:])  # after "python -m kindling.cli"
+    again = cli.parser().parse_args(argv[3:])  # after "python -m kindling.tools.cli"
     assert (again.stream, again.tasks, again.table, again.concurrency, again.processes, again.burst) == (
         "s", ["a.py", "b.tasks"], "t", 7, 1, True)
     assert again.valkey is None and again.valkey_url_file is None

@@ -10,7 +10,7 @@ import sys
 import uuid
 
 import pytest
-from kindling.valkey.keys import beside, dead_key, done_key, flag_key, result_key, revive_key, scheduled_key
+from kindling.core.valkey.keys import beside, dead_key, done_key, flag_key, result_key, revive_key, scheduled_key
 from support import ROOT
 from support.valkey import ValkeyCluster
 
@@ -24,7 +24,7 @@ def cluster():
 
 
 def _client(url: str, **options):
-    from kindling.valkey.connection import connect
+    from kindling.shared.valkey.connection import connect
 
     return connect(url, **options)
 
@@ -46,7 +46,7 @@ def _streams_on_every_primary(cluster) -> list[str]:
 
 @pytest.mark.parametrize("stream", ["kindling:jobs", "orders", "{orders}:jobs", "a:{b}:c", "jobs{}"])
 def test_every_key_of_a_stream_shares_its_slot(stream):
-    from kindling.valkey.cluster import key_slot
+    from kindling.drivers.valkey.cluster import key_slot
 
     if stream == "jobs{}":  # braces that make no tag cannot be given a key beside them
         with pytest.raises(ValueError, match="no hash tag"):
@@ -58,7 +58,7 @@ def test_every_key_of_a_stream_shares_its_slot(stream):
 
 
 def test_a_records_done_list_and_ledger_share_its_slot_and_the_record_keeps_its_name():
-    from kindling.valkey.cluster import key_slot
+    from kindling.drivers.valkey.cluster import key_slot
 
     assert result_key("kindling", "j1") == "kindling:result:j1"
     assert done_key("kindling", "j1") == "{kindling:result:j1}:done"
@@ -69,7 +69,7 @@ def test_a_records_done_list_and_ledger_share_its_slot_and_the_record_keeps_its_
 
 def test_slots_are_the_clusters():
     """CRC16/XMODEM mod 16384, as the Valkey Cluster specification's examples."""
-    from kindling.valkey.cluster import key_slot
+    from kindling.drivers.valkey.cluster import key_slot
 
     assert key_slot("123456789") == 0x31C3 % 16384
     assert key_slot("foo") == 12182
@@ -77,9 +77,9 @@ def test_slots_are_the_clusters():
 
 
 def test_a_single_node_never_loads_the_cluster_code(valkey_url):
-    code = ("import sys; from kindling.valkey.connection import connect; c = connect(sys.argv[1]); "
+    code = ("import sys; from kindling.shared.valkey.connection import connect; c = connect(sys.argv[1]); "
             "c.xadd('s', {'job': '{}'}); c.pipeline(transaction=False).get('a').mget(['a', 'b']).execute(); "
-            "print('kindling.valkey.cluster' in sys.modules)")
+            "print('kindling.drivers.valkey.cluster' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code, valkey_url], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "layers/kindling")})
     assert out.stdout.strip() == "False"
@@ -116,7 +116,7 @@ def test_a_pipeline_sent_to_one_node_keeps_what_it_ran_and_resends_what_was_move
 
 
 def test_an_ask_during_a_slot_migration_is_followed_once(cluster):
-    from kindling.valkey.cluster import key_slot
+    from kindling.drivers.valkey.cluster import key_slot
 
     client = _client(cluster.url, cluster=True)
     key = f"ask:{uuid.uuid4().hex[:6]}"
@@ -141,7 +141,7 @@ def test_an_ask_during_a_slot_migration_is_followed_once(cluster):
 
 class Jobs:
     def __init__(self, url: str):
-        from kindling.registry import Registry
+        from kindling.core.registry import Registry
         from kindling.valkey import ValkeyResultStore
 
         self.url = url
@@ -158,8 +158,8 @@ class Jobs:
 
 
 def test_producer_worker_and_drain_run_streams_spread_over_the_nodes(cluster, monkeypatch):
+    from kindling.triggers.valkey.lambda_drain import drain
     from kindling.valkey import StreamProducer
-    from kindling.valkey.lambda_drain import drain
 
     jobs = Jobs(cluster.url)
     streams = _streams_on_every_primary(cluster)
@@ -189,7 +189,7 @@ def test_a_delayed_job_moves_onto_its_stream_on_the_cluster(cluster):
 
     jobs = Jobs(cluster.url)
     stream = _streams_on_every_primary(cluster)[0]
-    from kindling.envelope import Call
+    from kindling.core.envelope import Call
 
     handle = StreamProducer(cluster.url, stream=stream).send(Call("add", (2, 3), {}, delay=0.2))
     worker = jobs.worker(stream)
@@ -200,7 +200,7 @@ def test_a_delayed_job_moves_onto_its_stream_on_the_cluster(cluster):
 
 
 def test_the_result_store_and_a_chord_on_the_cluster(cluster):
-    import kindling.dispatch as dispatch
+    import kindling.producer.dispatch as dispatch
     from kindling import group
     from kindling.valkey import StreamProducer
 
@@ -225,7 +225,7 @@ def test_the_result_store_and_a_chord_on_the_cluster(cluster):
 
 
 def test_the_migration_moves_a_streams_keys_from_their_old_names(valkey_url):
-    from kindling.valkey.migrate import main
+    from kindling.tools.valkey_migrate import main
 
     client = _client(valkey_url)
     stream = f"old:{uuid.uuid4().hex[:6]}"
@@ -252,9 +252,9 @@ def test_a_write_no_replica_acknowledged_in_time_does_not_count(cluster, monkeyp
     import os
     import signal
 
-    from kindling.valkey import errors
+    from kindling.drivers.valkey import errors
 
-    monkeypatch.setattr("kindling.valkey.cluster.WAIT_MS", 200)
+    monkeypatch.setattr("kindling.drivers.valkey.cluster.WAIT_MS", 200)
     client = _client(cluster.url + "?cluster=true&wait_replicas=1")
     key = f"acked:{uuid.uuid4().hex[:8]}"
     client.set(key, "1")  # the map read, the replica known, and WAIT answered 1

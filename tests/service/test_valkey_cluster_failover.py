@@ -16,7 +16,7 @@ import time
 import uuid
 
 import pytest
-from kindling.valkey.keys import flag_key
+from kindling.core.valkey.keys import flag_key
 from support.valkey import ValkeyCluster
 
 pytestmark = pytest.mark.valkey
@@ -25,11 +25,11 @@ pytestmark = pytest.mark.valkey
 def run_with_a_primary_killed(cluster: ValkeyCluster, n: int, kill_at: float = 0.3, budget_s: float = 300.0) -> dict:
     """``n`` jobs through producer, worker and drain, the stream's primary killed once
     ``kill_at`` of them are recorded. Returns the figures the tests assert and print."""
-    from kindling.envelope import Call
-    from kindling.errors import EnqueueError
-    from kindling.registry import Registry
+    from kindling.core.envelope import Call
+    from kindling.core.errors import EnqueueError
+    from kindling.core.registry import Registry
+    from kindling.triggers.valkey.lambda_drain import drain
     from kindling.valkey import StreamProducer, StreamWorker, ValkeyResultStore
-    from kindling.valkey.lambda_drain import drain
 
     url = cluster.url + "?cluster=true&wait_replicas=1"
     stream = f"vf:{uuid.uuid4().hex[:6]}"
@@ -118,9 +118,9 @@ def run_through_planned_failovers(cluster: ValkeyCluster, n: int) -> dict:
     ``CLUSTER FAILOVER`` and then ``CLUSTER FAILOVER FORCE`` of the stream's primary, each
     sent while the worker waits in its blocking read (the demoted primary answers that read
     with UNBLOCKED) and the producer sends. Returns the figures the test asserts."""
-    from kindling.envelope import Call
-    from kindling.errors import EnqueueError
-    from kindling.registry import Registry
+    from kindling.core.envelope import Call
+    from kindling.core.errors import EnqueueError
+    from kindling.core.registry import Registry
     from kindling.valkey import StreamProducer, StreamWorker, ValkeyResultStore
 
     url = cluster.url + "?cluster=true&wait_replicas=1"

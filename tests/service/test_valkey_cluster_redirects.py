@@ -28,7 +28,7 @@ class OffLoopback(Exception):
 @pytest.fixture
 def connects(monkeypatch) -> list[str]:
     """The hosts the client connects to; a non-loopback one raises OffLoopback instead."""
-    from kindling.valkey.client import Connection
+    from kindling.drivers.valkey.client import Connection
 
     real = Connection._connect
     hosts: list[str] = []
@@ -55,7 +55,7 @@ def proxy(server):
 
 
 def _client(url: str, **options):
-    from kindling.valkey.client import Valkey
+    from kindling.drivers.valkey.client import Valkey
 
     return Valkey.from_url(url.replace("redis://", "redis://:secret@"), socket_timeout=5, **options)
 
@@ -63,7 +63,7 @@ def _client(url: str, **options):
 @pytest.mark.parametrize("reply", [b"-MOVED 866 10.0.0.7:6379\r\n", b"-ASK 866 10.0.0.7:6379\r\n",
                                    b"-MOVED 866 evil.example:6379\r\n"])
 def test_a_redirect_to_an_address_outside_the_network_is_refused_before_connecting(proxy, connects, reply):
-    from kindling.valkey.errors import ConnectionError, UntrustedNodeError
+    from kindling.drivers.valkey.errors import ConnectionError, UntrustedNodeError
 
     proxy.answer(command("SET"), reply)
     client = _client(proxy.url + "?cluster=true")
@@ -76,7 +76,7 @@ def test_a_redirect_to_an_address_outside_the_network_is_refused_before_connecti
 
 
 def test_a_slot_map_naming_an_address_outside_the_network_is_refused(proxy, connects):
-    from kindling.valkey.errors import UntrustedNodeError
+    from kindling.drivers.valkey.errors import UntrustedNodeError
 
     proxy.answer(command("CLUSTER", "SLOTS"), b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$8\r\n10.0.0.7\r\n:6379\r\n",
                  times=99)
@@ -101,8 +101,8 @@ def test_a_redirect_within_the_network_is_followed(proxy, server, connects):
 
 
 def test_over_tls_a_node_named_by_the_cluster_must_hold_a_certificate_for_that_name(start_valkey, tmp_path):
-    from kindling.valkey.client import Valkey
-    from kindling.valkey.errors import ConnectionError
+    from kindling.drivers.valkey.client import Valkey
+    from kindling.drivers.valkey.errors import ConnectionError
     from support.tls import self_signed_cert
 
     cert, key = self_signed_cert(tmp_path)  # for 127.0.0.1 only

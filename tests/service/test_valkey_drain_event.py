@@ -15,7 +15,7 @@ import time
 import uuid
 
 import pytest
-from kindling.valkey.keys import dead_key, flag_key
+from kindling.core.valkey.keys import dead_key, flag_key
 
 pytestmark = pytest.mark.valkey
 
@@ -42,8 +42,8 @@ def configured(server, stream, monkeypatch) -> str:
 
 class Ledger:
     def __init__(self):
-        from kindling.registry import Registry
-        from kindling.results import MemoryResultStore
+        from kindling.core.registry import Registry
+        from kindling.stores.results import MemoryResultStore
 
         self.runs: list[str] = []
         self.lines: list[dict] = []
@@ -57,8 +57,8 @@ class Ledger:
             return key
 
     def drain(self, event: dict, budget_ms: int = 3000, invoker=None) -> dict:
-        from kindling.runner import Runner
-        from kindling.valkey.lambda_drain import drain
+        from kindling.engine.runner import Runner
+        from kindling.triggers.valkey.lambda_drain import drain
 
         runner = Runner(self.registry, self.store, safety_ms=100, cutoff_ms=50, log=self.lines.append)
         deadline = time.monotonic() + budget_ms / 1000
@@ -70,7 +70,7 @@ class Ledger:
 
 
 def _client(url: str):
-    from kindling.valkey.connection import connect
+    from kindling.shared.valkey.connection import connect
 
     return connect(url, socket_timeout=5)
 

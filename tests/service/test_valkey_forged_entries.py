@@ -17,7 +17,7 @@ import time
 import uuid
 
 import pytest
-from kindling.valkey.keys import dead_key
+from kindling.core.valkey.keys import dead_key
 
 pytestmark = pytest.mark.valkey
 
@@ -37,7 +37,7 @@ def stream() -> str:
 
 
 def keyring(key=KEY):
-    from kindling.signed import Keyring
+    from kindling.shared.signed import Keyring
 
     value = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(key).decode()}})
     return Keyring("arn:test", fetch=lambda ref, deadline: value)
@@ -47,8 +47,8 @@ class Deployment:
     """A signed deployment: its tasks (``evil`` records whether it ever ran) and its store."""
 
     def __init__(self):
-        from kindling.registry import Registry
-        from kindling.results import MemoryResultStore
+        from kindling.core.registry import Registry
+        from kindling.stores.results import MemoryResultStore
 
         self.evil_ran: list = []
         self.store = MemoryResultStore()
@@ -63,8 +63,8 @@ class Deployment:
             self.evil_ran.append(args)
 
     def runner(self):
-        from kindling.runner import Runner
-        from kindling.signed import Verifier
+        from kindling.engine.runner import Runner
+        from kindling.shared.signed import Verifier
 
         return Runner(self.registry, self.store, max_attempts=3, log=None, metrics=False, safety_ms=100,
                       cutoff_ms=50, verifier=Verifier(keyring()))
@@ -101,8 +101,8 @@ def _has_group(client, stream) -> bool:
 def forgeries(victim_id: str):
     """Two forged bodies: one naming a finished job with a chain step of the forger's choosing,
     one naming a chord member that has not run."""
-    from kindling.envelope import encode_job, new_job
-    from kindling.followups import member_id
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.engine.followups import member_id
 
     chained = new_job("add", [1], job_id=victim_id, chain=[{"task": "evil", "args": ["pwned"], "kwargs": {}}])
     member = new_job("add", [2], job_id=member_id(CHORD, 0),
@@ -125,7 +125,7 @@ def real_job(url, stream, dep: Deployment, worker) -> tuple[str, dict]:
 
 
 def assert_nothing_acted_on(client, stream, dep: Deployment, outcomes, victim_id: str, victim: dict, entries):
-    from kindling.followups import chord_key, member_id
+    from kindling.engine.followups import chord_key, member_id
 
     forged = [o for o in outcomes if o.ref in entries]
     assert sorted(o.status for o in forged) == ["rejected", "rejected"], [(o.status, o.reason) for o in forged]
@@ -171,7 +171,7 @@ def test_the_stream_worker_loop_rejects_a_forged_entry_delivered_past_its_attemp
     assert counts.get("rejected") == 2 and "dead" not in counts, counts
     rejected = [dep.store.records[f"rejected#{e}"] for e in entries]
     assert all(r["status"] == "rejected" for r in rejected)
-    from kindling.runner import Outcome
+    from kindling.engine.runner import Outcome
 
     outcomes = [Outcome(e, f"rejected#{e}", None, "rejected", 4) for e in entries]
     for o in outcomes:
@@ -180,8 +180,8 @@ def test_the_stream_worker_loop_rejects_a_forged_entry_delivered_past_its_attemp
 
 
 def test_the_lambda_drain_rejects_a_forged_entry_delivered_past_its_attempts(url, stream, monkeypatch):
+    from kindling.triggers.valkey.lambda_drain import drain
     from kindling.valkey import connect
-    from kindling.valkey.lambda_drain import drain
 
     dep = Deployment()
     client = connect(url)
@@ -198,7 +198,7 @@ def test_the_lambda_drain_rejects_a_forged_entry_delivered_past_its_attempts(url
     summary = drain(dep.runner(), {"kindling": "drain", "stream": stream}, remaining_ms, invoker=list)
 
     assert summary["counts"] == {"rejected": 2}, summary
-    from kindling.runner import Outcome
+    from kindling.engine.runner import Outcome
 
     outcomes = [Outcome(e, f"rejected#{e}", None, "rejected", 9) for e in entries]
     for o in outcomes:
@@ -209,7 +209,7 @@ def test_the_lambda_drain_rejects_a_forged_entry_delivered_past_its_attempts(url
 def test_a_signed_entry_delivered_past_its_own_attempts_is_recorded_dead_and_one_allowed_more_runs(url, stream):
     """The same crash-loop rule, judged by the runner on a verified job, with the job's own
     allowance: 4 deliveries is past the default 3 attempts, not past a job's 6."""
-    from kindling.client import Call
+    from kindling.producer.client import Call
     from kindling.valkey import StreamProducer, connect
 
     dep = Deployment()
@@ -240,9 +240,9 @@ class Dying:
     """A signed deployment with its records in Valkey, whose ``boom`` jobs die at once."""
 
     def __init__(self, url, stream):
-        from kindling.registry import Registry
-        from kindling.runner import Runner
-        from kindling.signed import Verifier
+        from kindling.core.registry import Registry
+        from kindling.engine.runner import Runner
+        from kindling.shared.signed import Verifier
         from kindling.valkey import StreamWorker, ValkeyResultStore
 
         self.store = ValkeyResultStore(url, prefix=f"forge{uuid.uuid4().hex[:6]}")
@@ -268,7 +268,7 @@ class Dying:
         return jobs
 
     def ops(self):
-        from kindling.ops import dead_stream
+        from kindling.tools.ops import dead_stream
 
         return (dead_stream.DeadStream(self.url, self.stream, keyring=keyring()),
                 dead_stream.ValkeyRecords(self.url, prefix=self.store.prefix))
@@ -277,7 +277,7 @@ class Dying:
 def forged_dead_entry(client, stream, victim_id: str) -> str:
     """What a forger adds to the dead stream: an unsigned body naming a real job (and a chord),
     with the ``job_id`` field the worker writes."""
-    from kindling.envelope import encode_job, new_job
+    from kindling.core.envelope import encode_job, new_job
 
     body = encode_job(new_job("boom", ["forged"], job_id=victim_id,
                               parent={"id": CHORD, "index": 0, "size": 2, "then": THEN}))
@@ -286,7 +286,7 @@ def forged_dead_entry(client, stream, victim_id: str) -> str:
 
 
 def test_a_retry_acts_only_on_the_signed_entry_of_the_job_never_a_forged_one(url, stream):
-    from kindling.followups import chord_key
+    from kindling.engine.followups import chord_key
     from kindling.valkey import connect
 
     dying = Dying(url, stream)
@@ -296,7 +296,7 @@ def test_a_retry_acts_only_on_the_signed_entry_of_the_job_never_a_forged_one(url
     assert dying.worker.run(burst=True) == {"dead": 1}
     ((_, real_fields),) = [(i, f) for i, f in client.xrange(dead_key(stream)) if f.get(b"sig")]
     dead_stream, records = dying.ops()
-    from kindling.ops.dead_stream import retry
+    from kindling.tools.ops.dead_stream import retry
 
     done = retry(dead_stream, records, job.id)
 
@@ -308,8 +308,8 @@ def test_a_retry_acts_only_on_the_signed_entry_of_the_job_never_a_forged_one(url
 
 
 def test_a_retry_refuses_a_job_whose_only_dead_entry_is_not_validly_signed(url, stream):
-    from kindling.ops.dead_stream import retry
-    from kindling.ops.revive import RetryRefused
+    from kindling.tools.ops.dead_stream import retry
+    from kindling.tools.ops.revive import RetryRefused
     from kindling.valkey import connect
 
     dying = Dying(url, stream)
@@ -329,8 +329,8 @@ def test_a_retry_refuses_a_job_whose_only_dead_entry_is_not_validly_signed(url, 
 
 
 def test_a_redrive_moves_and_revives_only_validly_signed_entries(url, stream):
-    from kindling.followups import chord_key
-    from kindling.ops.dead_stream import redrive
+    from kindling.engine.followups import chord_key
+    from kindling.tools.ops.dead_stream import redrive
     from kindling.valkey import connect
 
     dying = Dying(url, stream)
@@ -357,7 +357,7 @@ def test_a_redrive_moves_and_revives_only_validly_signed_entries(url, stream):
 def test_the_redrive_command_checks_signatures_with_the_deployments_secret(url, stream, moto_endpoint, monkeypatch,
                                                                           capsys):
     import boto3
-    from kindling.cli import main
+    from kindling.tools.cli import main
     from kindling.valkey import connect
 
     value = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(KEY).decode()}})

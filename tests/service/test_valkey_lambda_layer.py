@@ -62,7 +62,7 @@ def test_the_drain_runs_from_the_built_layer_alone(layer_python, valkey_url, tab
     assert summary["processed"] == 50 and summary["counts"] == {"succeeded": 50}, summary
 
     loaded = set(modules_line.split())
-    assert "kindling.valkey.client" in loaded
+    assert "kindling.drivers.valkey.client" in loaded
     # kindling's own client on a plain URL: neither valkey-py nor what it drags in
     heavy = {"valkey", "redis", "boto3", "botocore", "ssl", "asyncio", "importlib.metadata",
              # nor what the drain's own parts could drag in: signal.py imports enum (~3 ms)

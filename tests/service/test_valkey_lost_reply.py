@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from kindling.valkey.keys import flag_key
+from kindling.core.valkey.keys import flag_key
 
 pytestmark = pytest.mark.valkey
 
@@ -35,7 +35,7 @@ def stream(server, monkeypatch) -> str:
 @pytest.fixture
 def lose_next_pipeline_reply(monkeypatch):
     """The next multi-command reply is read from the socket, then the connection drops."""
-    from kindling.valkey import client as client_module
+    from kindling.drivers.valkey import client as client_module
 
     real = client_module.Connection.read
     state = {"armed": True, "skip": 0}  # skip: multi-command replies to let through first
@@ -55,16 +55,16 @@ def lose_next_pipeline_reply(monkeypatch):
 
 
 def _ids_on(client, stream: str) -> set[str]:
-    from kindling.envelope import decode_job
+    from kindling.core.envelope import decode_job
 
     return {decode_job(fields[b"job"]).id for _, fields in client.xrange(stream)}
 
 
 def _drain(event: dict) -> dict:
-    from kindling.registry import Registry
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
-    from kindling.valkey.lambda_drain import drain
+    from kindling.core.registry import Registry
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
+    from kindling.triggers.valkey.lambda_drain import drain
 
     registry = Registry()
     registry.task(name="job")(lambda i: i)
@@ -75,7 +75,7 @@ def _drain(event: dict) -> dict:
 
 def test_a_lost_reply_is_an_uncertain_outcome_naming_the_jobs_and_the_drain_is_still_kicked(
         server, stream, lose_next_pipeline_reply):
-    from kindling.errors import EnqueueError, EnqueueUncertain
+    from kindling.core.errors import EnqueueError, EnqueueUncertain
     from kindling.valkey import StreamProducer
 
     kicks: list[dict] = []
@@ -101,7 +101,7 @@ def test_a_lost_reply_is_an_uncertain_outcome_naming_the_jobs_and_the_drain_is_s
 
 def test_a_lost_reply_and_a_failed_invoke_release_the_flag_for_the_next_producer(
         server, stream, lose_next_pipeline_reply):
-    from kindling.errors import EnqueueUncertain
+    from kindling.core.errors import EnqueueUncertain
     from kindling.valkey import StreamProducer
 
     def unreachable(event):
@@ -120,10 +120,10 @@ def test_a_lost_reply_and_a_failed_invoke_release_the_flag_for_the_next_producer
 
 def test_a_canvas_send_through_a_stream_producer_reports_the_same_uncertain_outcome(
         server, stream, lose_next_pipeline_reply):
-    from kindling import dispatch
-    from kindling.client import Call
-    from kindling.errors import EnqueueUncertain
-    from kindling.registry import Registry
+    from kindling.core.errors import EnqueueUncertain
+    from kindling.core.registry import Registry
+    from kindling.producer import dispatch
+    from kindling.producer.client import Call
     from kindling.valkey import StreamProducer
 
     kicks: list[dict] = []
@@ -137,7 +137,7 @@ def test_a_canvas_send_through_a_stream_producer_reports_the_same_uncertain_outc
 
 
 def test_a_server_that_cannot_be_reached_means_not_sent_and_no_kick():
-    from kindling.errors import EnqueueError, EnqueueUncertain
+    from kindling.core.errors import EnqueueError, EnqueueUncertain
     from kindling.valkey import StreamProducer
     from support import free_port
 
@@ -150,7 +150,7 @@ def test_a_server_that_cannot_be_reached_means_not_sent_and_no_kick():
 
 
 def test_refused_additions_are_not_sent_but_a_flag_taken_is_still_kicked(server, stream):
-    from kindling.errors import EnqueueError, EnqueueUncertain
+    from kindling.core.errors import EnqueueError, EnqueueUncertain
     from kindling.valkey import StreamProducer
 
     kicks: list[dict] = []

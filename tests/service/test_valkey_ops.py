@@ -9,11 +9,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
+from kindling.core.registry import Registry
+from kindling.core.valkey.keys import dead_key
+from kindling.shared.valkey.connection import connect
+from kindling.stores.results import MemoryResultStore
 from kindling.valkey import StreamProducer, StreamWorker
-from kindling.valkey.connection import connect
-from kindling.valkey.keys import dead_key
 
 pytestmark = pytest.mark.valkey
 
@@ -118,7 +118,7 @@ def drain(url: str, stream: str, store) -> dict:
 
 
 def cli(monkeypatch, capsys, url: str | None, *argv: str) -> tuple[int, str, str]:
-    from kindling.cli import main
+    from kindling.tools.cli import main
 
     if url is None:
         monkeypatch.delenv("KINDLING_VALKEY_URL", raising=False)
@@ -143,7 +143,7 @@ def store(url):
 @pytest.fixture
 def prefix_env(store, monkeypatch):
     # the CLI reads records under the worker's prefix; tests keep theirs apart
-    import kindling.ops.dead_stream as dead_stream
+    import kindling.tools.ops.dead_stream as dead_stream
 
     original = dead_stream.ValkeyRecords.__init__
 
@@ -168,7 +168,7 @@ def test_peek_shows_the_dead_entries_with_their_records(url, stream, store, pref
 
     code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--results", "valkey",
                        "--json", "--limit", "1")
-    from kindling import codec
+    from kindling.core import codec
 
     report = codec.loads(out)
     assert report["length"] == 2 and len(report["entries"]) == 1
@@ -253,7 +253,7 @@ def test_an_entry_is_deleted_only_once_its_copy_was_added(url, stream, store, mo
 
 
 def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(url, stream, store, monkeypatch):
-    from kindling.ops.dead_stream import DeadStream, redrive
+    from kindling.tools.ops.dead_stream import DeadStream, redrive
 
     kill_jobs(url, stream, store, *(f"u{n}@example.com" for n in range(7)))
     lines = []
@@ -274,7 +274,7 @@ def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(url, stream,
 
 
 def test_redrive_revives_records_in_the_results_table(url, stream, table, monkeypatch, capsys):
-    from kindling.results import DynamoResultStore
+    from kindling.stores.results import DynamoResultStore
 
     dynamo = DynamoResultStore(table)
     (job,) = kill_jobs(url, stream, dynamo, "ada@example.com")
@@ -324,7 +324,7 @@ def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, st
     import base64
     import json
 
-    from kindling.signed import Keyring, Verifier
+    from kindling.shared.signed import Keyring, Verifier
 
     value = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(b"v" * 32).decode()}})
 
@@ -353,8 +353,8 @@ def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, st
 
 def test_redrive_reopens_the_chord_of_a_member_it_revives(url, stream, store, prefix_env, monkeypatch, capsys):
     """Results in Valkey: the chord a dead member failed completes once the member runs again."""
-    from kindling.client import Call
-    from kindling.followups import callback_id, chord_key
+    from kindling.engine.followups import callback_id, chord_key
+    from kindling.producer.client import Call
 
     chord = f"ch{uuid.uuid4().hex[:6]}"
     parent = {"id": chord, "size": 2, "then": {"task": "join", "args": [], "kwargs": {}}}
@@ -415,14 +415,14 @@ def test_one_dead_job_is_retried_from_the_dead_stream_and_runs_again(url, stream
 
 def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_results_table(url, stream, table,
                                                                                           monkeypatch, capsys):
-    from kindling.results import DynamoResultStore
+    from kindling.stores.results import DynamoResultStore
 
     dynamo = DynamoResultStore(table)
     (job,) = kill_jobs(url, stream, dynamo, "ada@example.com")
     code, out, err = cli(monkeypatch, capsys, url, "jobs", "retry", job.id, "--valkey", "--stream", stream,
                          "--table", table, "--json")
     assert code == 0, err
-    from kindling import codec
+    from kindling.core import codec
 
     done = codec.loads(out)
     assert (done["previous_status"], done["generation"], done["stream"]) == ("dead", 2, stream)
@@ -434,7 +434,7 @@ def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_resul
 def test_a_job_that_dies_while_retry_searches_the_dead_stream_is_revived(url, stream, store, monkeypatch):
     """The retry read no record, then the worker recorded ``dead`` and added the entry its
     search finds: the job must be revived, not added back beside its ``dead`` record."""
-    from kindling.ops import dead_stream
+    from kindling.tools.ops import dead_stream
 
     _broken.add("ada@example.com")
     (job,) = StreamProducer(url, stream).enqueue_many([("mail", ("ada@example.com",), {})])

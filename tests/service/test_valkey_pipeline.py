@@ -14,8 +14,8 @@ import uuid
 from collections import Counter
 
 import pytest
-from kindling.errors import StoreUnavailable
-from kindling.results import MemoryResultStore
+from kindling.core.errors import StoreUnavailable
+from kindling.stores.results import MemoryResultStore
 
 pytestmark = pytest.mark.valkey
 
@@ -86,8 +86,8 @@ class Timeline(MemoryResultStore):
 
 
 def _setup(url: str, stream: str, jobs: list, threads: int = 0, task=None, **store_options):
-    from kindling.envelope import encode_job, new_job
-    from kindling.registry import Registry
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.core.registry import Registry
     from kindling.valkey import StreamWorker, connect
 
     runs: Counter = Counter()
@@ -234,7 +234,7 @@ def test_threaded_a_runner_bug_admitting_a_batch_read_ahead_waits_for_the_next_r
     """A bug in admission is contained by running the batch's entries one by one: not while
     the batch read ahead waits beside a running one (that would hold up the running batch's
     waiter and its limits), but in the next round, where it is admitted again."""
-    from kindling.runner import Runner
+    from kindling.engine.runner import Runner
 
     keys = [f"job-{i:02d}" for i in range(10)]
     spans: dict = {}

@@ -48,9 +48,9 @@ def test_a_chord_record_keeps_its_expiry_through_its_claim_and_its_mark(store):
 def test_a_batch_s_records_are_there_before_the_runner_finishes_it(store):
     """A long-lived worker reads its write back only after its next read of the stream: the
     Valkey store writes at once, so a waiter sees the result without waiting for that read."""
-    from kindling.envelope import encode_job, new_job
-    from kindling.registry import Registry
-    from kindling.runner import Delivery, Runner
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.core.registry import Registry
+    from kindling.engine.runner import Delivery, Runner
 
     reg = Registry()
     reg.task(name="add")(lambda a, b: a + b)
@@ -66,7 +66,7 @@ def test_a_client_that_takes_no_deadline_still_sends_nothing_past_one():
     bounds a call once sent): a deadline already passed still ends the call before it is sent."""
     import time
 
-    from kindling.errors import StoreUnavailable
+    from kindling.core.errors import StoreUnavailable
     from kindling.valkey import ValkeyResultStore
 
     class Pipeline:  # valkey-py's: execute() takes no deadline

@@ -17,7 +17,7 @@ import time
 import uuid
 
 import pytest
-from kindling.valkey.keys import dead_key, scheduled_key
+from kindling.core.valkey.keys import dead_key, scheduled_key
 
 pytestmark = pytest.mark.valkey
 
@@ -35,7 +35,7 @@ def stream() -> str:
 
 
 def keyring():
-    from kindling.signed import Keyring
+    from kindling.shared.signed import Keyring
 
     value = json.dumps({"current": "k1", "keys": {"k1": base64.b64encode(KEY).decode()}})
     return Keyring("arn:test", fetch=lambda ref, deadline: value)
@@ -43,10 +43,10 @@ def keyring():
 
 class Tasks:
     def __init__(self):
-        from kindling.errors import Retry
-        from kindling.policy import Backoff
-        from kindling.registry import Registry
-        from kindling.results import MemoryResultStore
+        from kindling.core.errors import Retry
+        from kindling.core.policy import Backoff
+        from kindling.core.registry import Registry
+        from kindling.stores.results import MemoryResultStore
 
         self.store = MemoryResultStore()
         self.registry = reg = Registry()
@@ -70,8 +70,8 @@ class Tasks:
             raise RuntimeError("no options")
 
     def runner(self, **options):
-        from kindling.runner import Runner
-        from kindling.signed import Verifier
+        from kindling.engine.runner import Runner
+        from kindling.shared.signed import Verifier
 
         return Runner(self.registry, self.store, log=None, metrics=False, verifier=Verifier(keyring()), **options)
 
@@ -101,7 +101,7 @@ def scheduled(client, stream) -> list[tuple[bytes, float]]:
 
 def bring_due(client, stream) -> None:
     """Move every scheduled job onto the stream, as a worker whose clock has reached them does."""
-    from kindling.valkey.scheduled import MOVE_DUE, move_args
+    from kindling.shared.valkey.scheduled import MOVE_DUE, move_args
 
     client.register_script(MOVE_DUE)(keys=[scheduled_key(stream), stream], args=move_args(_now_ms() + 10**9))
 
@@ -165,8 +165,8 @@ def test_a_tasks_backoff_is_honoured_by_the_stream_worker_attempt_after_attempt(
 
 
 def test_the_deployments_retry_delay_is_the_default_of_a_stream_worker(url, stream, monkeypatch):
-    from kindling import policy
-    from kindling.results import MemoryResultStore
+    from kindling.core import policy
+    from kindling.stores.results import MemoryResultStore
     from kindling.valkey import StreamWorker, connect
 
     monkeypatch.delenv("KINDLING_RETRY_DELAY", raising=False)
@@ -182,8 +182,8 @@ def test_the_deployments_retry_delay_is_the_default_of_a_stream_worker(url, stre
 
 
 def test_retry_after_and_backoff_are_honoured_by_the_lambda_drain(url, stream, monkeypatch):
+    from kindling.triggers.valkey.lambda_drain import drain
     from kindling.valkey import connect
-    from kindling.valkey.lambda_drain import drain
 
     tasks, client = Tasks(), connect(url)
     later, backing_off = send(url, stream, "later"), send(url, stream, "backing_off")
@@ -212,12 +212,12 @@ def test_one_default_retry_delay_for_every_trigger(monkeypatch, moto_endpoint):
     import argparse
 
     import boto3
-    from kindling import policy
-    from kindling.cli import valkey_worker
-    from kindling.handler import LambdaWorker
-    from kindling.loop import SqsWorker
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
+    from kindling.core import policy
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
+    from kindling.tools.cli import valkey_worker
+    from kindling.triggers.sqs.handler import LambdaWorker
+    from kindling.triggers.sqs.loop import SqsWorker
     from kindling.valkey import StreamWorker
 
     queue = boto3.client("sqs").create_queue(QueueName=f"q-{uuid.uuid4().hex[:8]}")["QueueUrl"]

@@ -52,8 +52,8 @@ async def _async_noop() -> None:
 def _run(url: str, batches: int, kind: str) -> tuple[Counter, Counter, list]:
     """Run ``batches`` batches of no-ops (``kind``: "sync", one by one on the worker's
     thread, or "async", on its event loop); the round trips counted by thread and by client."""
-    from kindling.envelope import encode_job, new_job
-    from kindling.registry import Registry
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.core.registry import Registry
     from kindling.valkey import StreamWorker, ValkeyResultStore, connect
 
     stream = f"trips:{uuid.uuid4().hex[:8]}"
@@ -98,8 +98,8 @@ def test_a_batch_waits_for_one_round_trip_its_write(valkey_url, kind):
 
 def _read_sizes(url: str, jobs: int, **options) -> tuple[list[int], object]:
     """The COUNT of each read a burst run of ``jobs`` no-ops asks for, and the worker."""
-    from kindling.envelope import encode_job, new_job
-    from kindling.registry import Registry
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.core.registry import Registry
     from kindling.valkey import StreamWorker, ValkeyResultStore, connect
 
     stream = f"sizes:{uuid.uuid4().hex[:8]}"
@@ -125,10 +125,10 @@ def _read_sizes(url: str, jobs: int, **options) -> tuple[list[int], object]:
 
 def test_quick_full_rounds_grow_the_reads_up_to_max_batch(valkey_url, monkeypatch):
     """Under a backlog of quick jobs each round reads twice as many entries as the round
-    before it read, up to ``max_batch`` (kindling.valkey.readsize): the round trips a batch waits
+    before it read, up to ``max_batch`` (kindling.core.valkey.readsize): the round trips a batch waits
     for are spread over more jobs. Every round counts as quick here, whatever this
     machine's speed, so that the sizes asked for are exact."""
-    monkeypatch.setattr("kindling.valkey.readsize.QUICK_S", 3600.0)
+    monkeypatch.setattr("kindling.core.valkey.readsize.QUICK_S", 3600.0)
     asked, worker = _read_sizes(valkey_url, 1500, batch=50, max_batch=400)
     # The first round's own read and the one it reads ahead while running are both 50.
     assert asked[:6] == [50, 50, 100, 200, 400, 400], asked
@@ -137,12 +137,12 @@ def test_quick_full_rounds_grow_the_reads_up_to_max_batch(valkey_url, monkeypatc
 
 
 def test_slow_rounds_keep_the_first_size(valkey_url, monkeypatch):
-    monkeypatch.setattr("kindling.valkey.readsize.QUICK_S", 0.0)  # no round is quick
+    monkeypatch.setattr("kindling.core.valkey.readsize.QUICK_S", 0.0)  # no round is quick
     asked, _ = _read_sizes(valkey_url, 300, batch=50, max_batch=400)
     assert set(asked) == {50}, asked
 
 
 def test_max_batch_equal_to_batch_fixes_the_size(valkey_url, monkeypatch):
-    monkeypatch.setattr("kindling.valkey.readsize.QUICK_S", 3600.0)
+    monkeypatch.setattr("kindling.core.valkey.readsize.QUICK_S", 3600.0)
     asked, _ = _read_sizes(valkey_url, 300, batch=50, max_batch=50)
     assert set(asked) == {50}, asked

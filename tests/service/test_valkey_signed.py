@@ -11,7 +11,7 @@ import json
 import uuid
 
 import pytest
-from kindling.valkey.keys import dead_key, scheduled_key
+from kindling.core.valkey.keys import dead_key, scheduled_key
 
 pytestmark = pytest.mark.valkey
 
@@ -29,7 +29,7 @@ def stream() -> str:
 
 
 def keyring(key=KEY, key_id="k1"):
-    from kindling.signed import Keyring
+    from kindling.shared.signed import Keyring
 
     value = json.dumps({"current": key_id, "keys": {key_id: base64.b64encode(key).decode()}})
     return Keyring("arn:test", fetch=lambda ref, deadline: value)
@@ -37,9 +37,9 @@ def keyring(key=KEY, key_id="k1"):
 
 class Setup:
     def __init__(self, url: str, stream: str):
-        from kindling.registry import Registry
-        from kindling.results import MemoryResultStore
-        from kindling.signed import Verifier
+        from kindling.core.registry import Registry
+        from kindling.shared.signed import Verifier
+        from kindling.stores.results import MemoryResultStore
         from kindling.valkey import StreamWorker
 
         self.ran: list = []
@@ -107,7 +107,7 @@ def test_a_delayed_signed_job_keeps_its_signature_through_the_scheduled_set(url,
 
     setup = Setup(url, stream)
     p = producer(url, stream, signing=keyring())
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     (sent,) = p.enqueue_many([Call("add", (2, 2), delay=0.5)])
     unsigned = producer(url, stream).enqueue_many([Call("add", (9, 9), delay=0.5)])[0]
@@ -121,9 +121,9 @@ def test_a_delayed_signed_job_keeps_its_signature_through_the_scheduled_set(url,
 
 
 def test_signing_keeps_the_signature_on_the_dead_stream(url, stream):
-    from kindling.registry import Registry
-    from kindling.results import MemoryResultStore
-    from kindling.signed import Verifier
+    from kindling.core.registry import Registry
+    from kindling.shared.signed import Verifier
+    from kindling.stores.results import MemoryResultStore
     from kindling.valkey import StreamWorker, connect
 
     reg = Registry()

@@ -1,12 +1,12 @@
-"""A stream job's span names its stream, read through a real Valkey (kindling.otel)."""
+"""A stream job's span names its stream, read through a real Valkey (kindling.shared.otel)."""
 
 import uuid
 
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.stores import MemoryResultStore
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.shared.valkey.connection import FIELD
+from kindling.stores.memory import MemoryResultStore
 from kindling.valkey import StreamWorker, connect
-from kindling.valkey.connection import FIELD
 
 
 def test_a_stream_jobs_span_follows_the_messaging_conventions(valkey_url, spans, monkeypatch):

@@ -28,7 +28,7 @@ def silent_url():
 @pytest.fixture
 def socket_waits(monkeypatch):
     """Each timeout set on a connection's socket, and each connection opened."""
-    from kindling.valkey import client as client_module
+    from kindling.drivers.valkey import client as client_module
 
     seen = {"waits": [], "connects": 0}
     real_arm, real_connect = client_module.Connection._arm, client_module.Connection._connect
@@ -47,9 +47,9 @@ def socket_waits(monkeypatch):
 
 
 def test_a_silent_server_fails_the_producer_with_a_timeout(silent_url, socket_waits):
-    from kindling.errors import EnqueueError
+    from kindling.core.errors import EnqueueError
+    from kindling.drivers.valkey.errors import TimeoutError as ValkeyTimeout
     from kindling.valkey import StreamProducer
-    from kindling.valkey.errors import TimeoutError as ValkeyTimeout
 
     producer = StreamProducer(silent_url, stream="silent", socket_timeout=0.2)
     with pytest.raises(EnqueueError) as caught:
@@ -62,8 +62,8 @@ def test_a_silent_server_fails_the_producer_with_a_timeout(silent_url, socket_wa
 
 
 def test_a_silent_server_fails_the_producers_room_check_too(silent_url, socket_waits):
+    from kindling.drivers.valkey.errors import TimeoutError as ValkeyTimeout
     from kindling.valkey import StreamProducer
-    from kindling.valkey.errors import TimeoutError as ValkeyTimeout
 
     producer = StreamProducer(silent_url, stream="silent", maxlen=10, socket_timeout=0.2)
     with pytest.raises(ValkeyTimeout):
@@ -72,8 +72,8 @@ def test_a_silent_server_fails_the_producers_room_check_too(silent_url, socket_w
 
 
 def test_a_producer_has_a_socket_timeout_by_default():
+    from kindling.shared.valkey.connection import DEFAULT_SOCKET_TIMEOUT
     from kindling.valkey import StreamProducer
-    from kindling.valkey.connection import DEFAULT_SOCKET_TIMEOUT
 
     producer = StreamProducer("redis://127.0.0.1:1/0")
     assert producer.client.socket_timeout == DEFAULT_SOCKET_TIMEOUT and DEFAULT_SOCKET_TIMEOUT > 0
@@ -87,10 +87,10 @@ def test_the_urls_socket_timeout_wins_over_the_default():
 
 
 def test_every_connection_kindling_opens_has_a_socket_timeout():
-    from kindling.ops.dead_stream import DeadStream
+    from kindling.shared.valkey.connection import connect
+    from kindling.stores.valkey import ValkeyResultStore
+    from kindling.tools.ops.dead_stream import DeadStream
     from kindling.valkey import StreamWorker
-    from kindling.valkey.connection import connect
-    from kindling.valkey.results import ValkeyResultStore
 
     url = "redis://127.0.0.1:1/0"
     clients = [connect(url), ValkeyResultStore(url).client, DeadStream(url).client,

@@ -41,7 +41,7 @@ def proxy(server):
 
 
 def _registry(ran: list):
-    from kindling.registry import Registry
+    from kindling.core.registry import Registry
 
     registry = Registry()
     registry.task(name="job")(ran.append)
@@ -57,7 +57,7 @@ def _send(url: str, stream: str, n: int) -> None:
 @pytest.mark.parametrize("cluster", [False, True], ids=["one node", "cluster client"])
 @pytest.mark.parametrize("code", list(REPLIES))
 def test_a_worker_whose_blocking_read_is_answered_with_a_topology_change_goes_on(server, proxy, code, cluster):
-    from kindling.results import MemoryResultStore
+    from kindling.stores.results import MemoryResultStore
     from kindling.valkey import StreamWorker
 
     stream = f"topo:{uuid.uuid4().hex[:8]}"
@@ -92,7 +92,7 @@ def test_a_cluster_producer_answered_with_a_topology_change_sends_again_once_the
 
 @pytest.mark.parametrize("code", list(REPLIES))
 def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(server, proxy, code):
-    from kindling.errors import EnqueueError, EnqueueUncertain
+    from kindling.core.errors import EnqueueError, EnqueueUncertain
     from kindling.valkey import StreamProducer
 
     stream = f"topo:{uuid.uuid4().hex[:8]}"
@@ -107,10 +107,10 @@ def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(ser
 
 @pytest.mark.parametrize("code", list(REPLIES))
 def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_on(server, proxy, code, monkeypatch):
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
-    from kindling.valkey.keys import flag_key
-    from kindling.valkey.lambda_drain import drain
+    from kindling.core.valkey.keys import flag_key
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
+    from kindling.triggers.valkey.lambda_drain import drain
 
     stream = f"topo:{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("KINDLING_VALKEY_URL", proxy.url)

@@ -15,7 +15,7 @@ import time
 import uuid
 
 import pytest
-from kindling.valkey.keys import flag_key, scheduled_key
+from kindling.core.valkey.keys import flag_key, scheduled_key
 
 pytestmark = pytest.mark.valkey
 
@@ -51,8 +51,8 @@ class Ledger:
     """Tasks that record every run, and a result store shared by every drain."""
 
     def __init__(self):
-        from kindling.registry import Registry
-        from kindling.results import MemoryResultStore
+        from kindling.core.registry import Registry
+        from kindling.stores.results import MemoryResultStore
 
         self.runs: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -68,7 +68,7 @@ class Ledger:
             return key
 
     def runner(self, **options):
-        from kindling.runner import Runner
+        from kindling.engine.runner import Runner
 
         options = {"safety_ms": 100, "cutoff_ms": 50, "log": None, **options}
         return Runner(self.registry, self.store, **options)
@@ -93,8 +93,8 @@ class Lambda:
         thread.start()
 
     def _run(self, event: dict) -> None:
-        from kindling.valkey.drain_event import DrainConfig
-        from kindling.valkey.lambda_drain import drain
+        from kindling.triggers.valkey.drain_event import DrainConfig
+        from kindling.triggers.valkey.lambda_drain import drain
 
         try:
             summary = drain(self.ledger.runner(), event, Budget(self.budget_ms).get_remaining_time_in_millis,
@@ -131,9 +131,9 @@ def _producer(url, stream, invoker, **options):
 
 def _drain(url, ledger, event, budget_ms=5000, invoker=None, **config):
     """One drain of ``event`` on ``url`` (the deployment's, from the environment), configured
-    with the event's stream and ``config`` (:class:`~kindling.valkey.drain_event.DrainConfig`)."""
-    from kindling.valkey.drain_event import DrainConfig
-    from kindling.valkey.lambda_drain import drain
+    with the event's stream and ``config`` (:class:`~kindling.triggers.valkey.drain_event.DrainConfig`)."""
+    from kindling.triggers.valkey.drain_event import DrainConfig
+    from kindling.triggers.valkey.lambda_drain import drain
 
     assert url == os.environ["KINDLING_VALKEY_URL"]
     return drain(ledger.runner(), event, Budget(budget_ms).get_remaining_time_in_millis, invoker=invoker,
@@ -203,7 +203,7 @@ def test_a_drain_runs_the_jobs_and_gives_up_its_flag(url, stream):
 def test_a_job_added_between_the_last_read_and_the_handshake_is_run(url, stream, monkeypatch):
     """The window the handshake closes: the drain's read came back empty, then a producer
     adds a job and finds the flag still set (no invocation); the drain must see it."""
-    from kindling.valkey import lambda_drain
+    from kindling.triggers.valkey import lambda_drain
 
     ledger = Ledger()
     events = []
@@ -340,7 +340,7 @@ def test_a_drain_that_cannot_hand_on_frees_the_flag(url, stream):
 
 
 def test_a_drain_waits_for_a_soon_due_delayed_job(url, stream):
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     ledger = Ledger()
     events = []
@@ -356,7 +356,7 @@ def test_a_drain_waits_for_a_soon_due_delayed_job(url, stream):
 
 
 def test_a_drain_out_of_time_with_a_soon_due_job_hands_on(url, stream):
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     ledger = Ledger()
     events = []
@@ -370,7 +370,7 @@ def test_a_drain_out_of_time_with_a_soon_due_job_hands_on(url, stream):
 
 
 def test_a_far_delayed_job_is_left_to_the_next_kick(url, stream):
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     ledger = Ledger()
     events = []
@@ -450,7 +450,7 @@ def test_the_lambda_invoker_sends_a_signed_asynchronous_invoke(monkeypatch):
     for k, v in {"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "tok",
                  "AWS_REGION": "eu-west-1"}.items():
         monkeypatch.setenv(k, v)
-    from kindling.valkey.kick import LambdaInvoker
+    from kindling.shared.valkey.kick import LambdaInvoker
 
     name = "arn:aws:lambda:eu-west-1:123456789012:function:kindling-worker"
     try:
@@ -475,8 +475,8 @@ def test_the_lambda_invoker_sends_a_signed_asynchronous_invoke(monkeypatch):
 def test_the_lambda_invoker_raises_what_aws_refuses(monkeypatch):
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from kindling.aws import AwsError
-    from kindling.valkey.kick import LambdaInvoker
+    from kindling.drivers.aws import AwsError
+    from kindling.shared.valkey.kick import LambdaInvoker
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802

@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from kindling.valkey.keys import dead_key, scheduled_key
+from kindling.core.valkey.keys import dead_key, scheduled_key
 from support import wait_until
 
 pytestmark = pytest.mark.valkey
@@ -25,8 +25,8 @@ class Ledger:
     """Tasks that count their runs, and one memory store for every worker."""
 
     def __init__(self):
-        from kindling.registry import Registry
-        from kindling.results import MemoryResultStore
+        from kindling.core.registry import Registry
+        from kindling.stores.results import MemoryResultStore
 
         self.runs: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -101,9 +101,9 @@ def test_without_the_heartbeat_the_same_batch_runs_twice(valkey_url, stream):
 
 
 def test_the_heartbeat_leaves_entries_another_consumer_took_over(valkey_url, stream):
+    from kindling.shared.valkey.connection import connect
+    from kindling.triggers.valkey.heartbeat import Heartbeat
     from kindling.valkey import StreamProducer
-    from kindling.valkey.connection import connect
-    from kindling.valkey.heartbeat import Heartbeat
 
     producer = StreamProducer(valkey_url, stream=stream)
     r = producer.client
@@ -124,8 +124,8 @@ def test_the_heartbeat_leaves_entries_another_consumer_took_over(valkey_url, str
 
 
 def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_url, stream):
-    from kindling.client import Call
-    from kindling.envelope import encode_job, new_job, now_ms
+    from kindling.core.envelope import encode_job, new_job, now_ms
+    from kindling.producer.client import Call
     from kindling.valkey import StreamProducer
 
     ledger = Ledger()
@@ -153,7 +153,7 @@ def test_a_delayed_job_waits_in_the_scheduled_set_and_runs_once_when_due(valkey_
 def test_a_delayed_job_goes_on_the_stream_and_its_first_reader_records_it_scheduled(valkey_url, stream):
     """So ``kindling jobs show`` says when it is due from the start; it then waits in the
     scheduled set, due at its not_before, without an attempt."""
-    from kindling.client import Call
+    from kindling.producer.client import Call
     from kindling.valkey import StreamProducer
 
     ledger = Ledger()

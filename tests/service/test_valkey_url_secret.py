@@ -24,7 +24,7 @@ def _secret(value: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    from kindling.valkey import connection
+    from kindling.shared.valkey import connection
 
     connection._secret_urls.clear()
     yield
@@ -33,15 +33,15 @@ def _fresh_cache():
 
 def test_importing_the_worker_and_the_cli_reads_no_secret():
     """With KINDLING_VALKEY_URL_SECRET set, importing the handler, the drain, the stream worker
-    and the CLI opens no socket and loads neither kindling.secrets nor the AWS client."""
+    and the CLI opens no socket and loads neither kindling.drivers.secrets nor the AWS client."""
     probe = """
 import sys
 events = []
 sys.addaudithook(lambda event, args: events.append(event) if event.startswith("socket.") else None)
 import app
-import kindling.valkey.lambda_drain, kindling.valkey.worker, kindling.cli
+import kindling.triggers.valkey.lambda_drain, kindling.triggers.valkey.worker, kindling.tools.cli
 print(" ".join(events))
-print(" ".join(m for m in ("kindling.secrets", "kindling.aws") if m in sys.modules))
+print(" ".join(m for m in ("kindling.drivers.secrets", "kindling.drivers.aws") if m in sys.modules))
 """
     env = dict(os.environ, PYTHONPATH=PYTHONPATH, AWS_ENDPOINT_URL="http://127.0.0.1:9", AWS_REGION="us-east-1",
                KINDLING_VALKEY_URL_SECRET="arn:aws:secretsmanager:us-east-1:000000000000:secret:valkey-AbCdEf")
@@ -52,8 +52,8 @@ print(" ".join(m for m in ("kindling.secrets", "kindling.aws") if m in sys.modul
 
 
 def test_the_url_is_read_at_the_first_call_and_kept(moto_endpoint, monkeypatch):
-    from kindling import secrets
-    from kindling.valkey.connection import configured_url
+    from kindling.drivers import secrets
+    from kindling.shared.valkey.connection import configured_url
 
     arn = _secret("redis://:pw@127.0.0.1:6390/0")
     reads = []
@@ -72,8 +72,8 @@ def test_the_url_is_read_at_the_first_call_and_kept(moto_endpoint, monkeypatch):
 
 @pytest.mark.parametrize("value", ["hunter2-not-a-url", json.dumps({"password": "hunter2-not-a-url"})])
 def test_a_secret_without_a_url_is_refused_without_echoing_it(moto_endpoint, value):
-    from kindling.errors import KindlingError
-    from kindling.valkey.connection import url_from_secret
+    from kindling.core.errors import KindlingError
+    from kindling.shared.valkey.connection import url_from_secret
 
     arn = _secret(value)
     with pytest.raises(KindlingError, match="does not hold a Valkey URL") as info:
@@ -82,7 +82,7 @@ def test_a_secret_without_a_url_is_refused_without_echoing_it(moto_endpoint, val
 
 
 def test_a_missing_secret_names_the_reference_and_the_error_code(moto_endpoint):
-    from kindling.secrets import SecretUnavailable, read
+    from kindling.drivers.secrets import SecretUnavailable, read
 
     with pytest.raises(SecretUnavailable, match="ResourceNotFoundException"):
         read("arn:aws:secretsmanager:us-east-1:123456789012:secret:nope-AbCdEf")
@@ -93,7 +93,7 @@ def test_a_drain_reads_the_url_from_its_secret_and_logs_none_of_it(valkey_url, t
     """The Lambda worker's drain with only KINDLING_VALKEY_URL_SECRET: the URL is read at the
     first drain, and no log line (stdout: what Lambda sends to CloudWatch) carries it."""
     import tasks  # noqa: F401  the example tasks
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
     from kindling.valkey import StreamProducer
 
     stream = f"sec:{uuid.uuid4().hex[:8]}"
@@ -122,7 +122,7 @@ def test_the_cli_worker_takes_a_secret_and_never_shows_the_url(valkey_url, moto_
     arn = _secret(valkey_url)
     env = dict(os.environ, PYTHONPATH=PYTHONPATH, KINDLING_TABLE=table)
     env.pop("KINDLING_VALKEY_URL", None)
-    argv = [sys.executable, "-m", "kindling.cli", "worker", "--valkey-url-secret", arn, "--stream", stream,
+    argv = [sys.executable, "-m", "kindling.tools.cli", "worker", "--valkey-url-secret", arn, "--stream", stream,
             "--tasks", "tasks", "--burst"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT / "functions/worker")
     assert done.returncode == 0, done.stderr

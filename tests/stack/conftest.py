@@ -54,7 +54,7 @@ def _deploy(name: str, parameters: Mapping[str, str], build_dir: Path | None = N
 
 @pytest.fixture(scope="module")
 def aws(localstack) -> Iterator[dict[str, str]]:
-    """os.environ pointing boto3 and kindling.aws at the session's LocalStack for a module that
+    """os.environ pointing boto3 and kindling.drivers.aws at the session's LocalStack for a module that
     makes its own queues and buckets (no stack deployed): no session token, no named queues."""
     with _environ(localstack), pytest.MonkeyPatch.context() as patch:
         patch.delenv("AWS_SESSION_TOKEN", raising=False)

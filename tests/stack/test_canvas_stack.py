@@ -10,16 +10,16 @@ import time
 import boto3
 import pytest
 from kindling import chain, group
-from kindling.client import Client
-from kindling.errors import JobFailed
-from kindling.followups import chord_key
+from kindling.core.errors import JobFailed
+from kindling.engine.followups import chord_key
+from kindling.producer.client import Client
 
 pytestmark = pytest.mark.localstack
 
 
 @pytest.fixture(scope="module")
 def client(stack):
-    import kindling.dispatch as dispatch
+    import kindling.producer.dispatch as dispatch
 
     c = Client(queue_url=stack["QueueUrl"], table=stack["ResultsTableName"],
                payload_bucket=stack["PayloadBucketName"])
@@ -87,7 +87,7 @@ def test_a_dead_member_fails_the_chord_on_the_stack(client, tasks):
 def test_a_2_mib_result_is_passed_on_to_the_next_step_through_s3(client, tasks, stack):
     """echo's 2 MiB result is kept in S3 (too large for its record), the worker passes it on,
     and the next step's message (over the queue's 1 MiB) carries its arguments in S3 too."""
-    from kindling.followups import next_id
+    from kindling.engine.followups import next_id
 
     blob = "".join(chr(0x21 + i % 90) for i in range(2 * 1024 * 1024))
     handle = chain(tasks.echo.s(blob), tasks.echo.s()).delay()

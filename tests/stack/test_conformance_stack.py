@@ -41,7 +41,7 @@ def _run(path: DeployedStack, scenario: str):
 
 @pytest.fixture(scope="module")
 def outcomes(deploy_stack, tmp_path_factory) -> dict:
-    from kindling import dispatch
+    from kindling.producer import dispatch
 
     outputs = deploy_stack("kindling-conformance", PARAMETERS, build_dir=tmp_path_factory.mktemp("conformance-stack"),
                            prepare=ship_conformance_tasks)

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import boto3
 import pytest
-from kindling import cli
-from kindling.client import Call, Client
-from kindling.dashboard import make_server
-from kindling.ops import Stack
-from kindling.ops.dlq import redrive
-from kindling.ops.query import get_job
-from kindling.results import from_item
-from kindling.status import FINAL
+from kindling.core.status import FINAL
+from kindling.producer.client import Call, Client
+from kindling.stores.results import from_item
+from kindling.tools import cli
+from kindling.tools.dashboard import make_server
+from kindling.tools.ops import Stack
+from kindling.tools.ops.dlq import redrive
+from kindling.tools.ops.query import get_job
 from support.chromium import chromium, wait_for
 
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
@@ -59,7 +59,7 @@ def records(table: str, ids: list[str], *, until=FINAL, after_ms: int = 0, timeo
 def run(stack):
     """A small real run: successes, a flaky job, two jobs that end dead in the DLQ, a revoked
     job, a chain of three and a chord whose second member dies."""
-    import kindling.dispatch as dispatch
+    import kindling.producer.dispatch as dispatch
     import tasks as worker_tasks  # functions/worker: the tasks the deployed worker runs
     from kindling import chain, group
 

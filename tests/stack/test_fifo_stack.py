@@ -18,7 +18,7 @@ def fifo_stack(deploy_stack):
 
 
 def test_a_group_waits_for_its_failed_job_and_other_groups_go_on(fifo_stack, localstack, monkeypatch):
-    from kindling.client import Call, Client
+    from kindling.producer.client import Call, Client
 
     for key, value in localstack.items():
         monkeypatch.setenv(key, value)
@@ -45,7 +45,7 @@ def test_the_deployed_worker_answers_the_ticker(fifo_stack, localstack, monkeypa
     # functions/worker/periodic.py's heartbeat, rate(1 minute): this minute's fire and the one before
     assert body["kindling"] == "ticked" and body["failed"] == [], body
     assert len(body["enqueued"]) == 2 and all(i.startswith("sched.heartbeat.") for i in body["enqueued"])
-    from kindling.client import Client
+    from kindling.producer.client import Client
 
     client = Client(queue_url=fifo_stack["QueueUrl"], table=fifo_stack["ResultsTableName"])
     for job_id in body["enqueued"]:

@@ -15,9 +15,9 @@ import uuid
 
 import boto3
 import pytest
-from kindling.client import Client
-from kindling.loop import SqsWorker
-from kindling.registry import Registry
+from kindling.core.registry import Registry
+from kindling.producer.client import Client
+from kindling.triggers.sqs.loop import SqsWorker
 from support import ROOT
 
 pytestmark = pytest.mark.localstack
@@ -123,6 +123,6 @@ def test_a_celery_producer_s_messages_run_on_a_kindling_worker(celery_python, qu
 
 
 def _scan(table: str) -> list[dict]:
-    from kindling.dynamo import from_item
+    from kindling.stores.dynamo import from_item
 
     return [from_item(i) for i in boto3.client("dynamodb").scan(TableName=table, ConsistentRead=True)["Items"]]

@@ -15,11 +15,13 @@ import uuid
 
 import boto3
 import pytest
-from kindling import client as client_module
-from kindling import envelope, runner, sqs
-from kindling.client import Call, Client
-from kindling.loop import SqsWorker
-from kindling.registry import Registry
+from kindling.core import envelope
+from kindling.core.registry import Registry
+from kindling.engine import runner
+from kindling.producer import client as client_module
+from kindling.producer.client import Call, Client
+from kindling.triggers.sqs import events as sqs
+from kindling.triggers.sqs.loop import SqsWorker
 
 pytestmark = pytest.mark.localstack
 

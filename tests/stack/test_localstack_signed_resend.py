@@ -1,6 +1,6 @@
 """On LocalStack: ``jobs retry`` and ``dlq redrive`` never trade a signed job for a copy the
 worker rejects, and never act on a DLQ message whose signature fails the check. Queues,
-table and secret are this module's own; the worker is kindling.loop's, run here."""
+table and secret are this module's own; the worker is kindling.triggers.sqs.loop's, run here."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import json
 import uuid
 
 import pytest
-from kindling.client import Call, Client
-from kindling.envelope import encode_job, new_job
-from kindling.loop import SqsWorker
-from kindling.ops import OpsError, Stack
-from kindling.ops.dlq import redrive
-from kindling.ops.revive import RetryRefused, retry_job
-from kindling.registry import Registry
-from kindling.status import DEAD, SUCCEEDED
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.core.status import DEAD, SUCCEEDED
+from kindling.producer.client import Call, Client
+from kindling.tools.ops import OpsError, Stack
+from kindling.tools.ops.dlq import redrive
+from kindling.tools.ops.revive import RetryRefused, retry_job
+from kindling.triggers.sqs.loop import SqsWorker
 
 pytestmark = pytest.mark.localstack
 

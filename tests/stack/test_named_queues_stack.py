@@ -27,7 +27,7 @@ def five(deploy_stack):
 
 @pytest.fixture
 def client(five, localstack, monkeypatch):
-    from kindling.client import Client
+    from kindling.producer.client import Client
 
     for key, value in localstack.items():
         monkeypatch.setenv(key, value)
@@ -58,7 +58,7 @@ def test_every_named_queue_is_deployed_with_its_trigger_limit_dlq_and_policy(fiv
 
 
 def test_a_job_sent_to_each_named_queue_runs_from_it_and_is_recorded_succeeded(five, client):
-    from kindling.client import Call
+    from kindling.producer.client import Call
 
     handles = {name: client.send(Call("echo", [f"via {name}"], queue=name)) for name in QUEUES}
     results = {name: handle.result(timeout=180) for name, handle in handles.items()}
@@ -75,9 +75,9 @@ def _id_in_shard(prefix: str, shard: int) -> str:
 
 
 def test_the_worker_writes_the_deployments_status_shards_and_a_listing_reads_them(five, client, monkeypatch):
-    from kindling.client import Call
-    from kindling.ops import Stack
-    from kindling.ops.query import list_jobs
+    from kindling.producer.client import Call
+    from kindling.tools.ops import Stack
+    from kindling.tools.ops.query import list_jobs
 
     env = boto3.client("lambda").get_function_configuration(FunctionName=five["WorkerFunctionName"])
     assert env["Environment"]["Variables"]["KINDLING_STATUS_SHARDS"] == "8"

@@ -7,10 +7,10 @@ import time
 
 import boto3
 import pytest
-from kindling import codec
-from kindling.client import Client
-from kindling.envelope import decode_job
-from kindling.errors import JobFailed
+from kindling.core import codec
+from kindling.core.envelope import decode_job
+from kindling.core.errors import JobFailed
+from kindling.producer.client import Client
 
 pytestmark = pytest.mark.localstack
 
@@ -48,8 +48,8 @@ def test_a_job_whose_arguments_vanished_is_recorded_dead_with_the_reason(client,
     s3 = boto3.client("s3")
     sqs = boto3.client("sqs")
     # The pointer names an object nobody wrote: sent as the client would, minus the upload.
-    from kindling.envelope import encode_job, new_job
-    from kindling.payloads import argument_key
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.shared.payloads import argument_key
 
     job_id = f"vanished-{time.time_ns()}"
     key = argument_key(job_id, "0" * 64)  # where this job's arguments would be: the only key a worker reads

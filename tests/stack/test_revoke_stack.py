@@ -5,7 +5,7 @@ import time
 
 import boto3
 import pytest
-from kindling.client import Call, Client
+from kindling.producer.client import Call, Client
 
 pytestmark = pytest.mark.localstack
 

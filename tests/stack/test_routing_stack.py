@@ -19,7 +19,7 @@ def routed_stack(deploy_stack):
 
 @pytest.fixture
 def client(routed_stack, localstack, monkeypatch):
-    from kindling.client import Client
+    from kindling.producer.client import Client
 
     for key, value in localstack.items():
         monkeypatch.setenv(key, value)
@@ -64,8 +64,8 @@ def test_the_stack_deploys_the_named_queue_with_its_own_trigger_and_limit(routed
 
 
 def test_a_routed_task_runs_from_its_queue_and_its_dead_job_lands_in_that_queues_dlq(routed_stack, client):
-    from kindling.client import Call
-    from kindling.registry import Registry
+    from kindling.core.registry import Registry
+    from kindling.producer.client import Call
 
     # The producer's view of the worker's "echo": the same name, routed by the task itself.
     echo = Registry().task(name="echo", queue="reports")(lambda *args, **kwargs: None)
@@ -89,9 +89,9 @@ def test_retry_finds_a_dead_job_in_its_queues_dlq_and_the_worker_runs_it_from_th
     """``kindling jobs retry`` as an operator runs it (KINDLING_QUEUES from QueueRoutes, no
     queue named): the job is found in the reports DLQ, revived, and sent back to reports,
     where the worker runs it again; still failing, it dies again into the reports DLQ."""
-    from kindling.client import Call
-    from kindling.ops import Stack
-    from kindling.ops.revive import RetryRefused, retry_job
+    from kindling.producer.client import Call
+    from kindling.tools.ops import Stack
+    from kindling.tools.ops.revive import RetryRefused, retry_job
 
     doomed = client.send(Call("always_fails", ["retried on its own queue"], queue="reports"))
     stack = Stack(table=routed_stack["ResultsTableName"], queue_url=routed_stack["QueueUrl"])

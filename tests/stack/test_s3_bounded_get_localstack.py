@@ -57,7 +57,7 @@ def put(bucket: str, key: str, body: bytes) -> None:
 
 def test_an_object_within_the_bound_reads_as_boto3_reads_it(bucket):
     import boto3
-    from kindling.aws.s3 import S3Client
+    from kindling.drivers.aws.s3 import S3Client
 
     body = os.urandom(8 * MiB)
     put(bucket, "whole", body)
@@ -67,8 +67,8 @@ def test_an_object_within_the_bound_reads_as_boto3_reads_it(bucket):
 
 
 def test_an_object_over_the_bound_is_refused_with_its_size(bucket):
-    from kindling import aws
-    from kindling.aws.s3 import S3Client
+    from kindling.drivers import aws
+    from kindling.drivers.aws.s3 import S3Client
 
     put(bucket, "big", b"x" * (8 * MiB))
     with pytest.raises(aws.AwsError) as info:
@@ -78,7 +78,7 @@ def test_an_object_over_the_bound_is_refused_with_its_size(bucket):
 
 
 def test_an_empty_object_reads_as_empty_under_any_bound(bucket):
-    from kindling.aws.s3 import S3Client
+    from kindling.drivers.aws.s3 import S3Client
 
     put(bucket, "empty", b"")
     s3 = S3Client()
@@ -87,9 +87,9 @@ def test_an_empty_object_reads_as_empty_under_any_bound(bucket):
 
 
 def test_a_pointer_naming_fewer_bytes_than_its_object_is_lost(bucket):
-    from kindling import payloads
-    from kindling.aws.s3 import S3Client
-    from kindling.errors import PayloadUnavailable
+    from kindling.core.errors import PayloadUnavailable
+    from kindling.drivers.aws.s3 import S3Client
+    from kindling.shared import payloads
 
     body = b"y" * MiB
     put(bucket, "args/J/big", body)

@@ -51,7 +51,7 @@ def project(tmp_path_factory, localstack) -> tuple[Path, dict]:
     assert not directory.resolve().is_relative_to(ROOT)
     env = dict(os.environ, PYTHONPATH=str(site), SAM_CLI_TELEMETRY="0",
                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    out = _run([sys.executable, "-m", "kindling.cli", "init", str(directory)], ROOT, env)
+    out = _run([sys.executable, "-m", "kindling.tools.cli", "init", str(directory)], ROOT, env)
     assert "wrote template.yaml" in out
     with open(directory / "functions/worker/tasks.py", "a") as f:
         f.write(ADDED_TASK)
@@ -66,7 +66,7 @@ def test_a_task_added_to_a_scaffolded_project_runs_on_its_deployed_stack(project
     directory, outputs = project
     for key, value in localstack.items():
         monkeypatch.setenv(key, value)
-    from kindling.client import Client
+    from kindling.producer.client import Client
 
     client = Client(queue_url=outputs["QueueUrl"], table=outputs["ResultsTableName"])
     result = client.enqueue("scaffold_probe", 2, 3).result(timeout=120)

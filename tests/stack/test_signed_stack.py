@@ -1,5 +1,5 @@
 """template.yaml with SigningSecretArn, deployed into LocalStack: the deployed worker reads the
-keys from Secrets Manager with kindling's own client, runs jobs kindling.client signed, and
+keys from Secrets Manager with kindling's own client, runs jobs kindling.producer.client signed, and
 records an unsigned one and one signed for another queue ``rejected`` without running them.
 Bodies reach the function byte for byte, as on AWS (LocalStack's SQS poller re-serializes JSON
 bodies; infra/localstack/plugin's ``sqs_bodies_as_sent`` hook undoes that)."""
@@ -38,10 +38,10 @@ def _record(table: str, key: str, timeout: float = 120) -> dict:
 
 
 def test_a_signed_job_runs_and_unsigned_or_misbound_ones_are_rejected(signed_stack, localstack, monkeypatch):
-    from kindling import jobsig
-    from kindling.client import Client
-    from kindling.envelope import encode_job, new_job
-    from kindling.signed import Keyring
+    from kindling.core import jobsig
+    from kindling.core.envelope import encode_job, new_job
+    from kindling.producer.client import Client
+    from kindling.shared.signed import Keyring
 
     for key, value in localstack.items():
         monkeypatch.setenv(key, value)
@@ -79,10 +79,10 @@ def test_a_body_reaches_the_function_byte_for_byte(signed_stack, localstack, mon
     """The worker verifies the signature over the body it receives, so a signed body that runs
     arrived unchanged. These bodies are ones a JSON re-serialization on the way would change:
     unusual spacing, a newline, non-ASCII characters unescaped, a JSON string (not an object)."""
-    from kindling import jobsig
-    from kindling.client import Client
-    from kindling.envelope import new_job, to_dict
-    from kindling.signed import Keyring
+    from kindling.core import jobsig
+    from kindling.core.envelope import new_job, to_dict
+    from kindling.producer.client import Client
+    from kindling.shared.signed import Keyring
 
     for key, value in localstack.items():
         monkeypatch.setenv(key, value)

@@ -12,11 +12,11 @@ import zipfile
 
 import boto3
 import pytest
-from kindling import codec
-from kindling.client import Call, Client
-from kindling.envelope import encode_job, new_job
-from kindling.results import from_item
-from kindling.status import FINAL
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.status import FINAL
+from kindling.producer.client import Call, Client
+from kindling.stores.results import from_item
 
 pytestmark = pytest.mark.localstack
 

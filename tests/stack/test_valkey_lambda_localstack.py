@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kindling.valkey.keys import derived_keys, flag_key
+from kindling.core.valkey.keys import derived_keys, flag_key
 
 pytestmark = [pytest.mark.localstack, pytest.mark.valkey, pytest.mark.slow]
 
@@ -20,7 +20,7 @@ STREAM = "it:jobs"  # the deployed worker drains this stream only (ValkeyStream)
 
 def _fresh_stream(url: str) -> str:
     """The stack's stream, emptied of what an earlier test left."""
-    from kindling.valkey.connection import connect
+    from kindling.shared.valkey.connection import connect
 
     client = connect(url)
     client.delete(STREAM, *derived_keys(STREAM), *(flag_key(STREAM, n) for n in range(16)))
@@ -58,7 +58,7 @@ def _drop_a_stack_with_a_schedule(cfn) -> None:
 
 def _records(table: str) -> list[dict]:
     import boto3
-    from kindling.results import from_item
+    from kindling.stores.results import from_item
 
     pages = boto3.client("dynamodb").get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
     return [from_item(item) for page in pages for item in page["Items"]]

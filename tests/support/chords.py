@@ -1,4 +1,4 @@
-"""A chord's completing member, failed or killed at each of its steps (kindling.followups).
+"""A chord's completing member, failed or killed at each of its steps (kindling.engine.followups).
 
 The same scenario runs on every result store that holds chords (memory, DynamoDB on moto,
 Valkey): member 0 of a two-member chord succeeds, then member 1, the one that completes
@@ -12,10 +12,10 @@ delivers a message twice), while the callback runs and after the chord claim's l
 
 from __future__ import annotations
 
-from kindling.envelope import encode_job, new_job
-from kindling.errors import StoreUnavailable
-from kindling.followups import callback_id, member_id
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.errors import StoreUnavailable
+from kindling.engine.followups import callback_id, member_id
+from kindling.engine.runner import Delivery, Runner
 
 
 class Crash(BaseException):
@@ -72,7 +72,7 @@ class Trap:
 
 def registry():
     """``add`` for the members and ``total`` for the callback; ``runs`` notes every run."""
-    from kindling.registry import Registry
+    from kindling.core.registry import Registry
 
     reg = Registry()
     reg.runs = []
@@ -139,10 +139,11 @@ def sent_and_ran(sent: list, chord_id: str, runs: list) -> tuple[int, int]:
 
 
 class Clock:
-    """kindling.followups' clock, moved on by hand: a claim's lease passes without waiting."""
+    """kindling.engine.followups' clock, moved on by hand: a claim's lease passes without waiting."""
 
     def __init__(self, monkeypatch):
-        from kindling import envelope, followups
+        from kindling.core import envelope
+        from kindling.engine import followups
 
         self.shift_ms = 0
         monkeypatch.setattr(followups, "now_ms", lambda: envelope.now_ms() + self.shift_ms)

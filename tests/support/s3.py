@@ -3,7 +3,7 @@ must be refused before any read."""
 
 from __future__ import annotations
 
-from kindling.aws.s3 import S3Client
+from kindling.drivers.aws.s3 import S3Client
 
 
 class CountingS3(S3Client):

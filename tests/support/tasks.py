@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from kindling import current_job
-from kindling.batch import Delivery
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
+from kindling.core.batch import Delivery
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
 
 
 def recording_registry() -> Registry:

@@ -187,7 +187,7 @@ class ValkeyCluster:
 
     def _replicas_shown(self) -> bool:
         """Whether CLUSTER SLOTS lists ``replicas`` replicas for every slot range."""
-        from kindling.valkey.connection import connect
+        from kindling.shared.valkey.connection import connect
 
         client = connect(self.alive()[0].url)
         try:
@@ -214,7 +214,7 @@ class ValkeyCluster:
 
     def owner_port(self, key: str) -> int:
         """The port of the primary serving ``key``'s slot."""
-        from kindling.valkey.cluster import key_slot
+        from kindling.drivers.valkey.cluster import key_slot
 
         slot = key_slot(key)
         for port, spans in self._primaries().items():

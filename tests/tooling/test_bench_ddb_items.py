@@ -4,12 +4,12 @@
 import importlib.util
 from pathlib import Path
 
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore, to_item
-from kindling.runner import Delivery
-from kindling.valkey.connection import default_consumer
-from kindling.valkey.worker import _build_runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery
+from kindling.shared.valkey.connection import default_consumer
+from kindling.stores.results import MemoryResultStore, to_item
+from kindling.triggers.valkey.worker import _build_runner
 
 _PATH = Path(__file__).resolve().parents[2] / "infra" / "bench" / "systems" / "ddb_child.py"
 _spec = importlib.util.spec_from_file_location("bench_ddb_child", _PATH)

@@ -7,7 +7,7 @@ whole start; this keeps the modules it removed from coming back.
 import subprocess
 import sys
 
-from kindling import cli
+from kindling.tools import cli
 
 ARGV = ["worker", "--valkey", "redis://127.0.0.1:1/0", "--tasks", "tasks.py", "--burst", "--concurrency", "8"]
 
@@ -21,7 +21,8 @@ def test_the_worker_command_line_imports_no_pathlib_shutil_subprocess_or_other_c
         "import sys\n"
         "from kindling import cli\n"
         f"cli.parser('worker').parse_args({ARGV!r})\n"
-        "print(' '.join(sorted(m for m in ('pathlib', 'shutil', 'subprocess', 'kindling.ops', 'kindling.ops.cli')"
+        "print(' '.join(sorted(m for m in ('pathlib', 'shutil', 'subprocess', 'kindling.tools.ops',"
+        " 'kindling.tools.ops.cli')"
         " if m in sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + code],

@@ -145,7 +145,7 @@ sentry_sdk.init = lambda **options: real_init(**{**options, "transport": Kept})
 import sentry_hooks  # noqa: E402,F401 - registers the hooks, as app.py would
 
 from kindling import task  # noqa: E402
-from kindling.testing import eager  # noqa: E402
+from kindling.tools.testing import eager  # noqa: E402
 
 
 @task(name="charge", max_attempts=2)
@@ -181,9 +181,9 @@ import json, os, warnings
 from moto import mock_aws
 mock_aws().start()
 import boto3
-from kindling.envelope import encode_job, new_job
-from kindling.handler import LambdaWorker
-from kindling.stores import MemoryResultStore
+from kindling.core.envelope import encode_job, new_job
+from kindling.triggers.sqs.handler import LambdaWorker
+from kindling.stores.memory import MemoryResultStore
 
 
 class Context:
@@ -325,7 +325,7 @@ def test_sending_and_reading_a_result_runs_against_a_queue_a_worker_drains(table
     queue = make_queue("jobs")
     env = {"KINDLING_QUEUE_URL": queue, "KINDLING_TABLE": table}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "kindling.cli", "worker", "--tasks", str(EXAMPLES / "tasks.py"), "--wait", "1"],
+        [sys.executable, "-m", "kindling.tools.cli", "worker", "--tasks", str(EXAMPLES / "tasks.py"), "--wait", "1"],
         cwd=EXAMPLES, env=example_env(**env), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         done = run_example("send_and_read.py", **env)
@@ -356,7 +356,7 @@ def test_the_async_example_sends_one_job_per_request(moto_endpoint):
 
 @pytest.mark.service
 def test_a_job_sent_with_boto3_alone_is_a_valid_envelope_for_the_schema_and_the_worker(moto_endpoint):
-    from kindling import jobsig
+    from kindling.core import jobsig
 
     queue = make_queue("jobs")
     done = run_example("send_with_boto3.py", KINDLING_QUEUE_URL=queue)
@@ -379,7 +379,7 @@ def test_a_job_sent_with_boto3_alone_is_a_valid_envelope_for_the_schema_and_the_
 @pytest.mark.valkey
 @pytest.mark.service
 def test_the_stream_producer_example_adds_its_jobs_to_the_stream(valkey_url):
-    from kindling.valkey.connection import connect
+    from kindling.shared.valkey.connection import connect
 
     client = connect(valkey_url)
     client.execute_command("DEL", "kindling:jobs")
@@ -404,8 +404,8 @@ def schema_errors(envelope: object) -> list[str]:
 
 
 def decoder_error(envelope: object) -> str | None:
-    from kindling.envelope import decode_job
-    from kindling.errors import InvalidJob
+    from kindling.core.envelope import decode_job
+    from kindling.core.errors import InvalidJob
 
     try:
         decode_job(json.dumps(envelope))
@@ -479,7 +479,7 @@ def test_the_schema_and_the_decoder_both_accept(case):
 
 @pytest.mark.parametrize("case", REFUSED)
 def test_the_schema_and_the_decoder_both_refuse(case):
-    from kindling.errors import NewerEnvelope
+    from kindling.core.errors import NewerEnvelope
 
     envelope = REFUSED[case]
     assert schema_errors(envelope) != []
@@ -510,9 +510,9 @@ def variables_in_the_code() -> set[str]:
     found: set[str] = set()
     for path in [*PACKAGE.rglob("*.py"), *(ROOT / "functions").rglob("*.py")]:
         found |= set(re.findall(r"""["'](KINDLING_[A-Z0-9_]*[A-Z0-9])["']""", path.read_text()))
-    config = PACKAGE / "config.py"
+    config = PACKAGE / "shared/config.py"
     if config.exists():  # the variables' table, where there is one
-        from kindling import config as config_module
+        from kindling.shared import config as config_module
 
         table = getattr(config_module, "VARIABLES", {})
         found |= {getattr(v, "name", v) for v in table}

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from kindling import cli
+from kindling.tools import cli
 from support import ROOT
 from test_docs import PAGES, fenced_blocks
 

@@ -2,7 +2,7 @@
 
 The layer is built by its own Makefile (tests/conftest.py's ``layer_python`` fixtures), for
 each architecture the template offers. Which modules it ships comes from the import graph
-(kindling/layerfiles.py); these tests check the built layer against the source with a
+(kindling/tools/layerfiles.py); these tests check the built layer against the source with a
 reading of their own, so a module the reader misses is caught here.
 """
 
@@ -112,7 +112,7 @@ print(importlib.metadata.version("orjson"), orjson.dumps({{"a": 1}}).decode())
 def test_every_shipped_module_imports_from_the_layer_alone(layer_python):
     """No site-packages (-S): the layer and the standard library, as in Lambda without boto3."""
     # boto3, pydantic and opentelemetry, which these import at once, are the function's to bring.
-    names = sorted(shipped(layer_python) - {"kindling.client", "kindling.models", "kindling.otel"})
+    names = sorted(shipped(layer_python) - {"kindling.producer.client", "kindling.core.models", "kindling.shared.otel"})
     code = IMPORT_ALL.format(layer=str(layer_python), names=names)
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.split() == ["3.13.0", '{"a":1}']
@@ -121,7 +121,7 @@ def test_every_shipped_module_imports_from_the_layer_alone(layer_python):
 TRACEBACK = """
 import sys, traceback
 sys.path[:0] = [{layer!r}]
-from kindling.envelope import decode_job
+from kindling.core.envelope import decode_job
 try:
     decode_job(b"not a job")
 except Exception:
@@ -134,7 +134,7 @@ def test_a_traceback_through_the_layer_names_the_file_and_line(layer_python):
     the source of the same release (the wheel, the repository) shows."""
     out = subprocess.run([sys.executable, "-S", "-c", TRACEBACK.format(layer=str(layer_python))],
                          capture_output=True, text=True, timeout=60, check=True)
-    assert 'File "/opt/python/kindling/envelope.py", line ' in out.stdout, out.stdout
+    assert 'File "/opt/python/kindling/core/envelope.py", line ' in out.stdout, out.stdout
 
 
 @pytest.mark.parametrize("fixture", ["layer_python", "layer_python_arm64"])
@@ -164,7 +164,7 @@ def write_package(root: Path, files: dict[str, str]) -> str:
 
 def test_the_reader_follows_function_level_and_lazy_imports_but_not_typing_only_ones(tmp_path):
     src = write_package(tmp_path / "kindling", {
-        "__init__.py": "from kindling.handler import run\n",
+        "__init__.py": "from kindling.triggers.sqs.handler import run\n",
         "handler.py": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from kindling import cli\n"
                       "def run():\n    from kindling.rare import go\n    import kindling.sub\n",
         "rare.py": "def go():\n    pass\n",
@@ -174,7 +174,7 @@ def test_the_reader_follows_function_level_and_lazy_imports_but_not_typing_only_
         "sub/migrate.py": "from kindling import cli\n",
         "cli.py": "import kindling.rare\n",
     })
-    assert layerfiles.reachable(src, ("kindling",)) == {"kindling", "kindling.handler", "kindling.rare",
+    assert layerfiles.reachable(src, ("kindling",)) == {"kindling", "kindling.triggers.sqs.handler", "kindling.rare",
                                                           "kindling.sub", "kindling.sub.worker"}
 
 

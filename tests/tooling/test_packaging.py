@@ -76,13 +76,13 @@ def test_the_wheel_holds_every_module_the_typing_files_the_dashboard_page_and_th
     names = set(wheel_names(dists["wheel"]))
     package = {f"kindling/{p.relative_to(SOURCE).as_posix()}" for p in SOURCE.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".pyc")}
-    assert {"kindling/py.typed", "kindling/registry.pyi", "kindling/dashboard/static/index.html"} <= package
+    assert {"kindling/py.typed", "kindling/core/registry.pyi", "kindling/tools/dashboard/static/index.html"} <= package
     assert package - names == set()
     dist_info = f"kindling_jobs-{source_version()}.dist-info"
     assert f"{dist_info}/licenses/LICENSE" in names
     with zipfile.ZipFile(dists["wheel"]) as z:
         entry_points = z.read(f"{dist_info}/entry_points.txt").decode()
-    assert re.search(r"^kindling = kindling\.cli:main$", entry_points, re.M), entry_points
+    assert re.search(r"^kindling = kindling\.tools\.cli:main$", entry_points, re.M), entry_points
 
 
 def test_the_wheel_holds_the_kindling_package_only_never_the_tests_or_the_example_worker(dists):
@@ -119,7 +119,7 @@ def _fresh_venv(where: Path) -> tuple[Path, Path]:
 
 EAGER = """
 from kindling import task
-from kindling.testing import eager
+from kindling.tools.testing import eager
 
 @task
 def add(x, y):

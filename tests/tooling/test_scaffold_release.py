@@ -18,7 +18,7 @@ OWN = {"template.yaml": "template.yaml", "layers/kindling/Makefile": "layers/kin
 
 def test_an_installed_release_scaffolds_with_this_repositorys_template_and_build_files(tmp_path):
     site = install_release(tmp_path)
-    probe = ("import json, kindling, kindling.scaffold as s; "
+    probe = ("import json, kindling, kindling.tools.scaffold as s; "
              "print(json.dumps([kindling.__file__, {k: v.decode() for k, v in s.files().items()}]))")
     out = subprocess.run([sys.executable, "-c", probe], env=dict(os.environ, PYTHONPATH=str(site)),
                          capture_output=True, text=True, check=True).stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from cfnlint.decode import cfn_yaml
-from kindling import routing
+from kindling.core import routing
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "infra/queues"))

@@ -52,7 +52,7 @@ def _calls(path: Path, client: str) -> set[str]:
 
 
 def test_producers_policy_holds_what_the_client_calls_and_no_more():
-    producer = [PACKAGE / name for name in ("client.py", "sqs_send.py", "handles.py")]  # what Client sends through
+    producer = [PACKAGE / name for name in ("producer/client.py", "shared/sqs_send.py", "producer/handles.py")]
     needed = set().union(*(_calls(path, c) for path in producer for c in ("sqs", "dynamodb")))
     assert needed == {"sqs:SendMessage", "sqs:GetQueueAttributes", "dynamodb:GetItem"}
     allowed = _allowed("ProducersPolicy")
@@ -71,7 +71,7 @@ def test_producers_policy_holds_what_the_client_calls_and_no_more():
 
 def test_operators_policy_holds_every_call_of_the_cli_and_the_dashboard():
     needed = set()
-    for module in [*(PACKAGE / "ops").glob("*.py"), *(PACKAGE / "dashboard").glob("*.py")]:
+    for module in [*(PACKAGE / "tools/ops").glob("*.py"), *(PACKAGE / "tools/dashboard").glob("*.py")]:
         needed |= _calls(module, "sqs") | _calls(module, "dynamodb")
     assert {"dynamodb:Query", "dynamodb:TransactWriteItems", "dynamodb:UpdateItem",
             "sqs:StartMessageMoveTask"} <= needed

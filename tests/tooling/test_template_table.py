@@ -52,6 +52,6 @@ def test_the_worker_gets_the_status_shard_count():
     env = TEMPLATE["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     assert env["KINDLING_STATUS_SHARDS"] == {"Ref": "StatusIndexShards"}
     shards = TEMPLATE["Parameters"]["StatusIndexShards"]
-    from kindling import records
+    from kindling.core import records
 
     assert (shards["Default"], shards["MinValue"], shards["MaxValue"]) == (records.SHARDS, 1, records.MAX_STATUS_SHARDS)

@@ -1,8 +1,8 @@
 """Each vocabulary has one home, read from the source: a job's or a chord's status is never
-retyped as a string outside :mod:`kindling.status`, and is imported from there, not from a
+retyped as a string outside :mod:`kindling.core.status`, and is imported from there, not from a
 module that happens to import it too; the job-id charset is written in
-:mod:`kindling.envelope` alone, and every record key prefix (``<kind>#``) in
-:mod:`kindling.records` alone.
+:mod:`kindling.core.envelope` alone, and every record key prefix (``<kind>#``) in
+:mod:`kindling.core.records` alone.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "layers/kindling/kindling"
 ROOT = PACKAGE.parents[2]
 
-# The words themselves, written out: reading them from kindling.status would let a word
+# The words themselves, written out: reading them from kindling.core.status would let a word
 # dropped from there pass unnoticed here.
 STATUS_WORDS = {"succeeded", "failed", "dead", "rejected", "skipped", "deferred", "duplicate", "queued", "revoked",
                 "waiting", "completed"}
@@ -87,7 +87,7 @@ def _status_imports(path: Path) -> list[str]:
     bad = []
     for node in ast.walk(ast.parse(path.read_text())):
         if (isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "kindling"
-                and node.module != "kindling.status"):
+                and node.module != "kindling.core.status"):
             bad += [f"{path.relative_to(ROOT)}:{node.lineno} {a.name} from {node.module}"
                     for a in node.names if a.name in STATUS_NAMES]
     return bad
@@ -99,7 +99,7 @@ def test_statuses_are_imported_from_the_status_module():
 
 
 def test_the_runner_does_not_export_the_statuses():
-    tree = ast.parse((PACKAGE / "runner.py").read_text())
+    tree = ast.parse((PACKAGE / "engine/runner.py").read_text())
     exported = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                     and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets))
     assert sorted(set(exported) & STATUS_NAMES) == []
@@ -122,7 +122,7 @@ def test_every_record_key_prefix_is_written_in_records_alone():
     """``#`` occurs in no job id, so ``<kind>#<id>`` keys never land on a job's record:
     the kinds (rejected, chord, revive...) are one list, in one module."""
     prefixes = [f"{p.relative_to(PACKAGE)}:{c.lineno} {c.value!r}" for p in sorted(PACKAGE.rglob("*.py"))
-                if p.relative_to(PACKAGE) != Path("records.py")
+                if p.relative_to(PACKAGE) != Path("core/records.py")
                 for c in _constants(p) if c.value.endswith("#") and c.value[:-1].isalpha() and c.value.islower()
                 ]
     assert prefixes == []
@@ -132,9 +132,9 @@ _LUA_STATUS = re.compile(r"status\s*(?:==|~=|=|or)\s*'([a-z ]+)'")
 
 
 def test_the_lua_scripts_write_only_the_status_modules_words():
-    """Lua cannot import kindling.status: the scripts spell the words out, so each one they
+    """Lua cannot import kindling.core.status: the scripts spell the words out, so each one they
     compare or write must be one the status module defines."""
-    from kindling import status
+    from kindling.core import status
 
     known = status.Status.ALL | status.CHORD_STATUSES
     spelled = {(f"{p.relative_to(PACKAGE)}", word) for p in sorted(PACKAGE.rglob("*.py")) for c in _constants(p)

@@ -1,12 +1,12 @@
 """A job's record keeps a bounded preview of its arguments (the dashboard's job page shows it),
 built in records.build_record alone, and never for a task with ``redact=True``."""
 
-from kindling import codec
-from kindling.envelope import encode_job, new_job
-from kindling.records import MAX_ARGS_PREVIEW_BYTES, build_record
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.records import MAX_ARGS_PREVIEW_BYTES, build_record
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import MemoryResultStore
 
 
 def test_every_outcome_of_a_run_records_its_arguments_as_a_preview():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kindling.errors import EnqueueError, EnqueueUncertain
+from kindling.core.errors import EnqueueError, EnqueueUncertain
 
 
 class Lost(ConnectionError):
@@ -37,8 +37,8 @@ class FakeClient:
 
 @pytest.fixture
 def producer_with(monkeypatch):
-    from kindling import codec
-    from kindling.valkey.producer import StreamProducer
+    from kindling.core import codec
+    from kindling.producer.valkey import StreamProducer
 
     monkeypatch.setattr(codec, "use_orjson", lambda: True)  # keep this process's codec as it is
     monkeypatch.delenv("KINDLING_WORKER_FUNCTION", raising=False)

@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
-from kindling import aws
-from kindling.aws import chain
-from kindling.aws.chain import ADVISORY_REFRESH, MANDATORY_REFRESH, refresh_due
-from kindling.aws.client import get_credentials
+from kindling.drivers import aws
+from kindling.drivers.aws import chain
+from kindling.drivers.aws.chain import ADVISORY_REFRESH, MANDATORY_REFRESH, refresh_due
+from kindling.drivers.aws.client import get_credentials
 
 CHAIN_ENV = (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
@@ -259,31 +259,32 @@ def test_with_keys_in_the_environment_the_rest_of_the_chain_is_never_imported(tm
     code = textwrap.dedent("""
         import os, sys
         os.environ.update(AWS_ACCESS_KEY_ID="AKIDLAMBDA", AWS_SECRET_ACCESS_KEY="s", AWS_SESSION_TOKEN="t")
-        from kindling.aws.client import get_credentials
+        from kindling.drivers.aws.client import get_credentials
         assert get_credentials() == ("AKIDLAMBDA", "s", "t")
-        print(" ".join(sorted(m for m in sys.modules if m.startswith("kindling.aws") or m in
+        print(" ".join(sorted(m for m in sys.modules if m.startswith("kindling.drivers.aws") or m in
                               ("configparser", "xml", "subprocess", "shlex", "re"))))
     """)
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + code],
                          capture_output=True, text=True, check=True)
     loaded = out.stdout.split()
-    assert "kindling.aws.client" in loaded
-    assert not {"kindling.aws.chain", "kindling.aws.profiles", "kindling.aws.sts", "kindling.aws.imds",
+    assert "kindling.drivers.aws.client" in loaded
+    assert not {"kindling.drivers.aws.chain", "kindling.drivers.aws.profiles", "kindling.drivers.aws.sts",
+                "kindling.drivers.aws.imds",
                 "configparser", "subprocess", "shlex", "re"} & set(loaded), loaded
 
 
 def test_without_keys_in_the_environment_the_chain_is_imported(files):
     credentials, _ = files
     write(credentials, "[default]\naws_access_key_id = A\naws_secret_access_key = s\n")
-    code = ("import sys\nfrom kindling.aws.client import get_credentials\nget_credentials()\n"
-            "print('kindling.aws.chain' in sys.modules, 'kindling.aws.profiles' in sys.modules)")
+    code = ("import sys\nfrom kindling.drivers.aws.client import get_credentials\nget_credentials()\n"
+            "print('kindling.drivers.aws.chain' in sys.modules, 'kindling.drivers.aws.profiles' in sys.modules)")
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}\n" + code],
                          capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"]
 
 
 def test_the_command_line_s_one_line_for_missing_credentials_keeps_the_sources(files):
-    from kindling import exits
+    from kindling.tools import exits
 
     with pytest.raises(aws.AwsError) as info:
         get_credentials()

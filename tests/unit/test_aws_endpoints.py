@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from botocore.endpoint_provider import EndpointProvider
-from kindling.aws import JsonClient
-from kindling.aws.endpoints import aws_endpoint, partition_of
+from kindling.drivers.aws import JsonClient
+from kindling.drivers.aws.endpoints import aws_endpoint, partition_of
 
-# The services kindling.aws calls: JSON clients (client.py), S3 (s3.py), Lambda (the
+# The services kindling.drivers.aws calls: JSON clients (client.py), S3 (s3.py), Lambda (the
 # Valkey kick), STS (web identity credentials).
 JSON_SERVICES = ("dynamodb", "sqs", "secretsmanager", "ssm", "lambda", "sts")
 FLAGS = ((False, False), (False, True), (True, False), (True, True))
@@ -202,7 +202,7 @@ def test_the_config_file_s_endpoint_settings(config, monkeypatch):
 
 
 def test_the_global_endpoints_of_sts_and_s3(config, monkeypatch):
-    from kindling.aws.s3 import S3Client
+    from kindling.drivers.aws.s3 import S3Client
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     assert S3Client().url("kindling-bucket", "k") == "https://kindling-bucket.s3.amazonaws.com/k"

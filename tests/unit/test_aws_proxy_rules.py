@@ -6,7 +6,7 @@ from __future__ import annotations
 import urllib.request
 
 import pytest
-from kindling.aws.proxy import Proxy, bypass, proxy_for
+from kindling.drivers.aws.proxy import Proxy, bypass, proxy_for
 
 HOSTS = [("dynamodb.eu-west-1.amazonaws.com", None), ("dynamodb.eu-west-1.amazonaws.com", 443),
          ("sqs.us-east-1.amazonaws.com", None), ("127.0.0.1", 4566), ("localhost", None), ("169.254.169.254", None),

@@ -1,4 +1,4 @@
-"""kindling.backoff: full-jitter exponential backoff without the random module."""
+"""kindling.core.backoff: full-jitter exponential backoff without the random module."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kindling.backoff import compute_backoff
+from kindling.core.backoff import compute_backoff
 
 
 @given(
@@ -38,17 +38,17 @@ def test_bad_arguments_are_refused():
 def test_importing_it_loads_nothing_else():
     """No random (it would cost the cold path ~1 ms), nothing at all beyond the module."""
     probe = (
-        "import sys, kindling; before = set(sys.modules); import kindling.backoff; "
+        "import sys, kindling; before = set(sys.modules); import kindling.core.backoff; "
         "print(' '.join(sorted(set(sys.modules) - before)))"
     )
     layer = Path(__file__).resolve().parents[2] / "layers/kindling"
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(layer)})
-    assert out.stdout.split() == ["kindling.backoff"]
+    assert out.stdout.split() == ["kindling.core.backoff"]
 
 
 def test_a_pause_never_exceeds_the_ceiling_it_announces_and_resets_when_the_dependency_answers():
-    from kindling.backoff import Pauses, backoff_ceiling
+    from kindling.core.backoff import Pauses, backoff_ceiling
 
     pauses = Pauses(base=0.05, cap=5.0)
     announced = []

@@ -5,10 +5,11 @@ call of a task that reads :func:`kindling.current_job` (Celery's ``self.request`
 from __future__ import annotations
 
 import pytest
-from kindling import chain, chord, current_job, dispatch, group
-from kindling.handles import JobHandle
-from kindling.registry import Registry
-from kindling.testing import eager
+from kindling import chain, chord, current_job, group
+from kindling.core.registry import Registry
+from kindling.producer import dispatch
+from kindling.producer.handles import JobHandle
+from kindling.tools.testing import eager
 
 
 @pytest.fixture
@@ -125,8 +126,8 @@ def test_a_direct_call_inside_a_job_sees_its_own_context_not_the_jobs(reg):
 
 
 def test_the_envelope_takes_immutable_only_as_true_on_a_chained_call():
-    from kindling.envelope import decode_job, encode_job, new_job
-    from kindling.errors import InvalidJob
+    from kindling.core.envelope import decode_job, encode_job, new_job
+    from kindling.core.errors import InvalidJob
 
     step = {"task": "note", "args": ["x"], "kwargs": {}, "immutable": True}
     assert decode_job(encode_job(new_job("add", [1], chain=[step]))).chain == [step]

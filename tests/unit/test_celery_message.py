@@ -1,5 +1,5 @@
 """Celery's task message (protocol 2, as kombu's SQS transport sends it) read as a job by
-kindling.envelope.decode_job, and refused with a reason where kindling cannot honour it."""
+kindling.core.envelope.decode_job, and refused with a reason where kindling cannot honour it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from kindling.envelope import decode_job, encode_job, new_job
-from kindling.errors import InvalidJob
+from kindling.core.envelope import decode_job, encode_job, new_job
+from kindling.core.errors import InvalidJob
 from support.celery_messages import celery_body
 
 ID = "0b1c5a4e-3f0e-4c53-9b6a-2f7f5d1e9a11"
@@ -55,14 +55,14 @@ def test_kindling_envelopes_never_load_the_celery_reader():
     probe = f"""
 import sys
 sys.path.insert(0, {sys.path[0]!r})
-from kindling.envelope import decode_job
+from kindling.core.envelope import decode_job
 decode_job({encode_job(new_job("orders.add", [1])).decode()!r})
 for bad in ("{{not json", '{{"headers": 1}}'):
     try:
         decode_job(bad)
     except Exception:
         pass
-print("kindling.celery_message" in sys.modules)
+print("kindling.core.celery_message" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

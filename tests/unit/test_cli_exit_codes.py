@@ -1,11 +1,11 @@
 """Every error the command expects maps to one line naming its cause and fix, and an exit
-code that argparse's usage error (2) never shares (kindling.exits)."""
+code that argparse's usage error (2) never shares (kindling.tools.exits)."""
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, NoRegionError
-from kindling.errors import EnqueueError, JobFailed, JobTimeout, KindlingError
-from kindling.exits import ERROR, JOB_FAILED, TIMEOUT, USAGE, UsageError, describe, need
-from kindling.ops import OpsError
+from kindling.core.errors import EnqueueError, JobFailed, JobTimeout, KindlingError
+from kindling.tools.exits import ERROR, JOB_FAILED, TIMEOUT, USAGE, UsageError, describe, need
+from kindling.tools.ops import OpsError
 
 
 def client_error(code: str, message: str, operation: str) -> ClientError:

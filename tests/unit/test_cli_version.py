@@ -2,7 +2,7 @@
 
 import kindling
 import pytest
-from kindling import cli
+from kindling.tools import cli
 
 
 def test_kindling_version_prints_the_package_version_and_exits_zero(capsys):

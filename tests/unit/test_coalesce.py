@@ -1,4 +1,4 @@
-"""Concurrent awaits coalesced into batches (kindling.coalesce): batch sizes, each await's own
+"""Concurrent awaits coalesced into batches (kindling.producer.coalesce): batch sizes, each await's own
 outcome in its own place, and cancellation that takes out one call and nothing else."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import threading
 
 import pytest
-from kindling.coalesce import Coalescer
+from kindling.producer.coalesce import Coalescer
 
 
 class Recorder:

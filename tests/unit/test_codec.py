@@ -9,7 +9,7 @@ import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kindling import codec
+from kindling.core import codec
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
@@ -48,7 +48,7 @@ def test_special_types_are_written_like_orjson():
 
 
 def test_the_standard_codec_imports_neither_json_nor_orjson():
-    code = ("import sys, kindling.codec as c; c.loads('[1]'); c.dumps({'a': 1}); "
+    code = ("import sys, kindling.core.codec as c; c.loads('[1]'); c.dumps({'a': 1}); "
             "print(sorted(m for m in ('json', 'orjson', 're') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path[:0] = {sys.path!r}; {code}"],
                          capture_output=True, text=True, check=True).stdout

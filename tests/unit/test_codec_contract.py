@@ -1,6 +1,6 @@
 """One JSON contract whichever engine runs: the Lambda handler and eager mode use the
 interpreter's C codec, long-lived processes switch to orjson (``codec.use_orjson()``), and
-a job must not change meaning between them (see kindling/codec.py's docstring)."""
+a job must not change meaning between them (see kindling/core/codec.py's docstring)."""
 
 import dataclasses
 import datetime
@@ -12,11 +12,11 @@ import uuid
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kindling import codec
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import MemoryResultStore
 
 STANDARD = (codec._loads, codec._dumps)
 ORJSON = codec._orjson_engine()
@@ -278,7 +278,7 @@ def test_every_sender_refuses_the_same_arguments(engine, args, monkeypatch):
 
 @pytest.mark.parametrize("engine", [STANDARD, ORJSON], ids=["standard", "orjson"])
 def test_a_big_integer_argument_arrives_exactly(engine, monkeypatch):
-    from kindling.envelope import decode_job
+    from kindling.core.envelope import decode_job
 
     monkeypatch.setattr(codec, "loads", engine[0])
     monkeypatch.setattr(codec, "dumps", engine[1])
@@ -286,7 +286,7 @@ def test_a_big_integer_argument_arrives_exactly(engine, monkeypatch):
 
 
 def test_eager_mode_refuses_arguments_a_queue_would_refuse():
-    from kindling.testing import eager
+    from kindling.tools.testing import eager
 
     reg = Registry()
     echo = reg.task(name="echo")(lambda value: value)

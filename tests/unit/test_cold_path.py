@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN = ["boto3", "botocore", "aws_lambda_powertools", "asyncio", "valkey", "redis", "pydantic",
              "urllib3", "requests", "orjson", "json", "typing", "inspect", "logging", "socket", "ssl",
-             "opentelemetry", "kindling.otel"]
+             "opentelemetry", "kindling.shared.otel"]
 
 PROBE = """
 import sys
@@ -123,17 +123,20 @@ def test_the_function_build_ships_the_user_s_own_packages_with_bytecode_and_not_
 
 # What a first batch of plain jobs loads of kindling, as of the envelope's version 2: a
 # feature (payloads, chains, signing, tracing...) that adds to it must load lazily instead.
-# 22 modules, as before kindling.digest (SigV4's SHA-256 and HMAC, shared with job
-# signatures) and kindling.aws.endpoints (where a service is, with its generated table) came:
+# 22 modules, as before kindling.core.digest (SigV4's SHA-256 and HMAC, shared with job
+# signatures) and kindling.drivers.aws.endpoints (where a service is, with its generated table) came:
 # the credentials' first step lives in aws.client, the retry rules in aws.errors.
-FIRST_BATCH_MODULES = [
-    "kindling", "kindling.aws", "kindling.aws.client", "kindling.aws.connection",
-    "kindling.aws.endpoints", "kindling.aws.errors", "kindling.aws.signing", "kindling.aws.url",
-    "kindling.batch",
-    "kindling.codec", "kindling.digest", "kindling.dynamo", "kindling.envelope", "kindling.errors", "kindling.handler",
-    "kindling.logs", "kindling.policy", "kindling.records", "kindling.registry", "kindling.runner", "kindling.sqs",
-    "kindling.status",
-]
+FIRST_BATCH_MODULES = sorted([
+    "kindling",
+    "kindling.core.batch", "kindling.core.codec", "kindling.core.digest", "kindling.core.envelope",
+    "kindling.core.errors", "kindling.core.policy", "kindling.core.records", "kindling.core.registry",
+    "kindling.core.status",
+    "kindling.drivers.aws", "kindling.drivers.aws.client", "kindling.drivers.aws.connection",
+    "kindling.drivers.aws.endpoints", "kindling.drivers.aws.errors", "kindling.drivers.aws.signing",
+    "kindling.drivers.aws.url",
+    "kindling.shared.logs", "kindling.stores.dynamo", "kindling.engine.runner",
+    "kindling.triggers.sqs.events", "kindling.triggers.sqs.handler",
+])
 
 
 @pytest.mark.service  # a moto server: to move to tests/service
@@ -148,7 +151,7 @@ def test_a_first_batch_loads_no_sdk_either(layer_python, table):
 import sys
 sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
 import app
-from kindling.envelope import encode_job, new_job
+from kindling.core.envelope import encode_job, new_job
 body = encode_job(new_job("noop")).decode()
 event = {{"Records": [{{"messageId": "m1", "body": body, "attributes": {{"ApproximateReceiveCount": "1"}},
            "eventSource": "aws:sqs"}}]}}
@@ -163,7 +166,7 @@ print(" ".join(sorted(sys.modules)))
     out = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env, check=True)
     loaded = set(out.stdout.split())
     assert not loaded & {"boto3", "botocore", "urllib3", "requests", "asyncio", "orjson", "valkey", "opentelemetry",
-                         "kindling.otel"}
+                         "kindling.shared.otel"}
     stdlib_heavy = {"http", "http.client", "email", "socket", "ssl", "hashlib", "hmac", "urllib", "urllib.parse",
                     "json", "re", "enum", "random", "threading"}
     assert not loaded & stdlib_heavy, sorted(loaded & stdlib_heavy)
@@ -176,7 +179,7 @@ print(" ".join(sorted(sys.modules)))
     assert [i["status"]["S"] for i in item] == ["succeeded"]
 
 
-SIGNING_MODULES = {"kindling.jobsig", "kindling.signed", "kindling.secrets"}
+SIGNING_MODULES = {"kindling.core.jobsig", "kindling.shared.signed", "kindling.drivers.secrets"}
 
 
 @pytest.mark.service  # a moto server: to move to tests/service
@@ -196,8 +199,8 @@ import sys
 sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
 import app
 before = set(sys.modules)
-from kindling import jobsig
-from kindling.envelope import encode_job, new_job
+from kindling.core import jobsig
+from kindling.core.envelope import encode_job, new_job
 body = encode_job(new_job("noop")).decode()
 signature = jobsig.sign("k1", b"s" * 32, "sqs:000000000000:jobs", body)
 forged = encode_job(new_job("noop")).decode()

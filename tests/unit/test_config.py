@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-from kindling import config, policy
+from kindling.core import policy
+from kindling.shared import config
 
-PACKAGE = Path(config.__file__).parent
+PACKAGE = Path(config.__file__).parents[1]
 _NAME = re.compile(r"KINDLING_[A-Z0-9_]+")
 
 
@@ -84,7 +85,7 @@ def _literal_defaults(tree: ast.AST) -> list[int]:
 
 
 # Their max_attempts counts tries of one request (an AWS call, a SendMessageBatch), not a job's.
-REQUEST_RETRIES = {"aws/client.py", "aws/s3.py", "sqs_send.py"}
+REQUEST_RETRIES = {"drivers/aws/client.py", "drivers/aws/s3.py", "shared/sqs_send.py"}
 
 
 def test_the_default_number_of_attempts_is_written_once():
@@ -108,7 +109,7 @@ r = build(3 if max_attempts is None else max_attempts)
 
 
 def _valkey_worker(monkeypatch, **env):
-    from kindling.cli import valkey_worker
+    from kindling.tools.cli import valkey_worker
 
     for name in ("KINDLING_RESULT_TTL_DAYS", "KINDLING_RESULT_TTL_S", "KINDLING_MAX_ATTEMPTS"):
         monkeypatch.delenv(name, raising=False)
@@ -131,9 +132,9 @@ def test_records_and_their_valkey_keys_expire_together_by_one_rule(monkeypatch, 
 
 
 def test_one_default_for_how_long_results_are_kept(monkeypatch):
-    from kindling.handler import LambdaWorker
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
+    from kindling.triggers.sqs.handler import LambdaWorker
     from kindling.valkey import ValkeyResultStore
 
     monkeypatch.delenv("KINDLING_RESULT_TTL_DAYS", raising=False)

@@ -2,10 +2,10 @@
 batch of tasks that opted out of duplicate skipping makes only the write."""
 
 import pytest
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry, Task
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry, Task
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import MemoryResultStore
 
 
 @pytest.fixture

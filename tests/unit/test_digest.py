@@ -1,5 +1,5 @@
 """One SHA-256 and HMAC-SHA256 for kindling: job signatures (jobsig), SigV4 (aws.signing)
-and every digest go through kindling.digest, which matches the standard library's."""
+and every digest go through kindling.core.digest, which matches the standard library's."""
 
 import ast
 import hashlib
@@ -7,8 +7,8 @@ import hmac
 from pathlib import Path
 
 import pytest
-from kindling import digest, jobsig
-from kindling.aws import signing
+from kindling.core import digest, jobsig
+from kindling.drivers.aws import signing
 
 PACKAGE = Path(digest.__file__).parent
 

@@ -6,10 +6,11 @@ import time
 import types
 
 import pytest
-from kindling import chain, dispatch, group, handles
-from kindling.errors import JobFailed
-from kindling.registry import Registry
-from kindling.testing import eager
+from kindling import chain, group
+from kindling.core.errors import JobFailed
+from kindling.core.registry import Registry
+from kindling.producer import dispatch, handles
+from kindling.tools.testing import eager
 
 
 @pytest.fixture
@@ -100,7 +101,7 @@ def test_eager_mode_is_the_producer_it_installs_and_restores(reg):
 
 
 def test_kindling_eager_installs_the_eager_producer_for_the_process(reg, monkeypatch, no_waiting):
-    from kindling.testing import Eager
+    from kindling.tools.testing import Eager
 
     monkeypatch.setenv("KINDLING_EAGER", "1")
     before = dispatch.set_producer(None)

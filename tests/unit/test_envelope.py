@@ -1,7 +1,7 @@
 import pytest
-from kindling import codec
-from kindling.envelope import Job, decode_job, encode_job, new_job, new_job_id, replace
-from kindling.errors import InvalidJob
+from kindling.core import codec
+from kindling.core.envelope import Job, decode_job, encode_job, new_job, new_job_id, replace
+from kindling.core.errors import InvalidJob
 
 
 def test_round_trip():
@@ -62,7 +62,7 @@ def test_every_invalid_message_gets_a_clear_reason(body, reason):
 
 
 def test_an_enqueue_time_more_than_a_day_ahead_of_the_worker_clock_is_refused(monkeypatch):
-    import kindling.envelope as envelope_module
+    import kindling.core.envelope as envelope_module
 
     monkeypatch.setattr(envelope_module, "now_ms", lambda: NOW_MS)
     decode_job(envelope(enqueued_at=NOW_MS + DAY_MS))  # clocks disagree by up to a day: accepted

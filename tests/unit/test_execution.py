@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STRATEGIES = {"kindling.execution", "kindling.execution.threaded", "kindling.execution.asyncrun",
-              "kindling.execution.fifo"}
+STRATEGIES = {"kindling.engine.execution", "kindling.engine.execution.threaded", "kindling.engine.execution.asyncrun",
+              "kindling.engine.execution.fifo"}
 
 PROBE = """
 import sys
 sys.path[:0] = [{layer!r}]
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.stores.results import MemoryResultStore
+from kindling.engine.runner import Delivery, Runner
 
 reg = Registry()
 
@@ -32,7 +32,7 @@ runner = Runner(reg, MemoryResultStore(), threads={threads}, log=None, metrics=F
 jobs = [new_job(name) for name in {tasks!r}]
 outcomes = runner.run([Delivery(j.id, encode_job(j).decode(), group={group!r}) for j in jobs])
 assert [o.status for o in outcomes] == ["succeeded"] * len(jobs), outcomes
-print(" ".join(sorted(m for m in sys.modules if m.startswith("kindling.execution") or m == "asyncio")))
+print(" ".join(sorted(m for m in sys.modules if m.startswith("kindling.engine.execution") or m == "asyncio")))
 """
 
 
@@ -45,11 +45,11 @@ def loaded_by(tasks: list[str], threads: int = 0, group: str | None = None) -> s
 @pytest.mark.parametrize(("tasks", "threads", "group", "expected"), [
     (["plain", "plain"], 0, None, set()),
     (["plain"], 4, None, set()),  # one job: no pool to start
-    (["plain", "plain"], 4, None, {"kindling.execution", "kindling.execution.threaded"}),
-    (["plain", "coro"], 0, None, {"kindling.execution", "kindling.execution.asyncrun", "asyncio"}),
-    (["plain", "plain"], 4, "g", {"kindling.execution", "kindling.execution.fifo"}),
-    (["plain", "coro"], 0, "g", {"kindling.execution", "kindling.execution.fifo", "kindling.execution.asyncrun",
-                                  "asyncio"}),
+    (["plain", "plain"], 4, None, {"kindling.engine.execution", "kindling.engine.execution.threaded"}),
+    (["plain", "coro"], 0, None, {"kindling.engine.execution", "kindling.engine.execution.asyncrun", "asyncio"}),
+    (["plain", "plain"], 4, "g", {"kindling.engine.execution", "kindling.engine.execution.fifo"}),
+    (["plain", "coro"], 0, "g", {"kindling.engine.execution", "kindling.engine.execution.fifo",
+                                  "kindling.engine.execution.asyncrun", "asyncio"}),
 ])
 def test_a_batch_loads_only_the_strategy_it_runs_with(tasks, threads, group, expected):
     assert loaded_by(tasks, threads, group) == expected

@@ -1,11 +1,11 @@
-"""Every handle waits the same way (kindling.handles.wait): 20 ms, doubling to 1 s, then the
+"""Every handle waits the same way (kindling.producer.handles.wait): 20 ms, doubling to 1 s, then the
 state at the deadline decides; a reader that is ``settled`` (eager mode) is never waited on."""
 
 from __future__ import annotations
 
 import pytest
-from kindling import handles
-from kindling.errors import JobFailed
+from kindling.core.errors import JobFailed
+from kindling.producer import handles
 
 BACKOFF = [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0]
 
@@ -47,8 +47,8 @@ def clock(monkeypatch) -> Clock:
 
 
 def every_handle(reader):
-    from kindling.testing import EagerHandle
-    from kindling.valkey.producer import Sent
+    from kindling.producer.valkey import Sent
+    from kindling.tools.testing import EagerHandle
 
     return {
         "job": handles.JobHandle("j", "t", reader),
@@ -83,7 +83,7 @@ def test_a_settled_reader_is_read_once_and_never_waited_on(clock):
 
 
 def test_the_sqs_client_waits_through_the_same_helper(clock, monkeypatch):
-    from kindling.client import Client
+    from kindling.producer.client import Client
 
     client = Client(queue_url="https://sqs.invalid/q", table="t")
     reader = Pending(3, {"status": "succeeded", "result": '"ok"'})

@@ -7,10 +7,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from kindling import dispatch
-from kindling.errors import JobFailed
-from kindling.registry import Registry
-from kindling.testing import eager
+from kindling.core.errors import JobFailed
+from kindling.core.registry import Registry
+from kindling.producer import dispatch
+from kindling.tools.testing import eager
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,8 +138,8 @@ def test_a_handles_result_has_the_return_type_of_its_task(tmp_path):
         from typing import Any, assert_type
 
         from kindling import Client, task
-        from kindling.handles import JobHandle
-        from kindling.testing import eager
+        from kindling.producer.handles import JobHandle
+        from kindling.tools.testing import eager
         from kindling.valkey import StreamProducer
 
 
@@ -193,6 +193,7 @@ def test_handles_cost_the_worker_nothing(layer_python):
 import sys
 sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
 import app
-assert not {{"kindling.dispatch", "kindling.testing", "kindling.client", "typing"}} & set(sys.modules)
+assert not ({{"kindling.producer.dispatch", "kindling.tools.testing", "kindling.producer.client", "typing"}}
+            & set(sys.modules))
 """
     subprocess.run([sys.executable, "-S", "-c", probe], check=True)

@@ -1,4 +1,4 @@
-"""Hooks (kindling.hooks) through the runner: what they are called with, and that nothing a
+"""Hooks (kindling.engine.hooks) through the runner: what they are called with, and that nothing a
 hook does changes a job's outcome. Every trigger's calls: tests/conformance/test_hook_calls.py."""
 
 import asyncio
@@ -9,12 +9,13 @@ import threading
 import time
 
 import pytest
-from kindling import codec, logs
-from kindling.envelope import encode_job, new_job
-from kindling.errors import StoreUnavailable, TaskDefinitionError
-from kindling.registry import Registry
-from kindling.runner import Delivery, Runner
-from kindling.stores import MemoryResultStore
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.errors import StoreUnavailable, TaskDefinitionError
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.shared import logs
+from kindling.stores.memory import MemoryResultStore
 
 
 def deliver(name, *args, deliveries=1):
@@ -136,19 +137,19 @@ import sys
 import threading
 import time
 sys.path[:0] = [{str(layer_python)!r}]
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.runner import Delivery, Runner
-from kindling.stores import MemoryResultStore
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.memory import MemoryResultStore
 reg = Registry()
 reg.task(name="boom")(lambda: 1 / 0)
 Runner(reg, MemoryResultStore(), log=None, metrics=False).run(
     [Delivery("m", encode_job(new_job("boom")).decode(), 1)])
-assert "kindling.hooks" not in sys.modules, "loaded without a hook"
+assert "kindling.engine.hooks" not in sys.modules, "loaded without a hook"
 reg.on_failure(lambda job, error: None)
 Runner(reg, MemoryResultStore(), log=None, metrics=False).run(
     [Delivery("m", encode_job(new_job("boom")).decode(), 1)])
-assert "kindling.hooks" in sys.modules
+assert "kindling.engine.hooks" in sys.modules
 """
     subprocess.run([sys.executable, "-S", "-c", probe], check=True)
 
@@ -156,8 +157,8 @@ assert "kindling.hooks" in sys.modules
 @pytest.mark.parametrize("results", ["failures", "none"])
 def test_a_success_the_results_policy_does_not_record_still_calls_on_success(results):
     """The results policy decides what is written, not what happened: the hook still hears of it."""
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
     from support.tasks import delivery
 
     reg, seen = Registry(), []
@@ -237,7 +238,7 @@ def test_without_a_budget_hooks_run_to_their_end(calls):
 def test_in_lambda_a_slow_hook_is_abandoned_and_the_batch_is_still_answered(calls):
     """The invocation answers with its batch settled (the failed job reported for its retry)
     while its hooks are still running, instead of running into its timeout."""
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     release = threading.Event()
     reg = Registry()
@@ -270,7 +271,7 @@ def test_in_lambda_a_slow_hook_is_abandoned_and_the_batch_is_still_answered(call
 
 
 def test_with_the_budget_already_spent_no_hook_is_started(calls):
-    from kindling import hooks
+    from kindling.engine import hooks
 
     reg = Registry()
     reg.task(name="ok")(lambda: 1)

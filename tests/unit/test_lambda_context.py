@@ -2,11 +2,11 @@
 Powertools' utilities need it (Idempotency's register_lambda_context)."""
 
 from kindling import current_job
-from kindling.envelope import encode_job, new_job
-from kindling.handler import LambdaWorker
-from kindling.registry import Registry
-from kindling.runner import Delivery, Runner
-from kindling.stores import MemoryResultStore
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.memory import MemoryResultStore
+from kindling.triggers.sqs.handler import LambdaWorker
 
 
 class Context:

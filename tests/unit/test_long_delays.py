@@ -9,13 +9,13 @@ import datetime as dt
 import json
 
 import pytest
-from kindling import sqs
-from kindling.batch import Delivery
-from kindling.client import Client
-from kindling.envelope import Call, encode_job, new_job, now_ms
-from kindling.registry import Registry
-from kindling.runner import Runner
-from kindling.stores import MemoryResultStore
+from kindling.core.batch import Delivery
+from kindling.core.envelope import Call, encode_job, new_job, now_ms
+from kindling.core.registry import Registry
+from kindling.engine.runner import Runner
+from kindling.producer.client import Client
+from kindling.stores.memory import MemoryResultStore
+from kindling.triggers.sqs import events as sqs
 
 
 class FakeSqs:
@@ -72,7 +72,7 @@ def test_eta_is_the_countdown_to_that_moment():
         def send(self, call):
             sent.append(call)
 
-    from kindling import dispatch
+    from kindling.producer import dispatch
 
     before = dispatch.set_producer(Producer())
     try:

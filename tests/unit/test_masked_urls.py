@@ -1,4 +1,4 @@
-"""A URL's credentials never reach a message: kindling.errors.masked_url, the one function
+"""A URL's credentials never reach a message: kindling.core.errors.masked_url, the one function
 every error and log line that can hold a URL (proxies, Valkey URLs, endpoints) goes through,
 and a proxy setting kindling does not support refused once, when the worker is built."""
 
@@ -9,8 +9,9 @@ import io
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from kindling import codec, logs
-from kindling.errors import ConfigurationError, masked_url
+from kindling.core import codec
+from kindling.core.errors import ConfigurationError, masked_url
+from kindling.shared import logs
 
 SECRET = "PASSWORD"
 
@@ -41,7 +42,7 @@ def test_a_urls_credentials_are_masked_wherever_it_stands(text, shown):
 @pytest.mark.parametrize("url", ["https://user:PASSWORD@127.0.0.1:3128", "socks5://user:PASSWORD@127.0.0.1:1080",
                                  "http://user:PASSWORD@127.0.0.1:99999", "http://user:PASSWORD@:3128"])
 def test_a_proxy_kindling_does_not_support_is_refused_with_its_credentials_masked(url):
-    from kindling.aws.proxy import Proxy
+    from kindling.drivers.aws.proxy import Proxy
 
     with pytest.raises(ConfigurationError) as caught:
         Proxy(url)
@@ -52,7 +53,7 @@ def test_a_proxy_kindling_does_not_support_is_refused_with_its_credentials_maske
 @pytest.mark.parametrize("name", ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"])
 def test_the_lambda_worker_refuses_an_unsupported_proxy_when_it_is_built(monkeypatch, name):
     """At the function's start (its init), once, naming the variable: never in a batch."""
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     for each in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
         monkeypatch.delenv(each, raising=False)
@@ -65,7 +66,7 @@ def test_the_lambda_worker_refuses_an_unsupported_proxy_when_it_is_built(monkeyp
 
 
 def test_kindling_worker_refuses_an_unsupported_proxy_before_it_starts(monkeypatch, capsys):
-    from kindling import cli
+    from kindling.tools import cli
 
     monkeypatch.setenv("HTTPS_PROXY", "https://user:PASSWORD@127.0.0.1:3128")
     code = cli.main(["worker", "--queue-url", "http://127.0.0.1:9/000000000000/q", "--table", "t", "--burst"])
@@ -75,9 +76,9 @@ def test_kindling_worker_refuses_an_unsupported_proxy_before_it_starts(monkeypat
 
 @pytest.mark.parametrize("make", ["JsonClient", "S3Client", "LambdaInvoker"])
 def test_an_endpoint_refused_is_shown_masked(make):
-    from kindling.aws.client import JsonClient
-    from kindling.aws.s3 import S3Client
-    from kindling.valkey.kick import LambdaInvoker
+    from kindling.drivers.aws.client import JsonClient
+    from kindling.drivers.aws.s3 import S3Client
+    from kindling.shared.valkey.kick import LambdaInvoker
 
     endpoint = "ftp://user:PASSWORD@127.0.0.1:21"
     build = {"JsonClient": lambda: JsonClient("dynamodb", "DynamoDB_20120810", region="us-east-1", endpoint=endpoint),
@@ -97,7 +98,7 @@ def test_a_log_line_never_carries_a_urls_password():
 
 
 def test_the_command_line_shows_an_error_with_its_urls_masked():
-    from kindling.exits import describe
+    from kindling.tools.exits import describe
 
     class EndpointConnectionError(Exception):
         __module__ = "botocore.exceptions"
@@ -121,8 +122,8 @@ def test_no_password_survives_masking_whatever_it_holds(scheme, user, password, 
 
 
 def test_a_container_credentials_uri_refused_is_shown_masked():
-    from kindling.aws.container import container_credentials
-    from kindling.aws.errors import AwsError
+    from kindling.drivers.aws.container import container_credentials
+    from kindling.drivers.aws.errors import AwsError
 
     with pytest.raises(AwsError) as caught:
         container_credentials("http://user:PASSWORD@creds.invalid/creds")  # refused before any lookup or socket

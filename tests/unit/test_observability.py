@@ -7,11 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from kindling import codec, logs, metrics
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.shared import logs, metrics
+from kindling.stores.results import MemoryResultStore
 
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
@@ -54,7 +55,7 @@ def kindling_line(entry: dict) -> dict:
 
 def test_log_lines_have_powertools_keys_in_powertools_order(lambda_env):
     theirs = powertools_line("job failed", job_id="j1", task="resize")
-    ours = kindling_line({"level": "WARNING", "location": "kindling.runner:run", "message": "job failed",
+    ours = kindling_line({"level": "WARNING", "location": "kindling.engine.runner:run", "message": "job failed",
                           "job_id": "j1", "task": "resize"})
     assert list(ours) == list(theirs)
     for key in ("level", "message", "service", "cold_start", "function_name", "function_memory_size",
@@ -103,11 +104,11 @@ def assert_powertools_location(location: str) -> None:
     function of kindling's whose source spans that line."""
     import inspect
 
-    import kindling.runner
+    import kindling.engine.runner
 
     name, _, line = location.partition(":")
     assert re.fullmatch(r"[A-Za-z_]\w*", name) and line.isdigit(), location
-    sources = [getattr(kindling.runner.Runner, name, None), getattr(kindling.runner, name, None),
+    sources = [getattr(kindling.engine.runner.Runner, name, None), getattr(kindling.engine.runner, name, None),
                getattr(logs, name, None)]
     spans = []
     for fn in filter(None, sources):
@@ -117,7 +118,7 @@ def assert_powertools_location(location: str) -> None:
 
 
 def test_the_runners_other_lines_say_where_they_were_written(lambda_env):
-    from kindling.errors import StoreUnavailable
+    from kindling.core.errors import StoreUnavailable
 
     class Down(MemoryResultStore):
         def begin_read(self, ids, *, deadline=None):
@@ -129,7 +130,7 @@ def test_the_runners_other_lines_say_where_they_were_written(lambda_env):
     Runner(reg, Down(), log=logs.LogSink(buf), metrics=False).run(
         [Delivery("m", encode_job(new_job("ok")).decode(), 1)])
     lines = [codec.loads(line) for line in buf.getvalue().splitlines()]
-    assert lines and all(line["location"] != "kindling.runner:run" for line in lines)
+    assert lines and all(line["location"] != "kindling.engine.runner:run" for line in lines)
     for line in lines:
         assert_powertools_location(line["location"])
 
@@ -247,15 +248,15 @@ def test_logs_and_metrics_load_at_the_first_batch_not_at_import(layer_python):
     probe = f"""
 import sys
 sys.path[:0] = [{str(layer_python)!r}]
-import kindling.handler
-assert "kindling.logs" not in sys.modules and "kindling.metrics" not in sys.modules
+import kindling.triggers.sqs.handler
+assert "kindling.shared.logs" not in sys.modules and "kindling.shared.metrics" not in sys.modules
 assert "logging" not in sys.modules
 """
     subprocess.run([sys.executable, "-S", "-c", probe], check=True)
 
 
 def test_task_code_logs_carry_the_running_jobs_fields(lambda_env, monkeypatch):
-    from kindling.tasklog import get_logger
+    from kindling.shared.tasklog import get_logger
 
     buf = io.StringIO()
     monkeypatch.setattr(logs, "_sink", logs.LogSink(buf))
@@ -284,8 +285,8 @@ def test_task_code_logs_carry_the_running_jobs_fields(lambda_env, monkeypatch):
 def test_the_producers_trace_reaches_the_jobs_log_line_and_record(lambda_env, moto_endpoint, table, monkeypatch):
     """Client -> SQS (AWSTraceHeader) -> the worker's record and log line, on moto."""
     import boto3
-    from kindling.client import Client
-    from kindling.handler import LambdaWorker
+    from kindling.producer.client import Client
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     producer_trace = "Root=1-67891233-abcdef012345678912345678;Parent=53995c3f42cd8ad8;Sampled=1"
     monkeypatch.setenv("_X_AMZN_TRACE_ID", producer_trace)

@@ -1,7 +1,7 @@
 """The optional alarms in template.yaml: off by default, and watching what kindling emits
 (read with two named queues rendered in, each with the jobs queue's two alarms)."""
 
-from kindling import metrics
+from kindling.shared import metrics
 from support.templates import template
 
 TEMPLATE = template(["reports", "bulk"])

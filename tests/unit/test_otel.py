@@ -1,4 +1,4 @@
-"""OpenTelemetry spans per job (kindling.otel), read back through the SDK's in-memory exporter."""
+"""OpenTelemetry spans per job (kindling.shared.otel), read back through the SDK's in-memory exporter."""
 
 import asyncio
 import os
@@ -8,11 +8,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kindling.envelope import encode_job, new_job
-from kindling.errors import StoreUnavailable
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.errors import StoreUnavailable
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import MemoryResultStore
 
 trace = pytest.importorskip("opentelemetry.trace")
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
@@ -122,7 +122,7 @@ def test_inside_an_active_span_the_job_is_its_child_and_links_to_the_producer(sp
                                     "Root=1-00000000-000000000000000000000000;Parent=53995c3f42cd8ad8",
                                     "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=0000000000000000"])
 def test_a_header_without_a_usable_parent_starts_a_trace_of_its_own(spans, header):
-    from kindling.otel import producer_context
+    from kindling.shared.otel import producer_context
 
     assert producer_context(header) is None
     Runner(registry(), MemoryResultStore(), log=None, otel=True).run([delivery("ok", 1, trace_header=header)])
@@ -132,7 +132,7 @@ def test_a_header_without_a_usable_parent_starts_a_trace_of_its_own(spans, heade
 
 
 def test_sampled_0_is_kept_and_an_open_decision_is_sampled():
-    from kindling.otel import producer_context
+    from kindling.shared.otel import producer_context
 
     root = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8"
     assert not producer_context(root + ";Sampled=0").trace_flags.sampled
@@ -192,7 +192,7 @@ def test_kindling_otel_1_turns_spans_on(spans, monkeypatch, value, on):
 @pytest.mark.service  # a moto server: to move to tests/service
 def test_the_lambda_handler_opens_a_span_per_job_from_the_sqs_trace_header(spans, table, monkeypatch):
     import tasks  # noqa: F401  the example tasks in functions/worker
-    from kindling.handler import LambdaWorker
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     monkeypatch.setenv("KINDLING_TABLE", table)
     monkeypatch.setenv("KINDLING_OTEL", "1")
@@ -210,17 +210,17 @@ def test_the_lambda_handler_opens_a_span_per_job_from_the_sqs_trace_header(spans
 
 PROBE = """
 import sys
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.stores.results import MemoryResultStore
+from kindling.engine.runner import Delivery, Runner
 import importlib.util
 assert importlib.util.find_spec("opentelemetry") is not None  # installed, so only the switch keeps it out
 reg = Registry()
 reg.task(name="one")(lambda: 1)
 outcomes = Runner(reg, MemoryResultStore(), log=None).run([Delivery("m", encode_job(new_job("one")))])
 assert outcomes[0].status == "succeeded", outcomes
-print(" ".join(sorted(m for m in sys.modules if m.startswith(("opentelemetry", "kindling.otel")))))
+print(" ".join(sorted(m for m in sys.modules if m.startswith(("opentelemetry", "kindling.shared.otel")))))
 """
 
 
@@ -232,7 +232,7 @@ def test_without_the_switch_opentelemetry_is_never_imported_even_if_installed(va
     env["PYTHONPATH"] = str(ROOT / "layers/kindling")
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True)
     loaded = out.stdout.split()
-    assert ("kindling.otel" in loaded and any(m.startswith("opentelemetry") for m in loaded)) is imported
+    assert ("kindling.shared.otel" in loaded and any(m.startswith("opentelemetry") for m in loaded)) is imported
     assert bool(loaded) is imported
 
 

@@ -6,9 +6,10 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from kindling import chain, dispatch, group
-from kindling.errors import InvalidJob
-from kindling.registry import Registry
+from kindling import chain, group
+from kindling.core.errors import InvalidJob
+from kindling.core.registry import Registry
+from kindling.producer import dispatch
 
 
 class Recorder:
@@ -120,7 +121,7 @@ def test_canvases_check_each_call_where_it_runs(tasks, sent):
 
 
 def test_the_worker_does_not_import_inspect_to_check_arguments():
-    code = ("import sys; from kindling.registry import Registry; r = Registry()\n"
+    code = ("import sys; from kindling.core.registry import Registry; r = Registry()\n"
             "t = r.task(name='t')(lambda a, b=1: a)\n"
             "t.check_arguments([1], {}); t.check_call([1], {})\n"
             "print('inspect' in sys.modules)")
@@ -131,7 +132,7 @@ def test_the_worker_does_not_import_inspect_to_check_arguments():
 
 @pytest.mark.service  # a moto server: to move to tests/service
 def test_a_client_refuses_a_task_call_that_cannot_bind_before_sending(tasks, moto_endpoint):
-    from kindling.client import Call, Client
+    from kindling.producer.client import Call, Client
 
     client = Client(queue_url=moto_endpoint + "/000000000000/never-used", table="unused")
     with pytest.raises(TypeError, match="bad arguments for task 'add'"):
@@ -141,8 +142,8 @@ def test_a_client_refuses_a_task_call_that_cannot_bind_before_sending(tasks, mot
 
 
 def test_a_stream_producer_refuses_a_task_call_that_cannot_bind_before_sending(tasks, monkeypatch):
-    from kindling import codec
-    from kindling.valkey.producer import StreamProducer
+    from kindling.core import codec
+    from kindling.producer.valkey import StreamProducer
 
     monkeypatch.setattr(codec, "use_orjson", lambda: True)  # keep this process's codec as it is
 

@@ -10,10 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from kindling import codec
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.testing import eager
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.tools.testing import eager
 from pydantic import BaseModel
 
 
@@ -81,7 +81,7 @@ def test_a_returned_model_is_recorded_as_json_and_read_back_as_the_model(reg):
 
 
 def test_the_sqs_clients_result_reads_back_the_model_too(monkeypatch):
-    from kindling.client import Client
+    from kindling.producer.client import Client
 
     client = Client(queue_url="https://sqs.invalid/q", table="t")
     monkeypatch.setattr(client, "record", lambda job_id: {"status": "succeeded",
@@ -117,15 +117,15 @@ def test_celerys_pydantic_option_is_accepted():
 def test_a_worker_of_plain_tasks_never_imports_pydantic_or_the_model_rule():
     probe = """
 import sys
-from kindling.registry import Registry
-from kindling.testing import eager
+from kindling.core.registry import Registry
+from kindling.tools.testing import eager
 r = Registry()
 @r.task(name="add")
 def add(a: int, b: int) -> int:
     return a + b
 with eager():
     assert add.delay(1, 2).result() == 3
-print(sorted(m for m in ("pydantic", "kindling.models") if m in sys.modules))
+print(sorted(m for m in ("pydantic", "kindling.core.models") if m in sys.modules))
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -9,13 +9,13 @@ import sys
 import time
 
 import pytest
-from kindling.envelope import encode_job, new_job
-from kindling.errors import TaskDefinitionError
-from kindling.ratelimit import parse
-from kindling.registry import Registry
-from kindling.runner import Delivery, Runner
-from kindling.stores import MemoryResultStore
-from kindling.testing import eager
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.errors import TaskDefinitionError
+from kindling.core.ratelimit import parse
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.memory import MemoryResultStore
+from kindling.tools.testing import eager
 
 
 @pytest.mark.parametrize(("spec", "limit", "window_ms"), [
@@ -85,14 +85,14 @@ def test_a_worker_of_plain_tasks_never_imports_the_rate_limit():
     probe = """
 import sys
 import time
-from kindling.registry import Registry
-from kindling.runner import Delivery, Runner
-from kindling.stores import MemoryResultStore
-from kindling.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.memory import MemoryResultStore
+from kindling.core.envelope import encode_job, new_job
 r = Registry()
 r.task(name="add")(lambda a, b: a + b)
 Runner(r, MemoryResultStore(), log=None, metrics=False).run([Delivery("m", encode_job(new_job("add", [1, 2])), 1)])
-print("kindling.ratelimit" in sys.modules)
+print("kindling.core.ratelimit" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -1,7 +1,7 @@
 """The stream worker's read size: grown by quick, full rounds, shrunk by slow ones."""
 
 import pytest
-from kindling.valkey.readsize import MOST, ReadSize
+from kindling.core.valkey.readsize import MOST, ReadSize
 
 
 def test_quick_full_rounds_double_the_read_up_to_the_most():

@@ -3,11 +3,12 @@
 import hashlib
 import io
 
-from kindling import codec, logs
-from kindling.envelope import encode_job, new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core import codec
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.shared import logs
+from kindling.stores.results import MemoryResultStore
 
 SECRET = "4111-1111-1111-1111"
 

@@ -1,6 +1,6 @@
 import pytest
-from kindling.errors import InvalidJob, TaskDefinitionError
-from kindling.registry import Registry
+from kindling.core.errors import InvalidJob, TaskDefinitionError
+from kindling.core.registry import Registry
 
 
 def test_task_keeps_the_function_callable_and_reads_options():

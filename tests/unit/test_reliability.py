@@ -8,11 +8,11 @@ import asyncio
 import time
 
 import pytest
-from kindling import codec
-from kindling.envelope import new_job
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import STORE_OUTAGE, Delivery, Runner
+from kindling.core import codec
+from kindling.core.envelope import new_job
+from kindling.core.registry import Registry
+from kindling.engine.runner import STORE_OUTAGE, Delivery, Runner
+from kindling.stores.results import MemoryResultStore
 from support.tasks import delivery, recording_registry, statuses
 
 
@@ -367,8 +367,8 @@ def black_hole():
 @pytest.mark.service  # a moto server: to move to tests/service
 @pytest.mark.parametrize("phase", ["read", "write"])
 def test_a_black_holed_dynamodb_is_given_up_on_before_the_invocation_ends(reg, black_hole, monkeypatch, phase):
-    from kindling.aws import JsonClient
-    from kindling.results import DynamoResultStore
+    from kindling.drivers.aws import JsonClient
+    from kindling.stores.results import DynamoResultStore
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -441,7 +441,7 @@ def test_a_finished_job_cannot_be_revoked_but_a_success_replaces_a_revoke(store)
 
 
 class FakeClient:
-    """kindling.aws.JsonClient's two entry points over a ``call`` of the test's own."""
+    """kindling.drivers.aws.JsonClient's two entry points over a ``call`` of the test's own."""
 
     def start(self, operation, payload, deadline=None):
         client = self
@@ -456,10 +456,10 @@ class FakeClient:
 def test_a_write_is_retried_through_an_outage_until_its_deadline_so_jobs_do_not_run_twice(reg, monkeypatch):
     """The store fails the write 6 times (more than the client's own retries), then recovers:
     the batch is recorded, not handed back to run again."""
-    from kindling.aws import AwsError
-    from kindling.results import DynamoResultStore
+    from kindling.drivers.aws import AwsError
+    from kindling.stores.results import DynamoResultStore
 
-    monkeypatch.setattr("kindling.dynamo.time.sleep", lambda s: None)
+    monkeypatch.setattr("kindling.stores.dynamo.time.sleep", lambda s: None)
 
     class Flaky(FakeClient):
         def __init__(self):
@@ -483,8 +483,8 @@ def test_a_write_is_retried_through_an_outage_until_its_deadline_so_jobs_do_not_
 
 
 def test_a_read_in_an_outage_gives_up_at_once_nothing_has_run(reg):
-    from kindling.aws import AwsError
-    from kindling.results import DynamoResultStore
+    from kindling.drivers.aws import AwsError
+    from kindling.stores.results import DynamoResultStore
 
     class Down(FakeClient):
         calls = 0

@@ -10,10 +10,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kindling.dynamo import DynamoResultStore
-from kindling.envelope import encode_job, new_job
-from kindling.handler import LambdaWorker
-from kindling.registry import Registry
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.registry import Registry
+from kindling.stores.dynamo import DynamoResultStore
+from kindling.triggers.sqs.handler import LambdaWorker
 
 _PATH = Path(__file__).resolve().parents[2] / "infra/bench/costmodel.py"
 _spec = importlib.util.spec_from_file_location("costmodel", _PATH)

@@ -1,18 +1,18 @@
-"""The results policy (kindling.policy): which outcomes a task or a deployment records, and
+"""The results policy (kindling.core.policy): which outcomes a task or a deployment records, and
 what it gives up, for the runner, the task option, handles and canvases."""
 
 import time
 
 import pytest
 from kindling import group
-from kindling.dynamo import DynamoResultStore
-from kindling.envelope import encode_job, new_job
-from kindling.errors import JobFailed, ResultNotRecorded, TaskDefinitionError
-from kindling.policy import keeps
-from kindling.registry import Registry, default_registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
-from kindling.testing import eager
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.errors import JobFailed, ResultNotRecorded, TaskDefinitionError
+from kindling.core.policy import keeps
+from kindling.core.registry import Registry, default_registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.dynamo import DynamoResultStore
+from kindling.stores.results import MemoryResultStore
+from kindling.tools.testing import eager
 
 
 @pytest.fixture

@@ -3,12 +3,12 @@
 import math
 
 import pytest
-from kindling.envelope import encode_job, new_job
-from kindling.errors import Retry, TaskDefinitionError
-from kindling.policy import Backoff
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.errors import Retry, TaskDefinitionError
+from kindling.core.policy import Backoff
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import MemoryResultStore
 
 
 def run_once(reg, store, task, *args, ref=None, **runner):
@@ -75,7 +75,7 @@ def test_retry_on_a_task_that_opted_out_of_the_read(store):
 @pytest.mark.parametrize("options,message", [
     ({"retry_on": "ValueError"}, "retry_on takes exception classes"),
     ({"no_retry_on": (ValueError, 3)}, "no_retry_on takes exception classes"),
-    ({"backoff": {"base": 1}}, "backoff must be a kindling.policy.Backoff"),
+    ({"backoff": {"base": 1}}, "backoff must be a kindling.core.policy.Backoff"),
 ])
 def test_bad_retry_options_fail_at_definition(options, message):
     with pytest.raises(TaskDefinitionError, match=message):
@@ -92,7 +92,7 @@ def test_bad_backoffs_and_retries_are_refused():
 
 
 def test_the_sqs_handler_turns_retry_in_into_the_messages_visibility():
-    from kindling import sqs
+    from kindling.triggers.sqs import events as sqs
 
     reg = Registry()
     reg.task(name="poll")(lambda: (_ for _ in ()).throw(Retry(after=90)))
@@ -110,7 +110,7 @@ def test_an_sqs_visibility_change_stays_within_the_12_hours_sqs_allows_a_deliver
     """SQS refuses to hide a delivery past 12 hours from its receive, and a refused change
     leaves the message to the queue's visibility timeout (back in seconds, not hours): a
     delay past what the delivery has left is cut to what it has left, a shorter one kept."""
-    from kindling import sqs
+    from kindling.triggers.sqs import events as sqs
 
     reg = Registry()
     reg.task(name="later")(lambda after: (_ for _ in ()).throw(Retry(after=after)))
@@ -129,7 +129,7 @@ def test_an_sqs_visibility_change_stays_within_the_12_hours_sqs_allows_a_deliver
 def test_the_crash_loop_rule_counts_runs_only_where_the_trigger_gives_hand_backs_back(store):
     """A stream's count counts runs: past the job's attempts it is dead unrun. An SQS receive
     count also counts hand-backs, so only the queue's own bound (max_deliveries) applies."""
-    from kindling.policy import out_of_deliveries
+    from kindling.core.policy import out_of_deliveries
 
     assert not out_of_deliveries(3, 3, None, counts_runs=True)
     assert out_of_deliveries(4, 3, None, counts_runs=True)

@@ -3,10 +3,10 @@
 import time
 
 import pytest
-from kindling import codec
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
+from kindling.core import codec
+from kindling.core.registry import Registry
+from kindling.engine.runner import Delivery, Runner
+from kindling.stores.results import MemoryResultStore
 from support.tasks import delivery, recording_registry, statuses
 
 

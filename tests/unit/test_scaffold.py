@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kindling import cli, scaffold
+from kindling.tools import cli, scaffold
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,7 +51,8 @@ def test_the_worker_is_the_three_line_handler_over_the_tasks_module(tmp_path):
 
     body = ast.parse((tmp_path / "functions/worker/app.py").read_text()).body
     code = [ast.unparse(node) for node in body if not isinstance(node, ast.Expr)]  # not the docstring
-    assert code == ["import tasks", "from kindling.handler import LambdaWorker", "handler = LambdaWorker()"]
+    assert code == ["import tasks", "from kindling.triggers.sqs.handler import LambdaWorker",
+                    "handler = LambdaWorker()"]
     for rel in PROJECT:
         if rel.endswith(".py"):
             compile((tmp_path / rel).read_text(), rel, "exec")
@@ -146,8 +147,8 @@ def test_upgrade_refuses_a_directory_that_is_not_a_project(tmp_path):
 
 
 def test_only_the_init_command_loads_the_scaffold():
-    probe = ("import sys, kindling.cli as c; c.parser(); assert 'kindling.scaffold' not in sys.modules; "
-             "c.parser('worker'); assert 'kindling.scaffold' not in sys.modules")
+    probe = ("import sys, kindling.tools.cli as c; c.parser(); assert 'kindling.tools.scaffold' not in sys.modules; "
+             "c.parser('worker'); assert 'kindling.tools.scaffold' not in sys.modules")
     subprocess.run([sys.executable, "-c", probe], check=True)
 
 

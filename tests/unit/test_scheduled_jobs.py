@@ -6,14 +6,14 @@ results policy "all": a task that keeps no success record is never left ``schedu
 from __future__ import annotations
 
 import pytest
-from kindling.batch import Delivery
-from kindling.envelope import encode_job, new_job, now_ms
-from kindling.ops.fmt import job_detail
-from kindling.records import build_record
-from kindling.registry import Registry
-from kindling.runner import Runner
-from kindling.status import BY_STATUS, FINAL, RECORDED, REPLACES, may_replace
-from kindling.stores import MemoryResultStore
+from kindling.core.batch import Delivery
+from kindling.core.envelope import encode_job, new_job, now_ms
+from kindling.core.records import build_record
+from kindling.core.registry import Registry
+from kindling.core.status import BY_STATUS, FINAL, RECORDED, REPLACES, may_replace
+from kindling.engine.runner import Runner
+from kindling.stores.memory import MemoryResultStore
+from kindling.tools.ops.fmt import job_detail
 
 HOUR_MS = 3_600_000
 
@@ -136,7 +136,7 @@ def test_jobs_show_says_a_scheduled_job_past_its_due_time_is_due_now():
 def test_jobs_retry_of_a_scheduled_job_is_refused_saying_when_it_runs():
     """Its message is on the queue (hidden until due), not in the DLQ: a retry has nothing
     to send, and the job runs by itself."""
-    from kindling.ops.revive import RetryRefused, refuse_settled
+    from kindling.tools.ops.revive import RetryRefused, refuse_settled
 
     record = build_record(key="j-1", task="add", status="scheduled", attempts=0, started_at=1, finished_at=1)
     record["due_at"] = 1_800_000_000_000

@@ -6,9 +6,9 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kindling.errors import TaskDefinitionError
-from kindling.registry import Registry
-from kindling.schedules import ScheduleError, due, parse, tick_job_id
+from kindling.core.errors import TaskDefinitionError
+from kindling.core.registry import Registry
+from kindling.core.schedules import ScheduleError, due, parse, tick_job_id
 from support import examples
 
 
@@ -72,8 +72,8 @@ def test_a_tick_sees_this_minute_and_the_one_before_with_stable_job_ids():
 @pytest.mark.service  # a moto server: to move to tests/service
 def test_the_ticker_event_enqueues_due_fires_on_the_jobs_queue(table, monkeypatch):
     import boto3
-    from kindling import codec
-    from kindling.handler import LambdaWorker
+    from kindling.core import codec
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     reg = Registry()
     reg.task(name="minutely", schedule="rate(1 minute)")(lambda: None)
@@ -91,8 +91,8 @@ def test_the_ticker_event_enqueues_due_fires_on_the_jobs_queue(table, monkeypatc
 @pytest.mark.service  # a moto server: to move to tests/service
 def test_on_a_fifo_queue_the_ticker_sends_each_schedule_as_its_own_ordered_group(table, monkeypatch):
     import boto3
-    from kindling import codec
-    from kindling.handler import LambdaWorker
+    from kindling.core import codec
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     reg = Registry()
     reg.task(name="minutely", schedule="rate(1 minute)")(lambda: None)
@@ -115,7 +115,7 @@ def test_on_a_fifo_queue_the_ticker_sends_each_schedule_as_its_own_ordered_group
 
 
 def test_kindling_schedules_prints_what_the_code_declares(tmp_path, capsys):
-    from kindling.cli import main
+    from kindling.tools.cli import main
 
     tasks = tmp_path / "sched_tasks.py"
     tasks.write_text('from kindling import task\n\n@task(name="nightly", schedule="cron(0 3 * * ? *)")\n'
@@ -139,7 +139,7 @@ def test_two_task_names_never_share_a_fire_job_id(a, b):
 @given(st.text(min_size=1, max_size=200), st.text(min_size=1, max_size=200))
 @settings(max_examples=examples(200))
 def test_fire_job_ids_differ_whenever_task_names_differ_and_are_valid_job_ids(a, b):
-    from kindling.envelope import MAX_ID_LENGTH, new_job
+    from kindling.core.envelope import MAX_ID_LENGTH, new_job
 
     fire = utc("2026-11-22 10:05")
     for name in (a, b):

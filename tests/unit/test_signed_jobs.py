@@ -4,11 +4,11 @@ import base64
 import json
 
 import pytest
-from kindling import jobsig
-from kindling.envelope import encode_job, new_job
-from kindling.results import MemoryResultStore
-from kindling.runner import Delivery, Runner
-from kindling.signed import Keyring, Verifier
+from kindling.core import jobsig
+from kindling.core.envelope import encode_job, new_job
+from kindling.engine.runner import Delivery, Runner
+from kindling.shared.signed import Keyring, Verifier
+from kindling.stores.results import MemoryResultStore
 from support.tasks import recording_registry
 
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
@@ -208,12 +208,12 @@ def _lambda_record(message: dict, queue_arn: str) -> dict:
 
 @pytest.mark.service  # a moto server: to move to tests/service
 def test_end_to_end_a_signed_producer_runs_and_an_unsigned_one_is_rejected(table, monkeypatch):
-    """kindling.client signs with boto3's session; the Lambda worker reads the secret with
+    """kindling.producer.client signs with boto3's session; the Lambda worker reads the secret with
     kindling's own client at its first batch and checks the attribute Lambda hands it."""
     import boto3
     import tasks  # noqa: F401  the example tasks in functions/worker
-    from kindling.client import Client
-    from kindling.handler import LambdaWorker
+    from kindling.producer.client import Client
+    from kindling.triggers.sqs.handler import LambdaWorker
 
     arn = boto3.client("secretsmanager").create_secret(Name=f"signing-{table}", SecretString=secret())["ARN"]
     sqs = boto3.client("sqs")

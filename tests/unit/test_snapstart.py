@@ -15,9 +15,9 @@ sys.path[:0] = [{layer!r}]
 if {kind!r}:
     os.environ["AWS_LAMBDA_INITIALIZATION_TYPE"] = {kind!r}
 os.environ["KINDLING_TABLE"] = "t"
-from kindling.handler import LambdaWorker
+from kindling.triggers.sqs.handler import LambdaWorker
 LambdaWorker()
-print("kindling.snapstart" in sys.modules, "snapshot_restore_py" in sys.modules)
+print("kindling.shared.snapstart" in sys.modules, "snapshot_restore_py" in sys.modules)
 """
 
 
@@ -31,9 +31,9 @@ def test_only_a_snapstart_init_loads_the_hooks_and_without_the_runtime_s_module_
 
 
 def test_after_a_restore_cached_credentials_are_read_again(monkeypatch):
-    from kindling import snapstart
-    from kindling.aws import chain
-    from kindling.aws.temporary import Credentials
+    from kindling.drivers.aws import chain
+    from kindling.drivers.aws.temporary import Credentials
+    from kindling.shared import snapstart
 
     reads = []
 
@@ -55,7 +55,7 @@ def test_after_a_restore_cached_credentials_are_read_again(monkeypatch):
 def test_after_a_restore_random_is_reseeded_only_if_something_imported_it():
     script = """
 import sys
-from kindling import snapstart
+from kindling.shared import snapstart
 snapstart.after_restore()
 print("random" in sys.modules)
 import random
@@ -72,8 +72,8 @@ print(random.random() != first)
 def test_restored_copies_drain_as_valkey_consumers_of_their_own(monkeypatch):
     """A restored copy's environment is the snapshot's: the log stream's name (a drain's
     consumer name) would be every copy's. After a restore it carries a tag of this copy's."""
-    from kindling import snapstart
-    from kindling.valkey import lambda_drain
+    from kindling.shared import snapstart
+    from kindling.triggers.valkey import lambda_drain
 
     monkeypatch.setattr(snapstart, "restore_tag", "", raising=False)
     monkeypatch.setenv("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/28/[7]abc")

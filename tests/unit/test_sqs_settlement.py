@@ -1,6 +1,6 @@
 """SQS settlement without AWS: the event is read once, into deliveries that carry what settling
-them needs; :func:`kindling.sqs.settlement` decides every message's fate from the outcomes
-alone; :class:`kindling.sqs_io.SqsPort` carries that out, the same for the Lambda handler
+them needs; :func:`kindling.triggers.sqs.events.settlement` decides every message's fate from the outcomes
+alone; :class:`kindling.triggers.sqs.port.SqsPort` carries that out, the same for the Lambda handler
 (Lambda deletes) and the local loop (deletes itself)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 import types
 
 import pytest
-from kindling import sqs
-from kindling.envelope import new_job
-from kindling.errors import KindlingError
-from kindling.runner import Delivery, Outcome
-from kindling.sqs_io import SqsPort
+from kindling.core.envelope import new_job
+from kindling.core.errors import KindlingError
+from kindling.engine.runner import Delivery, Outcome
+from kindling.triggers.sqs import events as sqs
+from kindling.triggers.sqs.port import SqsPort
 
 ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
 OTHER = "arn:aws:sqs:us-east-1:123456789012:reports"
@@ -207,7 +207,7 @@ class DownStore:
     """A result store that cannot be reached."""
 
     def begin_read(self, ids, deadline=None):
-        from kindling.errors import StoreUnavailable
+        from kindling.core.errors import StoreUnavailable
 
         raise StoreUnavailable("injected outage")
 
@@ -218,9 +218,9 @@ def test_a_job_handed_back_on_its_last_delivery_is_sent_again_as_a_new_message_n
     nothing can be recorded, so the queue's redrive would move the message to the DLQ with no
     record (or a stale ``scheduled`` one). The worker sends it again instead (a new message,
     its count starting over, after the store's backoff) and lets this one be deleted."""
-    from kindling.envelope import encode_job
-    from kindling.registry import Registry
-    from kindling.runner import Runner
+    from kindling.core.envelope import encode_job
+    from kindling.core.registry import Registry
+    from kindling.engine.runner import Runner
 
     r = Registry()
     r.task(name="add")(lambda a, b: a + b)
@@ -257,10 +257,10 @@ def test_every_hand_back_ends_in_a_terminal_record_on_the_last_delivery(kind):
     """Whatever would hand a job back (its due time ahead, its task's rate limit, an earlier
     job of its FIFO group failing, the invocation's time running short), on the delivery where
     the receive count reaches maxReceiveCount the job is recorded dead and moved by the worker."""
-    from kindling.envelope import encode_job
-    from kindling.registry import Registry
-    from kindling.results import MemoryResultStore
-    from kindling.runner import Runner
+    from kindling.core.envelope import encode_job
+    from kindling.core.registry import Registry
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
 
     r = Registry()
     r.task(name="add")(lambda a, b: a + b)

@@ -3,8 +3,8 @@ template's StatusIndexShards): every record the worker, a revive or a revoke wri
 over that many, and by_task keeps its own four."""
 
 import pytest
-from kindling import records
-from kindling.records import build_record, renumbered
+from kindling.core import records
+from kindling.core.records import build_record, renumbered
 
 KEYS = [f"job-{i:04d}" for i in range(400)]
 
@@ -50,18 +50,18 @@ def test_the_variable_is_in_the_configuration_table_with_the_templates_default()
     from pathlib import Path
 
     from cfnlint.decode import cfn_yaml
-    from kindling import config
+    from kindling.shared import config
 
     variable = config.VARIABLES["KINDLING_STATUS_SHARDS"]
-    template = cfn_yaml.load(str(Path(records.__file__).parents[3] / "template.yaml"))
+    template = cfn_yaml.load(str(Path(records.__file__).parents[4] / "template.yaml"))
     assert variable.default == str(template["Parameters"]["StatusIndexShards"]["Default"]) == "4"
     env = template["Resources"]["WorkerFunction"]["Properties"]["Environment"]["Variables"]
     assert env["KINDLING_STATUS_SHARDS"] == {"Ref": "StatusIndexShards"}
 
 
 def test_the_dashboard_searches_every_status_shard_and_chord_shard_the_deployment_writes(monkeypatch):
-    from kindling.dashboard.search import plan
-    from kindling.records import chord_shard
+    from kindling.core.records import chord_shard
+    from kindling.tools.dashboard.search import plan
 
     monkeypatch.setenv("KINDLING_STATUS_SHARDS", "8")
     dead = {s.value for s in plan(task=None, status="dead", error=None, tasks=[])}

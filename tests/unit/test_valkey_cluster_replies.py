@@ -12,8 +12,8 @@ import contextlib
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kindling.valkey import cluster
-from kindling.valkey.errors import ClusterMapError, ConnectionError, ResponseError, UntrustedNodeError
+from kindling.drivers.valkey import cluster
+from kindling.drivers.valkey.errors import ClusterMapError, ConnectionError, ResponseError, UntrustedNodeError
 
 
 class Node:

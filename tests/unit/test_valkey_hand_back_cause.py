@@ -1,15 +1,15 @@
 """A batch handed back because the result store is down says so by a cause, not by its wording.
 
 The stream worker pauses, and the Lambda drain stops, when the store is down
-(:func:`kindling.valkey.worker.store_down`); what they read is the cause the runner (or the
+(:func:`kindling.triggers.valkey.worker.store_down`); what they read is the cause the runner (or the
 worker, for an entry it records itself) set where it handed the batch back."""
 
 import pytest
-from kindling.envelope import encode_job, new_job
-from kindling.errors import StoreUnavailable
-from kindling.registry import Registry
-from kindling.results import MemoryResultStore
-from kindling.runner import STORE_OUTAGE, Delivery, Outcome, Runner
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.errors import StoreUnavailable
+from kindling.core.registry import Registry
+from kindling.engine.runner import STORE_OUTAGE, Delivery, Outcome, Runner
+from kindling.stores.results import MemoryResultStore
 
 
 class DownStore(MemoryResultStore):
@@ -47,7 +47,7 @@ def delivery(ref="1-0"):
 
 @pytest.mark.parametrize("down", ["read", "write"])
 def test_the_runner_names_a_store_outage_as_the_cause_of_every_hand_back(reg, down):
-    from kindling.valkey.worker import store_down
+    from kindling.triggers.valkey.worker import store_down
 
     store = DownStore(read=down == "read", write=True)
     outcomes = Runner(reg, store, log=None).run([delivery("1-0"), delivery("2-0")])
@@ -57,7 +57,7 @@ def test_the_runner_names_a_store_outage_as_the_cause_of_every_hand_back(reg, do
 
 
 def test_a_store_outage_is_told_by_its_cause_whatever_the_reason_says():
-    from kindling.valkey.worker import store_down
+    from kindling.triggers.valkey.worker import store_down
 
     reworded = Outcome("1-0", "a", "add", "deferred", 1)
     reworded.reason, reworded.handed_back_because = "the results table did not answer", STORE_OUTAGE
@@ -69,7 +69,7 @@ def test_a_store_outage_is_told_by_its_cause_whatever_the_reason_says():
 
 
 def test_a_batch_handed_back_for_want_of_signing_keys_is_not_a_store_outage(reg):
-    from kindling.valkey.worker import store_down
+    from kindling.triggers.valkey.worker import store_down
 
     class NoKeys:
         def prepare(self, read_by=None):
@@ -83,8 +83,8 @@ def test_a_batch_handed_back_for_want_of_signing_keys_is_not_a_store_outage(reg)
 
 def test_an_entry_that_breaks_the_runner_while_the_store_is_down_is_handed_back_as_an_outage(
         reg, valkey_url, monkeypatch):
+    from kindling.triggers.valkey.worker import store_down
     from kindling.valkey import StreamProducer, StreamWorker
-    from kindling.valkey.worker import store_down
 
     stream = "cause:poison"
     StreamProducer(valkey_url, stream=stream).enqueue("add", 1, 2)

@@ -21,11 +21,12 @@ def test_importing_the_package_loads_no_module_until_a_name_is_used():
     before, client, names = out.splitlines()
     assert before == "[]"  # neither its modules nor the valkey client
     assert client == "[]"  # the client package loads at the first connection, not at import
-    assert names == "kindling.valkey.lambda_drain kindling.valkey.worker 500 kindling:jobs kindling b'job'"
+    assert names == ("kindling.triggers.valkey.lambda_drain kindling.triggers.valkey.worker 500 kindling:jobs"
+                     " kindling b'job'")
 
 
 def test_an_unknown_name_is_an_attribute_error():
     import kindling.valkey
 
-    with pytest.raises(AttributeError, match="run_worker"):  # moved to kindling.cli
+    with pytest.raises(AttributeError, match="run_worker"):  # moved to kindling.tools.cli
         kindling.valkey.run_worker  # noqa: B018

@@ -1,10 +1,10 @@
-"""What settling a batch does to each stream entry, planned without Valkey (kindling.valkey.consumer)."""
+"""What settling a batch does to each stream entry, planned without Valkey (kindling.triggers.valkey.consumer)."""
 
-from kindling.envelope import encode_job, new_job
-from kindling.runner import Delivery, Outcome
-from kindling.valkey.consumer import plan_settlement
-from kindling.valkey.keys import FIELD, SIG_FIELD, TRACE_FIELD
-from kindling.valkey.scheduled import member
+from kindling.core.envelope import encode_job, new_job
+from kindling.core.valkey.keys import FIELD, SIG_FIELD, TRACE_FIELD
+from kindling.engine.runner import Delivery, Outcome
+from kindling.shared.valkey.scheduled import member
+from kindling.triggers.valkey.consumer import plan_settlement
 
 NOW = 1_700_000_000_000
 

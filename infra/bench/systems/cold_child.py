@@ -49,11 +49,11 @@ def powertools_cmd(py: str) -> list[str]:
 
 
 def floor_cmd(py: str, layer: str) -> list[str]:
-    """Floor: bare interpreter (-S) + one PutItem through kindling.aws.JsonClient (stdlib SigV4)."""
+    """Floor: bare interpreter (-S) + one PutItem through kindling.drivers.aws.JsonClient (stdlib SigV4)."""
     code = (
         f"import sys; sys.path[:0] = [{layer!r}]; import os\n"
-        "from kindling.aws import JsonClient\n"
-        "from kindling.codec import loads\n"
+        "from kindling.drivers.aws import JsonClient\n"
+        "from kindling.core.codec import loads\n"
         "job = loads(eval(os.environ['KINDLING_BENCH_EVENT'])['Records'][0]['body'])\n"
         "JsonClient('dynamodb', 'DynamoDB_20120810').call('PutItem', {'TableName': os.environ['KINDLING_TABLE'],"
         " 'Item': {'id': {'S': job['id']}, 'task': {'S': job['task']}, 'status': {'S': 'succeeded'}}})\n"
@@ -108,8 +108,8 @@ def round_trip_cmd(py: str, layer: str, calls: int = 5) -> list[str]:
     consistent, projected); prints ``RTT <median ms>``."""
     code = (
         f"import sys; sys.path[:0] = [{layer!r}]; import os, time\n"
-        "from kindling.aws import JsonClient\n"
-        "from kindling.codec import loads\n"
+        "from kindling.drivers.aws import JsonClient\n"
+        "from kindling.core.codec import loads\n"
         "job = loads(eval(os.environ['KINDLING_BENCH_EVENT'])['Records'][0]['body'])\n"
         "table = os.environ['KINDLING_TABLE']\n"
         "c = JsonClient('dynamodb', 'DynamoDB_20120810')\n"

@@ -37,11 +37,11 @@ def main(argv: list[str]) -> int:
 
     os.environ["KINDLING_TABLE"] = table = opts["--table"]
     n, batch = int(opts["--n"]), int(opts.get("--batch", "10"))
-    from kindling.envelope import encode_job, new_job
+    from kindling.core.envelope import encode_job, new_job
 
     if mode == "batchwrite":
-        from kindling.aws import dynamodb
-        from kindling.results import to_item
+        from kindling.drivers.aws import dynamodb
+        from kindling.stores.results import to_item
 
         client = dynamodb()
         # n, and one per warm-up call
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
             import threading
             from concurrent.futures import ThreadPoolExecutor
 
-            from kindling.aws import JsonClient
+            from kindling.drivers.aws import JsonClient
 
             local = threading.local()
 
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
                 t0 = time.perf_counter()  # all connections open and warm
                 list(pool.map(write_on_own_connection, chunks))
     elif mode == "storecalls":
-        from kindling.results import DynamoResultStore
+        from kindling.stores.results import DynamoResultStore
 
         store = DynamoResultStore(table, concurrency=int(opts.get("--connections", "4")))
         _warm(store)
@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
                 raise SystemExit(f"handler reported failures: {failures[:3]}")
     elif mode == "stream":
         import tasks  # noqa: F401  the example tasks, as the Lambda function has them
-        from kindling.results import DynamoResultStore
+        from kindling.stores.results import DynamoResultStore
         from kindling.valkey import StreamWorker
 
         span: list[float] = []
@@ -161,10 +161,10 @@ def stream_worker_record(key: str) -> dict:
     """The record the StreamWorker writes for a no-op job, attribute for attribute (its
     worker and consumer, the job's enqueued_at, the results' TTL), so that the baselines
     write the same items as the worker they are set against."""
-    from kindling.envelope import new_job
-    from kindling.records import build_record
-    from kindling.runner import DAY_S
-    from kindling.valkey.connection import default_consumer
+    from kindling.core.envelope import new_job
+    from kindling.core.records import build_record
+    from kindling.engine.runner import DAY_S
+    from kindling.shared.valkey.connection import default_consumer
 
     now = time.time_ns() // 1_000_000
     return build_record(key=key, task="noop", status="succeeded", attempts=1, started_at=now, finished_at=now,
@@ -175,7 +175,7 @@ def stream_worker_record(key: str) -> dict:
 def _warm(store) -> None:
     """Open every connection of the store's two pools (reads of ids that have no record),
     as the baseline's warm-up does, so that no span pays for connecting."""
-    from kindling.results import DynamoResultStore
+    from kindling.stores.results import DynamoResultStore
 
     ids = [f"warm-{i}" for i in range(100 * store.concurrency)]
     # DynamoResultStore's own methods: a timed subclass starts its clock on its own.

@@ -24,7 +24,7 @@ class ValkeyResultStore:
     has switched to it)."""
 
     def __init__(self, client):
-        from kindling import codec
+        from kindling.core import codec
 
         self.client = client
         self.codec = codec  # its dumps/loads are rebound by codec.use_orjson()

@@ -26,7 +26,7 @@ def main() -> int:
     mode, n = sys.argv[1], int(sys.argv[2])
     url = os.environ["KINDLING_BENCH_VALKEY"]
     if mode == "kindling-sqs-aenqueue":
-        from kindling.client import Client
+        from kindling.producer.client import Client
 
         client = Client(queue_url=os.environ["KINDLING_QUEUE_URL"], table="unused")
         asyncio.run(client.aenqueue("noop"))  # connected, the queue's size limit read, outside the timing

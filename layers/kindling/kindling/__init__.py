@@ -7,15 +7,15 @@ The worker side needs only this::
     @task(timeout=30)
     def resize(key: str) -> str: ...
 
-Producers use :class:`kindling.client.Client` (boto3, outside Lambda); chains and groups
-are ``chain``, ``group`` and ``task.s()`` (:mod:`kindling.canvas`). Importing this
+Producers use :class:`kindling.producer.client.Client` (boto3, outside Lambda); chains and groups
+are ``chain``, ``group`` and ``task.s()`` (:mod:`kindling.producer.canvas`). Importing this
 package loads no AWS SDK and opens no connection.
 """
 
-from kindling.batch import current_job
-from kindling.errors import JobFailed, KindlingError, Retry
-from kindling.policy import Backoff
-from kindling.registry import Registry, Task, on_dead, on_failure, on_success, task
+from kindling.core.batch import current_job
+from kindling.core.errors import JobFailed, KindlingError, Retry
+from kindling.core.policy import Backoff
+from kindling.core.registry import Registry, Task, on_dead, on_failure, on_success, task
 
 __all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry", "Signature", "Task", "chain",
            "chord", "current_job", "group", "on_dead", "on_failure", "on_success", "task"]
@@ -23,19 +23,19 @@ __version__ = "0.1.0"
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # what __getattr__ loads on first use, as type checkers see it
-    from kindling.canvas import Signature, chain, chord, group
-    from kindling.client import Client
+    from kindling.producer.canvas import Signature, chain, chord, group
+    from kindling.producer.client import Client
 
 _CANVAS = frozenset({"Signature", "chain", "chord", "group"})
 
 
 def __getattr__(name: str):
     if name == "Client":  # boto3 is loaded only by programs that enqueue
-        from kindling.client import Client
+        from kindling.producer.client import Client
 
         return Client
     if name in _CANVAS:  # chains and groups: loaded by the programs that build them
-        from kindling import canvas
+        from kindling.producer import canvas
 
         return getattr(canvas, name)
     raise AttributeError(f"module 'kindling' has no attribute {name!r}")

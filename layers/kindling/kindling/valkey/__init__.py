@@ -27,7 +27,7 @@ Producer::
     p.enqueue("resize", "a.png", width=64)
     p.enqueue_many([("noop", [], {})] * 10_000)      # pipelined, 500 XADDs per round trip
 
-Every entry has one field, ``job``: the envelope JSON (:mod:`kindling.envelope`).
+Every entry has one field, ``job``: the envelope JSON (:mod:`kindling.core.envelope`).
 
 Producer waking a Lambda worker (``lambda:InvokeFunction`` on it)::
 
@@ -41,22 +41,24 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from kindling.valkey.connection import connect, default_consumer
-    from kindling.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, flag_key
-    from kindling.valkey.kick import Kicker, LambdaInvoker
-    from kindling.valkey.lambda_drain import drain
-    from kindling.valkey.producer import CHUNK, Sent, StreamFull, StreamProducer
-    from kindling.valkey.results import ValkeyResultStore
-    from kindling.valkey.worker import StreamWorker
+    from kindling.core.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM, FIELD, flag_key
+    from kindling.producer.valkey import CHUNK, Sent, StreamFull, StreamProducer
+    from kindling.shared.valkey.connection import connect, default_consumer
+    from kindling.shared.valkey.kick import Kicker, LambdaInvoker
+    from kindling.stores.valkey import ValkeyResultStore
+    from kindling.triggers.valkey.lambda_drain import drain
+    from kindling.triggers.valkey.worker import StreamWorker
 
 _WHERE = {
-    "connect": "connection", "default_consumer": "connection", "DEFAULT_STREAM": "keys",
-    "DEFAULT_GROUP": "keys", "FIELD": "keys",
-    "CHUNK": "producer", "Sent": "producer", "StreamFull": "producer", "StreamProducer": "producer",
-    "StreamWorker": "worker",
-    "Kicker": "kick", "LambdaInvoker": "kick", "flag_key": "keys",
-    "ValkeyResultStore": "results",
-    "drain": "lambda_drain",
+    "connect": "shared.valkey.connection", "default_consumer": "shared.valkey.connection",
+    "DEFAULT_STREAM": "core.valkey.keys",
+    "DEFAULT_GROUP": "core.valkey.keys", "FIELD": "core.valkey.keys",
+    "CHUNK": "producer.valkey", "Sent": "producer.valkey", "StreamFull": "producer.valkey",
+    "StreamProducer": "producer.valkey",
+    "StreamWorker": "triggers.valkey.worker",
+    "Kicker": "shared.valkey.kick", "LambdaInvoker": "shared.valkey.kick", "flag_key": "core.valkey.keys",
+    "ValkeyResultStore": "stores.valkey",
+    "drain": "triggers.valkey.lambda_drain",
 }
 
 __all__ = ["CHUNK", "DEFAULT_GROUP", "DEFAULT_STREAM", "FIELD", "Kicker", "LambdaInvoker", "Sent", "StreamFull",
@@ -67,7 +69,7 @@ def __getattr__(name: str):
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(f"{__name__}.{module}", fromlist=[name]), name)
+    value = getattr(__import__(f"kindling.{module}", fromlist=[name]), name)
     globals()[name] = value
     return value
 
