@@ -104,7 +104,8 @@ def valkey_worker(ns):
     ``KINDLING_RESULTS=valkey`` outcomes go to :class:`kindling.valkey.ValkeyResultStore`,
     kept as long as the records say (default: DynamoDB ``--table``).
     """
-    from kindling.valkey import StreamWorker, ValkeyResultStore
+    from kindling.stores.valkey import ValkeyResultStore
+    from kindling.triggers.valkey.worker import StreamWorker
 
     options = config.valkey_worker_options()
     store = None

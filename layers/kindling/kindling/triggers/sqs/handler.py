@@ -196,9 +196,9 @@ class LambdaWorker:
 
             return tick.run(self.registry, self.port)
         if isinstance(event, dict) and event.get("kindling") == "drain":
-            from kindling import valkey  # the Valkey client is never on the SQS path
+            from kindling.triggers.valkey import lambda_drain  # the Valkey client is never on the SQS path
 
-            return valkey.drain(self.runner, event, remaining, request_id=request_id)
+            return lambda_drain.drain(self.runner, event, remaining, request_id=request_id)
         kind = type(event).__name__ if not isinstance(event, dict) else f"keys {sorted(event)[:5]}"
         raise KindlingError(f"kindling worker: not an SQS event or a drain event ({kind})")
 
