@@ -35,6 +35,16 @@ PACKAGE = Path(__file__).resolve().parents[2] / "layers/kindling/kindling"
 # folder it sits in. What sits outside them is a face: the package's own (kindling), the
 # kindling.valkey face, and the names users import kept at their old paths (re-exports).
 ORDER = ["core", "drivers", "shared", "stores", "engine", "triggers", "producer", "tools"]
+HOLDS = {  # docs/architecture.md's table says this of each layer (test_the_docs_table_is_the_tree)
+    "core": "rules and vocabularies, no I/O",
+    "drivers": "wire protocols (AWS, RESP), no job concepts",
+    "shared": "what the worker and the producer both use",
+    "stores": "the result stores",
+    "engine": "the runner",
+    "triggers": "messages in, settlement out",
+    "producer": "enqueue and read outcomes",
+    "tools": "outside Lambda",
+}
 PEERS = {frozenset({"stores", "engine"})}
 NEVER = {("producer", "engine"), ("producer", "triggers")}
 FACES_WITH_CODE = {"kindling", "valkey"}  # the others only re-export
@@ -201,3 +211,32 @@ def test_no_module_takes_another_modules_private_names():
 def test_no_module_grows_past_its_size(module):
     lines = len(MODULES[module].read_text().splitlines())
     assert lines <= OVERSIZE.get(module, MAX_LINES)
+
+
+def layer_table() -> str:
+    """docs/architecture.md's layer table, from the folders (a package with an __init__.py
+    of its own, such as drivers/aws/, is one entry: ``aws.*``)."""
+    rows = ["| layer | holds | modules |", "|---|---|---|"]
+    for layer in ORDER:
+        names = set()
+        for m in MODULES:
+            if _layer(m) != layer:
+                continue
+            parts = m.split(".")[1:]
+            for i in range(1, len(parts) + 1):  # the first regular package on the way
+                if (PACKAGE / layer).joinpath(*parts[:i], "__init__.py").exists():
+                    parts = [*parts[:i], "*"]
+                    break
+            names.add(".".join(parts))
+        rows.append(f"| {layer} | {HOLDS[layer]} | {', '.join(f'`{n}`' for n in sorted(names))} |")
+    return "\n".join(rows)
+
+
+def test_the_docs_table_is_the_tree():
+    """Printed by ``python tests/tooling/test_layering.py``, pasted into docs/architecture.md."""
+    docs = (PACKAGE.parents[2] / "docs/architecture.md").read_text()
+    assert layer_table() in docs
+
+
+if __name__ == "__main__":
+    print(layer_table())
