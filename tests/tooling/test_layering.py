@@ -192,8 +192,6 @@ CIRCLES_TO_BREAK = [
     # Task, Job and the Celery message named in annotations and read lazily inside core.
     ["core.batch", "core.celery_message", "core.envelope", "core.policy", "core.ratelimit", "core.records",
      "core.registry", "core.schedules"],
-    # The runner loads follow-ups for chains and chords; they call back into the runner.
-    ["engine.followups", "engine.runner"],
 ]
 
 

@@ -137,10 +137,27 @@ from kindling.core.status import COMPLETED, DEAD, DEFERRED, REJECTED, REVOKED, S
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Protocol
 
     from kindling.core.batch import Outcome
     from kindling.core.envelope import Job
-    from kindling.engine.runner import Runner
+    from kindling.core.registry import Registry, Task
+    from kindling.core.result_store import ResultStore
+    from kindling.shared.payloads import PayloadIO
+
+    class Runner(Protocol):
+        """What follow-ups use of the runner that loads them (:class:`kindling.engine.runner.Runner`):
+        named here, so that this module does not import the runner, even for its annotations."""
+
+        registry: Registry
+        store: ResultStore
+        default_timeout: float
+        ttl_s: int
+        log: Callable[..., object] | None
+
+        def task_of(self, o: Outcome) -> Task: ...
+
+        def payload_io(self) -> PayloadIO: ...
 
 # The ids live in kindling.core.envelope and the chord's record key in kindling.core.records; they are
 # named here too, where callers found them before.
