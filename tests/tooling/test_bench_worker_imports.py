@@ -19,7 +19,7 @@ def test_the_worker_parser_reads_the_same_namespace_as_the_full_one():
 def test_the_worker_command_line_imports_no_pathlib_shutil_subprocess_or_other_commands():
     code = (
         "import sys\n"
-        "from kindling import cli\n"
+        "from kindling.tools import cli\n"
         f"cli.parser('worker').parse_args({ARGV!r})\n"
         "print(' '.join(sorted(m for m in ('pathlib', 'shutil', 'subprocess', 'kindling.tools.ops',"
         " 'kindling.tools.ops.cli')"

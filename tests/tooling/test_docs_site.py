@@ -39,8 +39,9 @@ def test_the_site_builds_strict_with_the_typed_api_reference(tmp_path):
                           capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr[-4000:]
     page = (site / "reference/index.html").read_text()
-    for name in ("kindling.task", "kindling.producer.client.Client", "kindling.tools.testing.eager", "kindling.producer.handles.JobHandle",
-                 "kindling.valkey.StreamProducer", "kindling.core.errors.JobFailed"):  # the paths programs import
+    for name in ("kindling.task", "kindling.producer.client.Client", "kindling.tools.testing.eager",
+                 "kindling.producer.handles.JobHandle", "kindling.valkey.StreamProducer",
+                 "kindling.core.errors.JobFailed"):  # where each lives; the section titles name the import paths
         assert f'id="{name}"' in page, name
     # The signatures a type checker sees (registry.pyi, handles.pyi): a handle gives the task's R.
     signatures = html.unescape(re.sub(r"<[^>]+>|\s+", "", page))
@@ -75,7 +76,8 @@ def reference_docstrings() -> list[tuple[str, str]]:
 
 def test_a_docstrings_literal_blocks_become_fenced_python_and_its_roles_code():
     rest = load_rest()
-    text = "Send it, :class:`kindling.producer.client.Client` style.\n\nExample::\n\n    job = send()\n    job.result()\n\nDone."
+    text = ("Send it, :class:`kindling.producer.client.Client` style.\n\nExample::\n\n"
+            "    job = send()\n    job.result()\n\nDone.")
     assert rest.markdown(text) == ("Send it, `kindling.producer.client.Client` style.\n\nExample:\n\n"
                                    "```python\njob = send()\njob.result()\n```\n\nDone.")
 

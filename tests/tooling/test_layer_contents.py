@@ -18,20 +18,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "layers/kindling/kindling"
-sys.path.insert(0, str(SOURCE))
+sys.path.insert(0, str(SOURCE / "tools"))
 import layerfiles  # noqa: E402  (a build script beside the package's modules, run by path)
 
-sys.path.remove(str(SOURCE))
+sys.path.remove(str(SOURCE / "tools"))
 
-LAYER_BUDGET = 430_000
+LAYER_BUDGET = 440_000
 """Bytes, zipped as `sam deploy` uploads the layer (`make layer-size` prints the figure),
 orjson and the licenses included, for x86_64 and for arm64. About 100 KB of it is orjson's
 extension module and 10 KB its licenses. A change that grows the layer past it takes
 something out of the worker's reach (into a tool the worker never imports), or moves the
 budget with its reason in the commit message."""
 
-TOOLS = ["cli.py", "demo.py", "scaffold.py", "ops/cli.py", "ops/dlq.py", "dashboard/__init__.py",
-         "dashboard/data.py", "valkey/migrate.py", "layerfiles.py"]
+TOOLS = ["tools/cli.py", "tools/demo.py", "tools/scaffold.py", "tools/ops/cli.py", "tools/ops/dlq.py",
+         "tools/dashboard/__init__.py", "tools/dashboard/data.py", "tools/valkey_migrate.py", "valkey/migrate.py",
+         "tools/layerfiles.py"]
 """What operators and developers run, and no worker: never in the layer."""
 
 
@@ -164,7 +165,7 @@ def write_package(root: Path, files: dict[str, str]) -> str:
 
 def test_the_reader_follows_function_level_and_lazy_imports_but_not_typing_only_ones(tmp_path):
     src = write_package(tmp_path / "kindling", {
-        "__init__.py": "from kindling.triggers.sqs.handler import run\n",
+        "__init__.py": "from kindling.handler import run\n",
         "handler.py": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from kindling import cli\n"
                       "def run():\n    from kindling.rare import go\n    import kindling.sub\n",
         "rare.py": "def go():\n    pass\n",
@@ -174,7 +175,7 @@ def test_the_reader_follows_function_level_and_lazy_imports_but_not_typing_only_
         "sub/migrate.py": "from kindling import cli\n",
         "cli.py": "import kindling.rare\n",
     })
-    assert layerfiles.reachable(src, ("kindling",)) == {"kindling", "kindling.triggers.sqs.handler", "kindling.rare",
+    assert layerfiles.reachable(src, ("kindling",)) == {"kindling", "kindling.handler", "kindling.rare",
                                                           "kindling.sub", "kindling.sub.worker"}
 
 

@@ -206,7 +206,7 @@ def test_a_failed_encode_leaves_nothing_behind_for_the_next():
 
 
 def test_use_orjson_switches_to_the_engine_that_keeps_the_contract():
-    code = ("from kindling import codec; assert codec.use_orjson()\n"
+    code = ("from kindling.core import codec; assert codec.use_orjson()\n"
             "for v in (float('nan'), {1: 'a'}, [[[]]] * 2):\n"
             "    try: print(codec.dumps(v))\n"
             "    except codec.EncodeError as e: print('refused', e)\n"

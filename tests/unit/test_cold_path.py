@@ -69,7 +69,8 @@ def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python):
     import importlib.util
 
     kindling = layer_python / "kindling"
-    for name in ("__init__", "triggers/sqs/handler", "engine/runner", "triggers/valkey/lambda_drain", "drivers/aws/chain"):
+    for name in ("__init__", "triggers/sqs/handler", "engine/runner", "triggers/valkey/lambda_drain",
+                 "drivers/aws/chain"):
         pyc = kindling / f"{name}.pyc"
         assert pyc.read_bytes()[:4] == importlib.util.MAGIC_NUMBER, name
     top = {p.name for p in layer_python.iterdir()}

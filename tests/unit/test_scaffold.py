@@ -68,7 +68,7 @@ def test_the_layer_makefile_builds_from_the_installed_package_not_a_source_tree(
     import kindling
 
     package = Path(kindling.__file__).parent
-    assert f'"{package}/layerfiles.py" "{package}" "/nonexistent/python"' in out
+    assert f'"{package}/tools/layerfiles.py" "{package}" "/nonexistent/python"' in out
 
 
 def _layer_build(layer: Path, *args: str) -> subprocess.CompletedProcess:

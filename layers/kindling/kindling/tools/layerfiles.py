@@ -38,8 +38,14 @@ ENTRY_POINTS = (
     "kindling.producer.dispatch",  # Task.delay / apply_async inside a job
     "kindling.producer.canvas",  # task.s(), chain, group, chord inside a job
     "kindling.producer.client",
+    # The names a task module imports at their old paths (re-exports of the modules above).
+    "kindling.handler", "kindling.client", "kindling.handles", "kindling.canvas", "kindling.dispatch",
+    "kindling.errors", "kindling.records", "kindling.status", "kindling.tasklog",
 )
 """Where a worker starts importing kindling: everything the layer ships is reached from here."""
+
+DATA_FOLDERS = ("__pycache__", "scaffold_files")
+"""Folders of the source package that hold no modules of the worker's."""
 
 DATA = ()
 """Files other than modules that the runtime reads (none: the worker reads no package data)."""
@@ -49,7 +55,8 @@ def modules(src: str) -> dict[str, str]:
     """Every module of the package whose source directory is ``src``: name to path."""
     found = {}
     for directory, dirs, files in os.walk(src):
-        dirs[:] = sorted(d for d in dirs if os.path.isfile(os.path.join(directory, d, "__init__.py")))
+        # The layer folders are namespace packages (no __init__.py); data folders are not packages.
+        dirs[:] = sorted(d for d in dirs if d.isidentifier() and d not in DATA_FOLDERS)
         rel = os.path.relpath(directory, src)
         prefix = PACKAGE if rel == "." else PACKAGE + "." + rel.replace(os.sep, ".")
         for name in sorted(files):
@@ -118,12 +125,21 @@ def imports(name: str, path: str, known: dict[str, str]) -> set[str]:
             arg = node.args[0]
             if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                 targets.append(arg.value)
-            elif (isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.FormattedValue)
-                  and isinstance(arg.values[0].value, ast.Name) and arg.values[0].value.id == "__name__"):
-                table = _lazy_table(tree)  # a package's lazy face: __import__(f"{__name__}.{module}")
+            elif isinstance(arg, ast.JoinedStr):
+                # A lazy face: __import__(f"{__name__}.{module}") or f"kindling.{module}", with
+                # module taken from its _WHERE table.
+                first = arg.values[0] if arg.values else None
+                if (isinstance(first, ast.FormattedValue) and isinstance(first.value, ast.Name)
+                        and first.value.id == "__name__"):
+                    prefix = name
+                elif isinstance(first, ast.Constant) and first.value == PACKAGE + ".":
+                    prefix = PACKAGE
+                else:
+                    raise DynamicImport(f"{path}:{node.lineno}: a module chosen at run time from an unknown prefix")
+                table = _lazy_table(tree)
                 if not table:
                     raise DynamicImport(f"{path}:{node.lineno}: a submodule chosen at run time, with no _WHERE table")
-                targets += [f"{name}.{module}" for module in table]
+                targets += [f"{prefix}.{module}" for module in table]
     found = set()
     for target in targets:
         found.update(m for m in _with_parents(target) if m in known)
@@ -141,7 +157,7 @@ def reachable(src: str, entry_points=ENTRY_POINTS) -> set[str]:
     todo = [m for e in entry_points for m in _with_parents(e)]
     while todo:
         name = todo.pop()
-        if name in seen:
+        if name in seen or name not in known:  # a namespace folder: no file, nothing it imports
             continue
         seen.add(name)
         todo.extend(imports(name, known[name], known) - seen)
