@@ -15,4 +15,4 @@ async def send_email(to: str, body: str) -> None:
 
 @task(skip_succeeded=False)             # run again even if a duplicate arrives
 def count_visit(page: str) -> None:
-    print(current_job().attempt)        # id, task, attempt, max_attempts, deadline, lambda_context
+    print(current_job().attempt)        # id, task, attempt, max_attempts, deadline, lambda_context, headers

@@ -1,6 +1,7 @@
 """Celery task messages (protocol 2) as kombu's SQS transport writes them, built by hand from
-kombu/transport/SQS ``Channel._put`` and celery/app/amqp.py ``as_task_v2``, for the tests that
-have no Celery installed (the LocalStack test sends real ones)."""
+kombu/transport/SQS ``Channel._put`` and celery/app/amqp.py ``as_task_v2``: for shapes Celery's
+producer does not write, and for the conformance scenarios. The bridge suite has Celery's own
+producer write its messages (tests/support/celery_bridge.py); the LocalStack test sends real ones."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ kindling.core.envelope.decode_job, and refused with a reason where kindling cann
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -21,10 +22,10 @@ def test_a_celery_message_is_the_job_it_asks_for(b64):
         ID, "orders.add", [2, 3], {"c": 1}, None, None)
 
 
-def test_eta_and_the_hard_time_limit_are_carried_over():
+def test_eta_and_the_earlier_time_limit_are_carried_over():
     job = decode_job(celery_body("orders.add", [], {}, eta="2030-01-02T03:04:05.500000+00:00", timelimit=[30, 20]))
     assert job.not_before == 1893553445500
-    assert job.timeout == 30
+    assert job.timeout == 20  # the soft limit, where Celery's worker raises into the task
     naive = decode_job(celery_body("orders.add", [], {}, eta="2030-01-02T03:04:05.500000"))
     assert naive.not_before == 1893553445500  # Celery's naive eta is UTC
 
@@ -72,3 +73,11 @@ def test_a_message_past_its_expires_is_not_run():
     with pytest.raises(InvalidJob, match="expired at 2021-01-01T00:00:00"):
         decode_job(celery_body("orders.add", [1], {}, expires="2021-01-01T00:00:00+00:00"))
     assert decode_job(celery_body("orders.add", [1], {}, expires="2099-01-01T00:00:00+00:00")).args == [1]
+
+
+@pytest.mark.parametrize("timelimit", [[0, None], [None, "10"], [True, None], [1]], ids=["zero", "text", "bool", "one"])
+def test_a_time_limit_that_is_not_seconds_is_refused_once_under_the_id(timelimit):
+    with pytest.raises(InvalidJob) as refused:
+        decode_job(celery_body("orders.add", [1], {}, task_id=ID, timelimit=timelimit))
+    assert refused.value.reason.count("Celery task message:") == 1 and re.search("time ?limit", refused.value.reason)
+    assert (refused.value.job_id, refused.value.keyed) == (ID, True)

@@ -158,17 +158,23 @@ def job_of(o: Outcome) -> Job:
 
 def drop_duplicates(outcomes: list[Outcome]) -> list[Outcome]:
     """The outcomes to run: the same job id twice in one batch runs once, and its copies
-    (marked ``duplicate``) follow the first (:func:`settle_duplicates`)."""
+    (marked ``duplicate``) follow the first (:func:`settle_duplicates`).
+
+    A message refused at decoding with a record under the job id it names (a Celery
+    message's, :func:`kindling.core.refusals.reject`) takes part as the copy it is: the first
+    message of an id decides, and a later one, refused or not, follows it unrecorded, so one
+    batch never writes two records of one id."""
     seen: set[str | None] = set()
     runnable = []
     for o in outcomes:
-        if o.status is not None:
+        if o.status is not None and o.record is None:  # handed back at decoding: claims no id
             continue
         if o.job_id in seen:
-            o.status = DUPLICATE
+            o.status, o.record = DUPLICATE, None
             continue
         seen.add(o.job_id)
-        runnable.append(o)
+        if o.status is None:
+            runnable.append(o)
     return runnable
 
 
@@ -230,18 +236,23 @@ class JobContext:
     ``lambda_context`` is the Lambda context object of the invocation running the job
     (``None`` outside Lambda): what Powertools' utilities take, such as Idempotency's
     ``config.register_lambda_context``.
+
+    ``headers``: a job sent by a Celery producer sees the message's own headers there
+    (``apply_async(headers={...})``), as Celery's ``self.request.headers``: the message's
+    headers less Celery's own, ``None`` when none are left; a kindling job's are ``None``.
     """
 
-    __slots__ = ("id", "task", "attempt", "max_attempts", "deadline", "lambda_context")
+    __slots__ = ("id", "task", "attempt", "max_attempts", "deadline", "lambda_context", "headers")
 
     def __init__(self, id: str | None, task: str, attempt: int, max_attempts: int, deadline: float | None,
-                 lambda_context: object = None):
+                 lambda_context: object = None, headers: dict | None = None):
         self.id = id
         self.task = task
         self.attempt = attempt
         self.max_attempts = max_attempts
         self.deadline = deadline  # time.monotonic() value the job must finish by, if any
         self.lambda_context = lambda_context
+        self.headers = headers
 
     def __repr__(self) -> str:
         return f"JobContext(id={self.id!r}, attempt={self.attempt}/{self.max_attempts})"

@@ -97,10 +97,14 @@ JOB_ID_ATTRIBUTE = "kindling_job_id"
 
 
 class Job:
-    """A decoded, validated job. Plain attributes; build one with :func:`new_job`."""
+    """A decoded, validated job. Plain attributes; build one with :func:`new_job`.
+
+    ``headers``: a Celery message's own headers (:mod:`kindling.core.celery_message`), for the
+    task's :attr:`~kindling.core.batch.JobContext.headers`; never part of an envelope.
+    """
 
     __slots__ = ("id", "task", "args", "kwargs", "enqueued_at", "max_attempts", "timeout", "not_before",
-                 "chain", "parent", "payload")
+                 "chain", "parent", "payload", "headers")
 
     def __init__(
         self,
@@ -115,6 +119,7 @@ class Job:
         chain: list[dict] | None = None,
         parent: dict | None = None,
         payload: dict | None = None,
+        headers: dict | None = None,
     ):
         self.id = id
         self.task = task
@@ -127,6 +132,7 @@ class Job:
         self.chain = chain
         self.parent = parent
         self.payload = payload
+        self.headers = headers
 
     def __repr__(self) -> str:
         return f"Job(id={self.id!r}, task={self.task!r})"
@@ -290,7 +296,8 @@ def decode_job(body: str | bytes) -> Job:
     try:
         data = codec.loads(body)
     except codec.DecodeError as exc:
-        if body[:3] in ("eyJ", b"eyJ"):  # base64 of '{"': kombu's SQS transport, a Celery producer
+        # base64 of '{"', or the JSON text kombu's SQS transport writes without base64: a Celery producer
+        if body[:3] in ("eyJ", b"eyJ") or body[:9] in ('{"body": ', b'{"body": '):
             from kindling.core import celery_message
 
             return celery_message.decode(body)
@@ -340,11 +347,9 @@ def _validate(data: dict) -> None:
         newer = [f for f in _OPTIONAL_V2 if f in data]
         if newer:
             raise bad(f"field(s) {', '.join(newer)} need envelope version 2, the message says 1")
-    jid = data["id"]
-    if not _is_id(jid):
-        raise bad(
-            f"id must be 1-{MAX_ID_LENGTH} characters of letters, digits and -_.:, got {jid!r:.80}"
-        )
+    reason = job_id_error(data["id"])
+    if reason:
+        raise bad(reason)
     reason = _call_error(data)
     if reason:
         raise bad(reason)
@@ -455,6 +460,18 @@ def _payload_error(payload: object) -> str | None:
     if not (isinstance(digest, str) and len(digest) == 64 and _HEX.issuperset(digest)):
         return f"payload.sha256 must be 64 lowercase hex digits, got {digest!r:.80}"
     return None
+
+
+def is_job_id(value: object) -> bool:
+    """Whether ``value`` is a job id: 1-128 characters of letters, digits and ``-_.:``."""
+    return _is_id(value)
+
+
+def job_id_error(value: object) -> str | None:
+    """What is wrong with ``value`` as a job id, or ``None`` if it is one."""
+    if _is_id(value):
+        return None
+    return f"id must be 1-{MAX_ID_LENGTH} characters of letters, digits and -_.:, got {value!r:.80}"
 
 
 def _is_id(value: object) -> bool:

@@ -21,13 +21,25 @@ class TaskDefinitionError(KindlingError, TypeError):
 
 
 class InvalidJob(KindlingError, ValueError):
-    """A message is not a valid job; ``reason`` says why, for the ``rejected`` record."""
+    """A message is not a valid job; ``reason`` says why, for the ``rejected`` record.
 
-    def __init__(self, reason: str, *, job_id: str | None = None, task: str | None = None):
+    ``job_id`` and ``task``: what the message claims to be. ``keyed``: the message names its
+    job id beyond doubt (a Celery message's ``id`` header, a valid job id), so its refusal is
+    recorded under that id, where its sender looks (:func:`kindling.core.refusals.reject`); a
+    record under a job id is written only where :data:`kindling.core.status.REPLACES` lets it.
+    """
+
+    def __init__(self, reason: str, *, job_id: str | None = None, task: str | None = None, keyed: bool = False):
         super().__init__(reason)
         self.reason = reason
         self.job_id = job_id
         self.task = task
+        self.keyed = keyed
+
+
+class Expired(InvalidJob):
+    """A message past its expiry (Celery's ``expires``), or one that expires before it is
+    due: never run, and its job recorded ``revoked``, as Celery's worker marks it."""
 
 
 class NewerEnvelope(InvalidJob):

@@ -15,7 +15,8 @@ record has none.
 
 Rejected messages that are not a well-formed envelope are keyed ``rejected#<message
 ref>``: ``#`` cannot occur in a job id, so such a record never lands on a real job's key,
-and two bad messages never share one.
+and two bad messages never share one. (A Celery message naming a valid task id is the
+exception: its rejection is recorded under that id, :mod:`kindling.core.refusals`.)
 
 Two attributes feed the table's secondary indexes (template.yaml), each sharded by the
 record's key so that no index value becomes one hot partition: ``task_shard``

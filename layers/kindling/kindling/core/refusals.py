@@ -4,9 +4,17 @@ the crash-loop rule: :func:`kindling.core.policy.out_of_deliveries`).
 
 A rejected message is recorded and never run. A well-formed envelope (unknown task,
 arguments that do not bind, an envelope no worker took before its last delivery) is
-recorded under its job id, so its sender sees the rejection; anything else, and any
-message whose signature does not verify, under a key of its own message
-(:func:`kindling.core.records.rejected_key`).
+recorded under its job id, so its sender sees the rejection; so is a Celery message that
+names a valid task id (:attr:`kindling.core.errors.InvalidJob.keyed`), whatever is wrong with the
+rest of it. Anything else, and any message whose signature does not verify, under a key of
+its own message (:func:`kindling.core.records.rejected_key`). A record under a job id never
+takes a real job's place: the store writes a ``rejected`` only over no record, a
+``rejected``, or one that stands for no run yet (:data:`kindling.core.status.REPLACES`), and one
+batch writes one record per id (:func:`kindling.core.batch.drop_duplicates`).
+
+A Celery message past its ``expires`` is not rejected but its job recorded ``revoked``
+under its id (as Celery's worker marks an expired task), and the delivery ``skipped``:
+a ``revoked`` also ends a job that failed before it expired.
 
 And an outcome the store refused as of an older generation (:func:`drop_stale`): the job was
 revived while its delivery ran.
@@ -17,10 +25,10 @@ does.
 
 from __future__ import annotations
 
-from kindling.core.envelope import decode_job, now_ms
-from kindling.core.errors import InvalidJob
+from kindling.core.envelope import decode_job, is_job_id, now_ms
+from kindling.core.errors import Expired, InvalidJob
 from kindling.core.records import build_record, rejected_key
-from kindling.core.status import DEAD, REJECTED
+from kindling.core.status import DEAD, REJECTED, REVOKED, SKIPPED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,24 +41,38 @@ __all__ = ["dead_undelivered", "drop_stale", "reject"]
 
 def reject(o: Outcome, d: Delivery, reason: str, *, registry: Registry, worker: dict, ttl_s: int,
            claimed_id: str | None = None, task: str | None = None, job: Job | None = None,
-           unsigned: bool = False) -> Outcome:
+           unsigned: bool = False, refusal: InvalidJob | None = None) -> Outcome:
     """Make ``o`` (delivery ``d``'s) the rejection of its message, with its record.
 
     ``claimed_id`` and ``task``: what the message says it is, for its sender to read;
-    ``job``: the envelope, when it decoded. ``unsigned``: its signature does not verify, so
-    it is never recorded under the job id it claims (which it could take from a real job):
-    the claims are read from its body only to tell the sender what arrived.
+    ``job``: the envelope, when it decoded. ``refusal``: the decoder's
+    :class:`~kindling.core.errors.InvalidJob`, whose claims these are; ``keyed``, its message
+    names its job id beyond doubt, so the record is under that id (when it is a valid job
+    id); :class:`~kindling.core.errors.Expired`, a keyed message past its expiry: the job is
+    recorded ``revoked`` and the delivery ``skipped``. ``unsigned``: its signature does not
+    verify, so it is never recorded under the job id it claims (which it could take from a
+    real job): the claims are read from its body only to tell the sender what arrived.
     """
-    if unsigned:
+    keyed = expired = False
+    if refusal is not None:
+        claimed_id, task, keyed, expired = refusal.job_id, refusal.task, refusal.keyed, isinstance(refusal, Expired)
+    if unsigned:  # never keyed: its claims are only read back for the record
         claimed_id, task = _claims(d.body)
-    key = job.id if job is not None else rejected_key(d.ref)
+        keyed = expired = False
+    if job is not None:
+        key = job.id
+    elif keyed and is_job_id(claimed_id):
+        key = claimed_id
+    else:
+        key, expired = rejected_key(d.ref), False
     known = registry.find(task) if task else None
     redact = known is not None and known.redact  # its arguments may be in the reason and the body
-    o.job_id, o.task, o.status, o.attempts = key, task, REJECTED, d.attempts
-    o.reason = "InvalidJob: [redacted]" if redact else reason
+    status, kind = (REVOKED, "Expired") if expired else (REJECTED, "InvalidJob")
+    o.job_id, o.task, o.status, o.attempts = key, task, SKIPPED if expired else REJECTED, d.attempts
+    o.reason = f"{kind}: [redacted]" if redact else reason
     at = now_ms()
-    o.record = build_record(key=key, task=task, status=REJECTED, attempts=d.attempts, started_at=at,
-                            finished_at=at, job=job, error={"type": "InvalidJob", "message": reason},
+    o.record = build_record(key=key, task=task, status=status, attempts=d.attempts, started_at=at,
+                            finished_at=at, job=job, error={"type": kind, "message": reason},
                             raw=d.body, job_id=claimed_id, worker=worker, ttl_s=ttl_s, redact=redact)
     return o
 

@@ -25,7 +25,8 @@ Recorded statuses (what a result record says):
   every outcome replaces it, and it replaces only no record or a ``scheduled`` one (never a
   real outcome, a revive's ``queued`` or a ``revoked``). Not final: a waiter keeps waiting.
 * ``revoked`` - an operator cancelled the job (``kindling jobs revoke``,
-  ``handle.revoke()``): no worker starts it from then on; final: the batch's duplicate
+  ``handle.revoke()``), or a Celery producer's message arrived past its ``expires``
+  (:mod:`kindling.core.refusals`): no worker starts it from then on; final: the batch's duplicate
   check skips it at no extra cost. A run already under way runs on (no worker records
   "running", so a revoke cannot tell it from a queued job) and ends by :data:`REPLACES`.
 

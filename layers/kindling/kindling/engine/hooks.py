@@ -116,7 +116,8 @@ def _calls(registry: Registry, outcomes: list[Outcome], max_attempts: Callable[[
         if not names:
             continue
         task = registry.find(o.task)  # type: ignore[arg-type]
-        job = JobContext(o.job_id, o.task, o.attempts, max_attempts(o), None, context)  # type: ignore[arg-type]
+        job = JobContext(o.job_id, o.task, o.attempts, max_attempts(o), None, context,  # type: ignore[arg-type]
+                         o.job.headers if o.job is not None else None)
         for name in names:
             own = getattr(task, name, None) if task is not None else None
             error = None if name == "on_success" else o.error

@@ -382,8 +382,7 @@ class Runner:
             o.retry_in = policy.store_backoff_s(d.attempts)
             return o
         except InvalidJob as exc:
-            return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d, exc.reason,
-                                  claimed_id=exc.job_id, task=exc.task)
+            return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d, exc.reason, refusal=exc)
         except Exception as exc:  # noqa: BLE001 - whatever the body does to the decoder
             return self._rejected(Outcome(d.ref, None, None, None, d.attempts), d,
                                   f"message body cannot be decoded: {type(exc).__name__}: {exc}"[:1000])
@@ -568,7 +567,7 @@ class Runner:
         """What the job's task sees through :func:`kindling.core.batch.current_job` while it runs."""
         job = job_of(o)
         return JobContext(job.id, job.task, o.attempts, self._attempts_allowed(o), time.monotonic() + seconds,
-                          lambda_context())
+                          lambda_context(), job.headers)
 
     def run_job(self, o: Outcome, deadline: float | None) -> None:
         """Run one synchronous job on this thread, under an :class:`~kindling.core.batch.Alarm` on
