@@ -22,9 +22,11 @@ def pytest_sessionfinish(session):
 
 
 def sam_build(source: str, target: str, out: Path, *variables: str) -> Path:
-    """Run ``make <target>`` in ``source`` into ``out``, as `sam build` runs a makefile build."""
+    """Run ``make <target>`` in ``source`` into ``out``, as `sam build` runs a makefile build,
+    for the runtime of this interpreter's version (python3.11 when the suite runs on 3.11)."""
+    version = "{}.{}".format(*sys.version_info[:2])
     subprocess.run(["make", "-s", "-C", str(ROOT / source), target, f"ARTIFACTS_DIR={out}", f"PYTHON={sys.executable}",
-                    *variables], check=True, timeout=300)
+                    f"PY_VERSION={version}", *variables], check=True, timeout=300)
     return out
 
 

@@ -39,19 +39,39 @@ def mix(n: int) -> list[tuple[str, list, dict]]:
     return [rng.choice(population) for _ in range(n)]
 
 
-def reports(function: str) -> list[dict]:
-    """The REPORT lines the runtime wrote to CloudWatch Logs, oldest first."""
-    import boto3
+def reports(function: str, since_ms: int, logs=None) -> list[dict]:
+    """The REPORT lines the runtime wrote to CloudWatch Logs from ``since_ms`` on (this run's:
+    an earlier run's lines stay in the log group), every page of them, oldest first."""
+    if logs is None:
+        import boto3
 
-    logs = boto3.client("logs")
+        logs = boto3.client("logs")
+    events, token = [], None
+    while True:
+        page = logs.filter_log_events(logGroupName=f"/aws/lambda/{function}", startTime=since_ms,
+                                      **({"nextToken": token} if token else {}))
+        events += page["events"]
+        token = page.get("nextToken")
+        if not token:
+            break
     out = []
-    for event in logs.filter_log_events(logGroupName=f"/aws/lambda/{function}")["events"]:
+    for event in events:
         for line in event["message"].splitlines():
             if line.startswith("REPORT"):
                 fields = dict(part.split(": ", 1) for part in line.split("\t")[1:] if ": " in part)
                 numbers = {k: v.split()[0] for k, v in fields.items()}
                 out.append({k: float(v) for k, v in numbers.items() if v.replace(".", "").isdigit()})
     return out
+
+
+def malformed(run: str) -> list[dict]:
+    """Two envelopes that cannot run (an unknown task, arguments its task does not take),
+    under ids of this run: a record a previous run left under a fixed id would be read as
+    this run's outcome."""
+    return [{"version": 1, "id": f"demo-unknown-task-{run}", "task": "no_such_task", "args": [], "kwargs": {},
+             "enqueued_at": 1_700_000_000_000},
+            {"version": 1, "id": f"demo-bad-args-{run}", "task": "sleep", "args": [1, 2, 3], "kwargs": {},
+             "enqueued_at": 1_700_000_000_000}]
 
 
 def main(jobs: int = 300) -> int:
@@ -87,15 +107,13 @@ def run(jobs: int) -> int:
     client = Client(queue_url=out["QueueUrl"], table=out["ResultsTableName"])
     sqs = boto3.client("sqs")
 
+    started_ms = int(time.time() * 1000)
     t0 = time.perf_counter()
     handles = client.enqueue_many(mix(jobs))
     enqueue_s = time.perf_counter() - t0
     bad = sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody="{not json")["MessageId"]
     extra = [rejected_key(bad)]  # a body with no job id is recorded under its message id
-    for body in ({"version": 1, "id": "demo-unknown-task", "task": "no_such_task", "args": [], "kwargs": {},
-                  "enqueued_at": 1_700_000_000_000},
-                 {"version": 1, "id": "demo-bad-args", "task": "sleep", "args": [1, 2, 3], "kwargs": {},
-                  "enqueued_at": 1_700_000_000_000}):
+    for body in malformed(f"{started_ms:x}"):
         sqs.send_message(QueueUrl=out["QueueUrl"], MessageBody=codec.dumps(body))
         extra.append(body["id"])
     print(f"enqueued {len(handles)} jobs in {enqueue_s * 1000:.0f} ms ({len(handles) / enqueue_s:,.0f} jobs/s) "
@@ -134,7 +152,7 @@ def run(jobs: int) -> int:
         print(f"\ne.g. dead after {dead[0]['attempts']} attempts: {error['type']}: {error['message']}")
 
     time.sleep(2)  # let the runtime's last REPORT lines reach CloudWatch Logs
-    rep = reports(out["WorkerFunctionName"])
+    rep = reports(out["WorkerFunctionName"], since_ms=started_ms - 1000)
     cold = [r for r in rep if "Init Duration" in r]
     warm = [r["Duration"] for r in rep if "Init Duration" not in r]
     print()
@@ -152,7 +170,7 @@ def run(jobs: int) -> int:
     print(f"all outcomes final after {total_s:.1f} s (retries wait their backoff: RetryDelay 1 s, doubling)")
     canvas(client)
     periodic(out, client)
-    operating(out, started_ms=int(time.time() * 1000 - (time.perf_counter() - t0) * 1000))
+    operating(out, started_ms=started_ms)
     return 0 if rows.keys() and not any(s == "missing" for _, s in rows) else 1
 
 

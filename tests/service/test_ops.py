@@ -831,7 +831,7 @@ def test_the_commands_print_aligned_tables_and_json(stack, capsys, monkeypatch):
     assert "\nstatus        queued (generation 2)\n" in text and "\nrevived  " in text
     assert "generation 1  dead after 2 attempt(s)" in text
 
-    assert cli.main(["jobs", "list", *base]) == 1
+    assert cli.main(["jobs", "list", *base]) == 2  # usage: the command line lacks what it needs
     assert "give --status or --task" in capsys.readouterr().err
 
 

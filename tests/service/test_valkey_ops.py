@@ -288,14 +288,15 @@ def test_redrive_revives_records_in_the_results_table(url, stream, table, monkey
     assert "succeeded (generation 2)" in out
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--valkey-url", "redis://:s3cret@127.0.0.1:1/0"], "the URL holds a password"),
-    (["--valkey=redis://:s3cret@127.0.0.1:1/0"], "the URL holds a password"),
-    (["--valkey"], "no URL: set KINDLING_VALKEY_URL"),
+@pytest.mark.parametrize("argv,message,exit_code", [
+    (["--valkey-url", "redis://:s3cret@127.0.0.1:1/0"], "the URL holds a password", 1),
+    (["--valkey=redis://:s3cret@127.0.0.1:1/0"], "the URL holds a password", 1),
+    (["--valkey"], "no URL: set KINDLING_VALKEY_URL", 2),  # a setting neither passed nor set: usage
 ])
-def test_the_url_comes_as_the_worker_takes_it_never_a_password_on_argv(monkeypatch, capsys, argv, message):
+def test_the_url_comes_as_the_worker_takes_it_never_a_password_on_argv(monkeypatch, capsys, argv, message,
+                                                                       exit_code):
     code, out, err = cli(monkeypatch, capsys, None, "dlq", "peek", *argv)
-    assert code == 1 and message in err and "s3cret" not in out + err
+    assert code == exit_code and message in err and "s3cret" not in out + err
 
 
 def test_a_missing_url_file_is_said_clearly(monkeypatch, capsys):
@@ -317,7 +318,7 @@ def test_a_url_file_is_read(url, stream, store, monkeypatch, capsys, tmp_path):
 def test_redrive_without_records_asks_for_them_or_no_revive(url, stream, monkeypatch, capsys):
     monkeypatch.delenv("KINDLING_TABLE", raising=False)
     code, _, err = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", "")
-    assert code == 1 and "--no-revive" in err
+    assert code == 2 and "--no-revive" in err  # a setting neither passed nor set: usage
 
 
 def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, store, prefix_env, monkeypatch, capsys):
@@ -428,7 +429,7 @@ def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_resul
     assert (done["previous_status"], done["generation"], done["stream"]) == ("dead", 2, stream)
     assert drain(url, stream, dynamo) == {"succeeded": 1}
     code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", job.id, "--valkey", "--stream", stream)
-    assert code == 1 and "--table / KINDLING_TABLE, or --results valkey" in err
+    assert code == 2 and "--table / KINDLING_TABLE, or --results valkey" in err  # usage
 
 
 def test_a_job_that_dies_while_retry_searches_the_dead_stream_is_revived(url, stream, store, monkeypatch):

@@ -42,6 +42,8 @@ ON_VALKEY = ["stream_producer.py"]
 COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}
 OTHER_LANGUAGES = ["send.go"]
 # Imported by a test below that drives it (a job runs in eager mode; the service is a fake).
+# Run by pytest, with kindling's plugin and a valkey-server: the fixtures docs/testing.md shows.
+PYTEST_RUN = ["test_fixtures.py"]
 DRIVEN = ["sentry_hooks.py", "powertools_logger.py", "powertools_metrics.py", "powertools_tracer.py",
           "powertools_idempotency.py", "powertools_parameters.py"]
 
@@ -99,7 +101,7 @@ def test_every_python_block_in_the_docs_is_an_example_file_included_verbatim():
 
 
 def test_every_example_file_is_run_or_compiled_by_this_test_and_named_by_a_page():
-    planned = EAGER + ON_MOTO + ON_VALKEY + list(COMPILED_ONLY) + OTHER_LANGUAGES + DRIVEN
+    planned = EAGER + ON_MOTO + ON_VALKEY + list(COMPILED_ONLY) + OTHER_LANGUAGES + DRIVEN + PYTEST_RUN
     assert len(planned) == len(set(planned))
     on_disk = sorted(p.name for p in EXAMPLES.iterdir() if p.is_file() and p.suffix in (".py", ".go", ".js"))
     assert sorted(planned) == on_disk
@@ -568,3 +570,35 @@ def test_no_script_writes_the_readme_and_the_bench_harness_names_docs_benchmarks
     assert writers == []
     assert "docs/benchmarks.md" in (ROOT / "infra/bench/run.py").read_text()
     assert "make bench" in (DOCS / "benchmarks.md").read_text()
+
+
+def _sends(source: str) -> bool:
+    return bool(re.search(r"\.(delay|apply_async|result|s)\(", source)) and "eager()" not in source
+
+
+@pytest.mark.parametrize("name", [n for n in EAGER if _sends((EXAMPLES / n).read_text())])
+def test_an_example_that_sends_outside_eager_mode_says_on_its_page_that_it_runs_with_kindling_eager(name):
+    """It is run here with KINDLING_EAGER=1 (no queue, no table); a reader copying it must know
+    that, or its .delay() looks for a queue. The sentence stands right after the block."""
+    pages = [p for p in PAGES if f"<!-- example: docs/examples/{name} -->" in p.read_text()]
+    assert pages, name
+    for page in pages:
+        text = page.read_text()
+        after = text[text.index(f"<!-- example: docs/examples/{name} -->"):]
+        after = after.split("```", 2)[2]  # past the block
+        following = after.strip().split("\n\n", 1)[0]
+        assert "KINDLING_EAGER=1" in following, (page.name, following)
+
+
+@pytest.mark.valkey
+@pytest.mark.parametrize("name", PYTEST_RUN)
+def test_the_fixture_example_passes_under_pytest_with_every_fixture_it_shows(name, valkey_url, tmp_path):
+    """Run as a user runs it: pytest in a directory of its own, kindling's plugin from its entry
+    point, moto's embedded AWS, and the Valkey test given a server (so none is skipped)."""
+    shutil.copy(EXAMPLES / name, tmp_path / name)
+    env = {k: v for k, v in example_env().items() if not k.startswith(("PYTEST_", "AWS_", "KINDLING_"))}
+    done = subprocess.run([sys.executable, "-m", "pytest", name, "-q", "-p", "no:cacheprovider", "-rs",
+                           "--kindling-valkey-url", valkey_url], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0 and re.search(r"\b3 passed\b", done.stdout), done.stdout[-3000:] + done.stderr
+    assert "skipped" not in done.stdout, done.stdout

@@ -23,7 +23,7 @@ import layerfiles  # noqa: E402  (a build script beside the package's modules, r
 
 sys.path.remove(str(SOURCE / "tools"))
 
-LAYER_BUDGET = 440_000
+LAYER_BUDGET = 445_000
 """Bytes, zipped as `sam deploy` uploads the layer (`make layer-size` prints the figure),
 orjson and the licenses included, for x86_64 and for arm64. About 100 KB of it is orjson's
 extension module and 10 KB its licenses. A change that grows the layer past it takes

@@ -36,6 +36,8 @@ def source_version() -> str:
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> dict[str, Path]:
+    """``make dist`` (the release's command), run in a copy of the checkout with this virtualenv's
+    Python (``-o``: the copy's own .venv is not made)."""
     out = tmp_path_factory.mktemp("dist")
     # From a copy of the checkout (what a clone holds): a build writes beside its sources, and
     # the suite's other processes read and build in the checkout meanwhile.
@@ -43,8 +45,8 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
         ".git", ".venv*", ".state", ".aws-sam", "bench-results", "build", "dist", "*.egg-info", "__pycache__",
         ".pytest_cache", ".hypothesis", ".ruff_cache", "node_modules"))
-    done = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(src)],
-                          capture_output=True, text=True)
+    done = subprocess.run(["make", "-s", "-o", ".venv/.installed", "dist", f"PY={sys.executable}",
+                           f"DIST_DIR={out}"], cwd=src, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (wheel,) = out.glob("*.whl")
     (sdist,) = out.glob("*.tar.gz")
@@ -83,6 +85,8 @@ def test_the_wheel_holds_every_module_the_typing_files_the_dashboard_page_and_th
     with zipfile.ZipFile(dists["wheel"]) as z:
         entry_points = z.read(f"{dist_info}/entry_points.txt").decode()
     assert re.search(r"^kindling = kindling\.tools\.cli:main$", entry_points, re.M), entry_points
+    # kindling's pytest plugin: pytest finds it by this entry point wherever the wheel is installed.
+    assert re.search(r"^\[pytest11\]\nkindling = kindling\.tools\.pytest_plugin$", entry_points, re.M), entry_points
 
 
 def test_the_wheel_holds_the_kindling_package_only_never_the_tests_or_the_example_worker(dists):
@@ -102,19 +106,37 @@ def test_the_runtime_requires_orjson_only_and_boto3_comes_with_the_client_extra(
     assert [re.match(r"[A-Za-z0-9_.-]+", r).group() for r in client] == ["boto3"]
 
 
-def _fresh_venv(where: Path) -> tuple[Path, Path]:
-    """A virtualenv with pip and, copied from this one, orjson (so installing needs no index)."""
-    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True)
+def _fresh_venv(where: Path, *dists: str) -> tuple[Path, Path]:
+    """A virtualenv with pip and, copied from this one, orjson and the distributions named (so
+    installing kindling's wheel needs no index: its requirements are already there)."""
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, capture_output=True, timeout=120)
     python = where / "bin/python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                               check=True, capture_output=True, text=True).stdout.strip())
-    import orjson
-
-    here = Path(orjson.__file__).parent
-    shutil.copytree(here, site / "orjson")
-    (dist_info,) = here.parent.glob("orjson-*.dist-info")
-    shutil.copytree(dist_info, site / dist_info.name)
+                               check=True, capture_output=True, text=True, timeout=60).stdout.strip())
+    for name in ("orjson", *dists):
+        _copy_distribution(name, site)
     return python, site
+
+
+def _copy_distribution(name: str, site: Path) -> None:
+    """An installed distribution's files (its RECORD) copied into ``site``, as pip would have
+    installed them there; scripts outside site-packages are left out."""
+    from importlib import metadata
+
+    dist = metadata.distribution(name)
+    for file in dist.files or ():
+        source = Path(dist.locate_file(file))
+        if ".." in file.parts or not source.is_file():
+            continue
+        target = site / file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+def _clean_env() -> dict[str, str]:
+    """This process's environment without what ties a child to this checkout or this pytest run."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONSTARTUP") and not k.startswith("PYTEST_")}
 
 
 EAGER = """
@@ -134,24 +156,51 @@ print("eager ok")
 @pytest.mark.slow
 def test_the_installed_wheel_prints_its_version_and_runs_a_task_eagerly_without_boto3(dists, tmp_path):
     python, site = _fresh_venv(tmp_path / "venv")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _clean_env()
     pip = [str(python), "-m", "pip", "install", "--no-index", "--disable-pip-version-check", "--quiet"]
     # With its dependencies resolved, index-less: it succeeds only if orjson is all it needs.
-    subprocess.run([*pip, str(dists["wheel"])], check=True, capture_output=True, env=env)
+    subprocess.run([*pip, str(dists["wheel"])], check=True, capture_output=True, env=env, timeout=120)
     version = subprocess.run([str(python.parent / "kindling"), "--version"], check=True, capture_output=True,
-                             text=True, env=env, cwd=tmp_path).stdout
+                             text=True, env=env, cwd=tmp_path, timeout=60).stdout
     assert version.strip() == f"kindling {source_version()}"
     (tmp_path / "example.py").write_text(EAGER)
-    ran = subprocess.run([str(python), "example.py"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    ran = subprocess.run([str(python), "example.py"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert ran.returncode == 0 and ran.stdout.strip() == "eager ok", ran.stderr
     kindling_from = subprocess.run([str(python), "-c", "import kindling; print(kindling.__file__)"], check=True,
-                                   capture_output=True, text=True, env=env, cwd=tmp_path).stdout
+                                   capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60).stdout
     assert kindling_from.startswith(str(site)), kindling_from  # the installed copy, not the source tree
-    boto3 = subprocess.run([str(python), "-c", "import boto3"], capture_output=True, text=True, env=env)
+    boto3 = subprocess.run([str(python), "-c", "import boto3"], capture_output=True, text=True, env=env, timeout=60)
     assert "No module named 'boto3'" in boto3.stderr
     # The producers' extra is what asks for boto3 (here: refused, there is no index to find it in).
-    extra = subprocess.run([*pip, f"{dists['wheel']}[client]"], capture_output=True, text=True, env=env)
+    extra = subprocess.run([*pip, f"{dists['wheel']}[client]"], capture_output=True, text=True, env=env,
+                           timeout=120)
     assert extra.returncode != 0 and "boto3" in extra.stderr, extra.stderr
+
+
+@pytest.mark.slow
+def test_a_new_project_from_the_installed_wheel_passes_its_own_tests_outside_the_checkout(dists, tmp_path):
+    """The install path a user has before any release: the wheel ``make dist`` builds, installed
+    offline (``--no-index``) into a virtualenv that has never seen this checkout, then
+    ``kindling init app`` and the project's own ``make test``."""
+    python, site = _fresh_venv(tmp_path / "venv", "pytest", "pluggy", "iniconfig", "packaging", "pygments")
+    env = _clean_env()
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
+                                "--quiet", "--find-links", str(dists["wheel"].parent), "kindling-jobs"],
+                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert installed.returncode == 0, installed.stderr
+    init = subprocess.run([str(python.parent / "kindling"), "init", "app"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60)
+    assert init.returncode == 0, init.stderr
+    where = subprocess.run([str(python), "-c", "import kindling, sys; print(kindling.__file__); print(sys.path)"],
+                           check=True, capture_output=True, text=True, env=env, cwd=tmp_path / "app",
+                           timeout=60).stdout
+    assert where.startswith(str(site)) and str(ROOT) not in where, where  # the wheel's copy; no checkout on the path
+    tests = subprocess.run(["make", "test", f"PYTHON={python}"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path / "app", timeout=180)
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
+    # The eager tests, through kindling's pytest plugin (the wheel's entry point); the one on
+    # moto is skipped: this virtualenv has neither moto nor boto3.
+    assert re.search(r"\b3 passed, 1 skipped\b", tests.stdout) and "failed" not in tests.stdout, tests.stdout
 
 
 def test_the_sdist_holds_the_license_and_the_package_and_no_tests(dists):

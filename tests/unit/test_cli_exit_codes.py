@@ -1,6 +1,8 @@
 """Every error the command expects maps to one line naming its cause and fix, and an exit
 code that argparse's usage error (2) never shares (kindling.tools.exits)."""
 
+import os
+
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError, NoRegionError
 from kindling.core.errors import EnqueueError, JobFailed, JobTimeout, KindlingError
@@ -65,3 +67,38 @@ def test_a_missing_setting_names_the_option_and_the_variable():
     assert need("t", "--table", "KINDLING_TABLE") == "t"
     with pytest.raises(UsageError, match="--table is required: pass --table or set KINDLING_TABLE"):
         need(None, "--table", "KINDLING_TABLE")
+
+
+# Every command that needs a table, a queue or a Valkey URL, run with none of them set.
+NEEDS_A_SETTING = {
+    "status": ["status", "j1"],
+    "result": ["result", "j1"],
+    "enqueue": ["enqueue", "t"],
+    "worker": ["worker"],
+    "worker --valkey, results in the table": ["worker", "--valkey", "valkey://127.0.0.1:1"],
+    "jobs list": ["jobs", "list", "--status", "dead"],
+    "jobs list without a status or task": ["jobs", "list", "--table", "t"],
+    "jobs show": ["jobs", "show", "j1"],
+    "jobs retry": ["jobs", "retry", "j1"],
+    "jobs revoke": ["jobs", "revoke", "j1"],
+    "dlq peek": ["dlq", "peek"],
+    "dlq redrive": ["dlq", "redrive"],
+    "dlq peek --valkey": ["dlq", "peek", "--valkey"],
+    "info": ["info"],
+    "dashboard": ["dashboard", "--port", "0"],
+}
+
+
+@pytest.mark.parametrize("case", NEEDS_A_SETTING)
+def test_a_required_setting_neither_passed_nor_set_exits_2_naming_it(case, monkeypatch, capsys):
+    from kindling.tools import cli
+
+    for name in [n for n in os.environ if n.startswith(("KINDLING_", "AWS_"))]:
+        monkeypatch.delenv(name)
+    # Were a command to reach AWS regardless, it would find nothing listening here.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    code = cli.main(NEEDS_A_SETTING[case])
+    err = capsys.readouterr().err
+    assert code == USAGE, err
+    assert err.startswith("kindling: ") and "--" in err and "Traceback" not in err, err

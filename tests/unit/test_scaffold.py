@@ -94,11 +94,14 @@ def test_the_layer_refuses_an_architecture_lambda_does_not_have(tmp_path):
 
 
 def test_the_scaffolds_eager_tests_pass_as_written(tmp_path):
+    """Through kindling's pytest plugin (kindling_eager). The test on moto opens sockets: it
+    runs in tests/service/test_scaffold_tests.py."""
     _init(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], cwd=tmp_path,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", "--deselect",
+                           "tests/test_tasks.py::test_the_worker_runs_the_tasks_from_the_queue"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "3 passed" in done.stdout
+    assert "3 passed, 1 deselected" in done.stdout
 
 
 def test_init_refuses_a_non_empty_directory_and_writes_nothing(tmp_path):

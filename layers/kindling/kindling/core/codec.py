@@ -220,6 +220,20 @@ def _loads(data: str | bytes | bytearray | memoryview):
         raise DecodeError(str(exc)) from None
 
 
+def _non_finite(obj) -> str:
+    """repr of the first NaN or infinity in ``obj`` (an error message's, on the failure path only)."""
+    stack = [obj]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+            return repr(value)
+        if isinstance(value, dict):
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list | tuple):
+            stack.extend(reversed(value))
+    return "nan"
+
+
 def _dumps(obj) -> str:
     """The reference encoder."""
     try:
@@ -232,7 +246,9 @@ def _dumps(obj) -> str:
     except ValueError as exc:
         message = str(exc)
         if message.startswith("Out of range float"):
-            message = f"NaN and infinity are not JSON ({message.rsplit(' ', 1)[-1]})"
+            # Python 3.12 names the value ("...: nan"); 3.11 does not: found in the value then.
+            value = message.rsplit(": ", 1)[-1] if ": " in message else _non_finite(obj)
+            message = f"NaN and infinity are not JSON ({value})"
         raise EncodeError(message) from exc
     except TypeError as exc:
         raise EncodeError(str(exc)) from exc

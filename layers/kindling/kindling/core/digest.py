@@ -1,6 +1,6 @@
 """SHA-256 and HMAC-SHA256: one implementation for kindling's signatures, SigV4 and digests.
 
-``_sha2`` is CPython's built-in HACL* SHA-256 (3.12+): importing ``hashlib`` (or ``hmac``,
+``_sha2`` is CPython's built-in HACL* SHA-256 (3.12+; ``_sha256`` on 3.11): importing ``hashlib`` (or ``hmac``,
 which imports it) would load OpenSSL's libcrypto, milliseconds a cold start does not need.
 HMAC is RFC 2104 over it, as ``hmac.new(key, msg, sha256).digest()`` computes it.
 """
@@ -9,8 +9,11 @@ from __future__ import annotations
 
 try:  # HACL* SHA-256, built into CPython 3.12+
     from _sha2 import sha256
-except ImportError:  # pragma: no cover - a build without it
-    from hashlib import sha256
+except ImportError:
+    try:  # CPython 3.11's own built-in SHA-256 (Lambda's python3.11)
+        from _sha256 import sha256
+    except ImportError:  # pragma: no cover - a build without either
+        from hashlib import sha256
 
 __all__ = ["hmac_sha256", "sha256", "sha256_hex"]
 

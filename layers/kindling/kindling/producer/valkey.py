@@ -97,7 +97,9 @@ class StreamProducer:
     """Puts jobs on a Valkey stream.
 
     Args:
-        url: ``redis://[user:password@]host:port/db`` or ``rediss://`` for TLS.
+        url: ``redis://[user:password@]host:port/db`` or ``rediss://`` for TLS. Default: the
+            deployment's, as the worker finds it: ``KINDLING_VALKEY_URL``, else the secret
+            ``KINDLING_VALKEY_URL_SECRET`` names.
         stream: the stream's key.
         maxlen: refuse (raise :class:`StreamFull`) rather than exceed this many unfinished
             jobs on the stream; ``None`` for no limit. Nothing is ever trimmed.
@@ -124,7 +126,7 @@ class StreamProducer:
             ``KINDLING_TABLE``).
     """
 
-    def __init__(self, url: str, stream: str = DEFAULT_STREAM, maxlen: int | None = None, *, client=None,
+    def __init__(self, url: str | None = None, stream: str = DEFAULT_STREAM, maxlen: int | None = None, *, client=None,
                  function_name: str | None = None, invoker=None, max_drains: int = 1,
                  backlog_per_drain: int = BACKLOG_PER_DRAIN, kick_ttl_ms: int = KICK_TTL_MS,
                  group: str = DEFAULT_GROUP, signing=None, socket_timeout: float | None = DEFAULT_SOCKET_TIMEOUT,
@@ -132,6 +134,14 @@ class StreamProducer:
         import os
 
         codec.use_orjson()
+        if not url:
+            from kindling.core.errors import KindlingError
+            from kindling.shared.valkey.connection import configured_url
+
+            url = configured_url()
+            if not url:
+                raise KindlingError("no Valkey URL: pass StreamProducer(url) or set KINDLING_VALKEY_URL "
+                                    "(or KINDLING_VALKEY_URL_SECRET)")
         self.url = url
         self.stream = stream
         self.maxlen = maxlen

@@ -36,10 +36,10 @@ class Variable:
 VARIABLES: dict[str, Variable] = {v.name: v for v in (
     # Where jobs and outcomes go.
     Variable("KINDLING_TABLE", None, "the DynamoDB results table",
-             ("tools.cli", "shared.config", "triggers.sqs.handler", "tools.ops.cli")),
+             ("tools.cli", "shared.config", "triggers.sqs.handler", "tools.ops.cli", "tools.pytest_plugin")),
     Variable("KINDLING_QUEUE_URL", None, "the jobs queue (SQS URL); ticks enqueue scheduled jobs there",
              ("tools.cli", "producer.client", "triggers.sqs.handler", "tools.ops", "tools.ops.cli",
-              "triggers.sqs.tick")),
+              "tools.pytest_plugin", "triggers.sqs.tick")),
     Variable("KINDLING_QUEUES", None, "the named queues, name=url,... (template output QueueRoutes)",
              ("shared.config", "triggers.sqs.handler", "core.routing", "triggers.sqs.tick")),
     Variable("KINDLING_DLQ_URL", None, "the jobs queue's dead-letter queue: the worker moves dead jobs there",
@@ -82,11 +82,14 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("KINDLING_SAFETY_MS", "1000", "milliseconds kept back at the end of an invocation",
              ("triggers.sqs.handler",)),
     Variable("KINDLING_RETRY_DELAY", None, "seconds before a failed job's first retry (default "
-             "policy.DEFAULT_RETRY_DELAY_S)", ("core.policy",)),
+             "policy.DEFAULT_RETRY_DELAY_S)", ("core.policy", "tools.pytest_plugin")),
     Variable("KINDLING_METRICS", None, "1/0: EMF metrics on or off (default: on in Lambda)", ("engine.runner",)),
     Variable("KINDLING_OTEL", None, "1: OpenTelemetry spans", ("engine.runner",)),
     Variable("KINDLING_LOG", "1", "0: `kindling worker --valkey` logs no line per batch", ("shared.config",)),
-    Variable("KINDLING_EAGER", None, "1: task handles run jobs inline (tests)", ("producer.dispatch",)),
+    Variable("KINDLING_EAGER", None, "1: task handles run jobs inline (tests)",
+             ("producer.dispatch", "tools.pytest_plugin")),
+    Variable("KINDLING_TEST_VALKEY_URL", None, "the Valkey server of the pytest fixture kindling_valkey_worker "
+             "(else --kindling-valkey-url; neither: its tests are skipped)", ("tools.pytest_plugin",)),
     # Valkey.
     Variable("KINDLING_VALKEY_URL", None, "the Valkey server (redis:// or rediss://)",
              ("shared.config", "shared.valkey.connection")),

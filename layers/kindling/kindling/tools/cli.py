@@ -112,7 +112,9 @@ def valkey_worker(ns):
     if config.get("KINDLING_RESULTS") == "valkey":  # results in Valkey instead of DynamoDB
         store = ValkeyResultStore(ns.valkey, int(options["ttl_days"] * 86_400))  # as the runner counts it
     elif not ns.table:
-        raise SystemExit("kindling: --table / KINDLING_TABLE is required (or KINDLING_RESULTS=valkey)")
+        from kindling.tools.exits import UsageError
+
+        raise UsageError("--table is required: pass --table or set KINDLING_TABLE (or KINDLING_RESULTS=valkey)")
     return StreamWorker(ns.valkey, ns.table, store=store, stream=ns.stream, concurrency=ns.concurrency,
                         threads=ns.concurrency, verifier=_verifier(), **options)
 
@@ -206,8 +208,12 @@ def cmd_status(ns) -> int:
     record = Client(table=need(ns.table, "--table", "KINDLING_TABLE"), queue_url="-").record(ns.job_id)
     if ns.json:
         print(codec.dumps({"id": ns.job_id, "record": record}))
+    elif record:
+        from kindling.tools.ops import fmt  # the record field by field, as `kindling jobs show` prints it
+
+        print(fmt.job_detail({**record, "id": ns.job_id}, width=fmt.width()))
     else:
-        print(codec.dumps(record) if record else f"{ns.job_id}: no outcome recorded yet (queued or running)")
+        print(f"{ns.job_id}: no outcome recorded yet (queued or running)")
     if record is None:
         return 1
     return JOB_FAILED if record.get("status") in (DEAD, REJECTED, REVOKED) else 0

@@ -5,9 +5,10 @@ A script calling ``kindling`` tells the outcomes apart by the exit code alone:
 ====  =====================================================================
 0     done
 1     an error: AWS (credentials, a queue or table that is not there, the
-      network), a setting that is missing, an operation refused
+      network), an operation refused
 2     usage: the command line is wrong (argparse's own code: an unknown
-      option, a missing argument, an argument value that does not parse)
+      option, a missing argument, an argument value that does not parse),
+      or a required setting is neither passed nor set
 3     the job is dead, rejected, revoked or (still) failed
 4     timed out waiting for a job's result
 ====  =====================================================================

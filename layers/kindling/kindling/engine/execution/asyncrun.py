@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def run_async(runner: Steps, outcomes: list[Outcome], deadline: float | None) -> None:
     """Run ``outcomes`` (jobs of async tasks) to their outcomes on the runner's loop, made at
-    its first use and kept while warm; each job is bounded by ``asyncio.wait_for``."""
+    its first use and kept while warm; each job is bounded by ``asyncio.timeout``."""
     loop = runner.event_loop
     if not isinstance(loop, asyncio.AbstractEventLoop) or loop.is_closed():
         loop = runner.event_loop = asyncio.new_event_loop()
@@ -38,7 +38,10 @@ def run_async(runner: Steps, outcomes: list[Outcome], deadline: float | None) ->
                 if job.payload is not None:
                     # A blocking read: the loop waits for it, as for any job's start.
                     runner.load_arguments(o)
-                value = await asyncio.wait_for(task.fn(*job.args, **job.kwargs), seconds)
+                # In this coroutine, not a task of its own (Python 3.11's wait_for makes one, whose
+                # SystemExit or KeyboardInterrupt would escape the loop and end the whole batch).
+                async with asyncio.timeout(seconds):
+                    value = await task.fn(*job.args, **job.kwargs)
             except TimeoutError as exc:
                 timeout = exc if isinstance(exc, JobTimeout) else timeout_error(seconds, by_invocation)
                 runner.finish_job(o, error=timeout)

@@ -29,12 +29,19 @@ import os
 
 from kindling.core.errors import masked_url
 from kindling.shared import config
+from kindling.tools.exits import UsageError
 
-__all__ = ["Stack", "OpsError"]
+__all__ = ["Stack", "OpsError", "OpsUsageError"]
 
 
 class OpsError(Exception):
     """An operation that cannot be done as asked; the message says why and what to do."""
+
+
+class OpsUsageError(OpsError, UsageError):
+    """The command line cannot work as given: an option or setting the operation needs, neither
+    passed nor set, or an option's value that does not parse. The command exits 2 (usage), as
+    every command does for these (:mod:`kindling.tools.exits`)."""
 
 
 class Stack:
@@ -165,7 +172,7 @@ class Stack:
     def dynamodb(self):
         if self._ddb is None:
             if not self.table:
-                raise OpsError("no results table: pass --table or set KINDLING_TABLE")
+                raise OpsUsageError("no results table: pass --table or set KINDLING_TABLE")
             self._ddb = self.session.client("dynamodb")
         return self._ddb
 
@@ -177,7 +184,7 @@ class Stack:
 
     def need_queue(self) -> str:
         if not self.queue_url:
-            raise OpsError("no jobs queue: pass --queue-url or set KINDLING_QUEUE_URL")
+            raise OpsUsageError("no jobs queue: pass --queue-url or set KINDLING_QUEUE_URL")
         return self.queue_url
 
     @property
@@ -186,7 +193,8 @@ class Stack:
         if not self._dlq_url:
             from kindling.core import codec
 
-            attrs = self.sqs.get_queue_attributes(QueueUrl=self.need_queue(), AttributeNames=["RedrivePolicy"])
+            queue = self.need_queue()  # before the client: a missing setting is said before any AWS call
+            attrs = self.sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["RedrivePolicy"])
             policy = attrs.get("Attributes", {}).get("RedrivePolicy")
             if not policy:
                 where = "pass --dlq-url" if self.queue_name == "default" else "deploy it as template.yaml does"

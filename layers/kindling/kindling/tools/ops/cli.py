@@ -132,9 +132,12 @@ def add_parsers(sub, env) -> None:
     info = sub.add_parser("info", help="an overview: queue and DLQ depth, jobs by status lately",
                           description="The jobs queue's and its DLQ's depth (visible, in flight, delayed) and the "
                                       "jobs that finished since --since by status, through the by_status / by_task "
-                                      "indexes (never a Scan). Succeeded jobs are counted per task: those of the "
-                                      "tasks seen in other statuses, and of each --task.")
+                                      "indexes (never a Scan). Succeeded jobs are counted per task, as the dashboard "
+                                      "charts them: the tasks seen in other statuses, those --tasks registers and "
+                                      "each --task.")
     info.add_argument("--since", default="1h", help="how far back: 30s, 15m, 2h, 7d or an ISO time (default 1h)")
+    info.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
+                      help="task module or file, as for the worker: count their succeeded jobs (repeatable)")
     info.add_argument("--task", action="append", default=[], dest="task_names", metavar="NAME",
                       help="a task whose succeeded jobs to count (repeatable)")
     info.add_argument("--json", action="store_true", help="a JSON object")
@@ -174,7 +177,7 @@ def _queue_stack(ns):
 
 def _run(fn, ns) -> int:
     # An OpsError (and AWS's errors) reach kindling.tools.cli.main, which prints one line and exits
-    # with its code (kindling.tools.exits): 1, never argparse's 2.
+    # with its code (kindling.tools.exits): 1; an OpsUsageError (a setting neither passed nor set) 2.
     return fn(ns)
 
 
@@ -202,7 +205,7 @@ def _jobs_revoke(ns) -> int:
         raise _ops_error("--valkey records the revoke in the Valkey result store: add --results valkey (or set "
                          "KINDLING_RESULTS=valkey); a worker writing to the results table reads it there")
     if not _on_valkey(ns) and not ns.table:
-        raise _ops_error("--table / KINDLING_TABLE is required (or --valkey with --results valkey)")
+        raise _usage("--table / KINDLING_TABLE is required (or --valkey with --results valkey)")
     try:
         if _on_valkey(ns):
             _records(ns).store.revoke(ns.job_id)
@@ -240,7 +243,7 @@ def _info(ns) -> int:
 
     stack = _stack(ns)
     if not ns.table and not ns.queue_url:
-        raise _ops_error("nothing to look at: pass --table and --queue-url, or set KINDLING_TABLE and "
+        raise _usage("nothing to look at: pass --table and --queue-url, or set KINDLING_TABLE and "
                          "KINDLING_QUEUE_URL")
     now = int(time.time() * 1000)
     since = parse_since(ns.since, now)
@@ -256,7 +259,7 @@ def _info(ns) -> int:
     if ns.table:
         from kindling.tools.dashboard.aggregate import summary
 
-        counts = summary(stack, ns.task_names, window_s=max(1, (now - since) // 1000), buckets=1, now_ms=now)
+        counts = summary(stack, _task_names(ns), window_s=max(1, (now - since) // 1000), buckets=1, now_ms=now)
         report["by_status"] = dict(sorted(counts["totals"].items()))
         report["tasks"], report["capped"] = counts["tasks"], counts["capped"]
     if ns.json:
@@ -273,7 +276,8 @@ def _info(ns) -> int:
         counts = ", ".join(f"{k} {v}" for k, v in report["by_status"].items())
         print(f"jobs since {fmt.when(since)} UTC: {counts}" + (" (capped: more than 5000 in a status)"
                                                                if report["capped"] else ""))
-        print("succeeded counted for tasks: " + (", ".join(report["tasks"]) or "none seen (name them with --task)"))
+        print("succeeded counted for tasks: " + (", ".join(report["tasks"])
+                                                 or "none seen (name them with --task NAME or --tasks MODULE)"))
     return 0
 
 
@@ -333,7 +337,7 @@ def _jobs_retry(ns) -> int:
         if ns.queue:
             raise _ops_error("--queue names an SQS queue and its DLQ; a Valkey stream is named by --stream")
         if ns.results != "valkey" and not ns.table:
-            raise _ops_error("a retry reads the job's record: --table / KINDLING_TABLE, or --results valkey")
+            raise _usage("a retry reads the job's record: --table / KINDLING_TABLE, or --results valkey")
         done = dead_stream.retry(_dead_stream(ns), _records(ns), ns.job_id, search=ns.search)
         on, sent = f" on stream {done['stream']}", f"entry {done['entry']}"
     else:
@@ -431,6 +435,13 @@ def _ops_error(message: str):
     return OpsError(message)
 
 
+def _usage(message: str):
+    """A setting the command needs, neither passed nor set (or an option that does not parse): exits 2."""
+    from kindling.tools.ops import OpsUsageError
+
+    return OpsUsageError(message)
+
+
 def _on_valkey(ns) -> bool:
     return (getattr(ns, "valkey_flag", False) or getattr(ns, "valkey", None) is not None
             or bool(getattr(ns, "valkey_url_file", None))
@@ -448,13 +459,13 @@ def _valkey_url(ns) -> str:
         try:
             password = urlsplit(ns.valkey).password
         except ValueError as exc:
-            raise _ops_error(f"--valkey-url: not a URL: {exc}") from None
+            raise _usage(f"--valkey-url: not a URL: {exc}") from None
         if password:
             raise _ops_error("--valkey-url: the URL holds a password, which any user can read on the command line "
                              "(ps); pass it in KINDLING_VALKEY_URL or --valkey-url-file instead")
     url = valkey_url(ns)
     if not url:
-        raise _ops_error("--valkey: no URL: set KINDLING_VALKEY_URL (or KINDLING_VALKEY_URL_SECRET), or pass "
+        raise _usage("--valkey: no URL: set KINDLING_VALKEY_URL (or KINDLING_VALKEY_URL_SECRET), or pass "
                          "--valkey-url URL (without a password), --valkey-url-file PATH or --valkey-url-secret ARN")
     return url
 
@@ -475,14 +486,14 @@ def _records(ns, optional: bool = False):
     if not ns.table:
         if optional:
             return None
-        raise _ops_error("--table / KINDLING_TABLE (or --results valkey) is needed to revive dead jobs; "
+        raise _usage("--table / KINDLING_TABLE (or --results valkey) is needed to revive dead jobs; "
                          "--no-revive moves the entries as they are")
     return dead_stream.DynamoRecords(_stack(ns))
 
 
-def _dashboard(ns) -> int:
-    from kindling.tools.dashboard import serve
-
+def _task_names(ns) -> list[str]:
+    """The tasks whose succeeded jobs ``info`` counts and the dashboard charts (read per task
+    from ``by_task``): each ``--task NAME`` and every task ``--tasks MODULE_OR_FILE`` registers."""
     task_names = list(ns.task_names)
     if ns.tasks:
         from kindling.core.registry import default_registry
@@ -490,5 +501,11 @@ def _dashboard(ns) -> int:
 
         load_tasks(ns.tasks)
         task_names += sorted(t.name for t in default_registry)
-    return serve(_stack(ns), host=ns.host, port=ns.port, tasks=task_names, token=ns.token,
+    return list(dict.fromkeys(task_names))
+
+
+def _dashboard(ns) -> int:
+    from kindling.tools.dashboard import serve
+
+    return serve(_stack(ns), host=ns.host, port=ns.port, tasks=_task_names(ns), token=ns.token,
                  trust_header=ns.trust_header)

@@ -317,8 +317,9 @@ def _revive_dead(stack: Stack, bodies: dict[str, str], progress) -> tuple[int, i
 def _receive_all(stack: Stack, limit: int, hide_s: int) -> list[dict]:
     messages: list[dict] = []
     seen: set[str] = set()
+    dlq = stack.dlq_url  # before the client: a missing --queue-url is said before any AWS call
     while len(messages) < limit:
-        got = stack.sqs.receive_message(QueueUrl=stack.dlq_url, MaxNumberOfMessages=min(10, limit - len(messages)),
+        got = stack.sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=min(10, limit - len(messages)),
                                         WaitTimeSeconds=stack.receive_wait_s, VisibilityTimeout=hide_s,
                                         AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
         fresh = [m for m in got if m["MessageId"] not in seen]

@@ -26,7 +26,7 @@ import time
 from kindling.core.records import index_shards, revive_key
 from kindling.core.status import SUCCEEDED
 from kindling.stores.dynamo import from_item
-from kindling.tools.ops import OpsError, Stack
+from kindling.tools.ops import OpsError, OpsUsageError, Stack
 
 __all__ = ["list_jobs", "get_job", "fill_errors", "parse_since", "no_such_index", "NO_TASK_INDEX"]
 
@@ -48,7 +48,7 @@ def parse_since(text: str, now_ms: int | None = None) -> int:
     try:
         at = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise OpsError(f"--since {text!r}: give a duration (30s, 15m, 2h, 7d, 1w) or an ISO 8601 time") from None
+        raise OpsUsageError(f"--since {text!r}: give a duration (30s, 15m, 2h, 7d, 1w) or an ISO 8601 time") from None
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return int(at.timestamp() * 1000)
@@ -60,9 +60,9 @@ def list_jobs(stack: Stack, *, status: str | None = None, task: str | None = Non
     newest first, at most ``limit`` (the index's projection: no result, and from
     ``by_task`` no error; :func:`fill_errors` adds those)."""
     if not status and not task:
-        raise OpsError("give --status or --task: listing every job would scan the table")
+        raise OpsUsageError("give --status or --task: listing every job would scan the table")
     if limit < 1:
-        raise OpsError("--limit must be at least 1")
+        raise OpsUsageError("--limit must be at least 1")
     until_ms = int(time.time() * 1000) + 60_000 if until_ms is None else until_ms
     if status == SUCCEEDED or not status:
         index, attr, value = "by_task", "task_shard", task
