@@ -1,0 +1,130 @@
+"""kindling.cdk's KindlingWorker synthesizes what template.yaml deploys: the same parameters
+with the same defaults, and for each set of values the same resources of the same types
+with the same properties (the table's keys and indexes, the queues' attributes and redrive,
+the role's and managed policies' statements, the event source mapping, the alarms...), read
+from the SAM translation of template.yaml resolved for those values."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from support import cfn, templates
+
+pytestmark = pytest.mark.slow  # the jsii runtime takes seconds to start and to synthesize
+pytest.importorskip("aws_cdk", reason="aws-cdk-lib: pip install -e '.[dev]'")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+from aws_cdk import App, Stack  # noqa: E402
+from kindling import cdk  # noqa: E402
+
+KMS = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:kindling-AbCdEf"
+TOPIC = "arn:aws:sns:us-east-1:123456789012:alarms"
+
+# Each a set of template.yaml's parameters, to deploy both ways.
+SCENARIOS = {
+    "defaults": {},
+    "everything optional on SQS": {
+        "Alarms": "true", "AlarmTopicArn": TOPIC, "FifoQueue": "true", "PeriodicTasks": "true", "KmsKeyArn": KMS,
+        "Tracing": "Active", "TaskIndex": "false", "PointInTimeRecovery": "false", "DeletionProtection": "false",
+        "TableWarmReadUnitsPerSecond": 15000, "ProducerAccountIds": "111122223333,444455556666",
+        "SigningSecretArn": SECRET, "MaxBatchingWindow": 5, "FunctionTimeout": "60", "ResultsPolicy": "failures",
+        "ErrorRateAlarmPercent": 7, "OldestMessageAlarmSeconds": 120, "MetricsService": "billing",
+    },
+    "Valkey in a VPC with endpoints": {
+        "ValkeyUrlSecretArn": SECRET, "SigningSecretArn": SECRET, "VpcSubnetIds": "subnet-1,subnet-2",
+        "VpcSecurityGroupIds": "sg-1", "VpcId": "vpc-1", "VpcRouteTableIds": "rtb-1", "Architecture": "arm64",
+        "MaxBatchingWindow": 2, "BatchSize": 50, "MaxConcurrency": 20, "MemorySize": 1024, "Alarms": "true",
+        "TableWarmWriteUnitsPerSecond": 5000, "ValkeyStream": "a,b", "DrainSchedule": "rate(5 minutes)",
+    },
+    "Valkey URL through a NAT, no schedule": {
+        "ValkeyUrl": "redis://cache.internal:6379", "VpcSubnetIds": "subnet-1", "VpcSecurityGroupIds": "sg-1",
+        "VpcEndpoints": "false", "DrainSchedule": "off", "LogRetentionDays": 30, "RetryDelay": 0,
+    },
+}
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def keyword(spec: dict, value) -> object:
+    """A template parameter's value as KindlingWorker takes it."""
+    if spec.get("AllowedValues") == ["true", "false"]:
+        return value == "true"
+    if spec["Type"] == "CommaDelimitedList" or spec.get("AllowedPattern", "").startswith("^([0-9]{12}"):
+        return [v for v in str(value).split(",") if v]
+    if spec["Type"] == "Number" or spec.get("AllowedValues") and str(spec["AllowedValues"][0]).isdigit():
+        return int(value)
+    return value
+
+
+PARAMETERS = templates.template()["Parameters"]
+
+
+def keywords(parameters: dict) -> dict:
+    return {snake(k): keyword(PARAMETERS[k], v) for k, v in parameters.items()}
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory) -> dict[str, dict]:
+    """Each scenario's KindlingWorker, synthesized in one app (one jsii runtime)."""
+    code = tmp_path_factory.mktemp("code")
+    (code / "app.py").write_text("def handler(event, context):\n    return None\n")
+    app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")), analytics_reporting=False,
+              context={"aws:cdk:enable-path-metadata": True})
+    stacks = {}
+    for i, (scenario, parameters) in enumerate(SCENARIOS.items()):
+        stack = Stack(app, f"kindling-{i}")
+        cdk.KindlingWorker(stack, "Worker", function_code=code, layer_code=code, **keywords(parameters))
+        stacks[scenario] = stack.stack_name
+    assembly = app.synth()
+    return {scenario: assembly.get_stack_by_name(name).template for scenario, name in stacks.items()}
+
+
+def test_the_construct_takes_the_templates_parameters_with_its_defaults():
+    names = {snake(k): k for k in PARAMETERS}
+    assert set(cdk.PARAMETERS) == set(names), "a parameter of template.yaml the construct lacks, or one it added"
+    for name, (default, *_) in cdk.PARAMETERS.items():
+        spec = PARAMETERS[names[name]]
+        assert (list(default) if isinstance(default, tuple) else default) == keyword(spec, spec["Default"]), name
+
+
+def test_the_construct_refuses_what_the_template_refuses(tmp_path):
+    stack = Stack(App(outdir=str(tmp_path)), "refused")
+    for bad in ({"function_timeout": 45}, {"max_concurrency": 1}, {"results_policy": "some"},
+                {"producer_account_ids": ["12345"]}, {"alarms": "true"}, {"result_ttl_days": 7}, {"maxattempts": 3}):
+        with pytest.raises((ValueError, TypeError)):
+            cdk.KindlingWorker(stack, f"W{len(stack.node.children)}", function_code=tmp_path, layer_code=tmp_path,
+                               **bad)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_construct_makes_the_templates_resources(synthesized, scenario):
+    expected = cfn.sam_resources(SCENARIOS[scenario])
+    got = {k: v for k, v in cfn.cdk_resources(synthesized[scenario]).items() if v["Type"] != "AWS::CDK::Metadata"}
+    # Where the code is differs (an S3 location SAM's build makes; a CDK asset); SAM tags its functions.
+    expected["WorkerFunction"]["Properties"].pop("Tags")
+    for name in ("KindlingLayer", "WorkerFunction"):
+        for which in (expected, got):
+            for key in ("Content", "Code"):
+                which[name]["Properties"].pop(key, None)
+    assert {k: v["Type"] for k, v in got.items()} == {k: v["Type"] for k, v in expected.items()}
+    for name, resource in expected.items():
+        assert got[name] == resource, name
+
+
+def test_the_table_keys_indexes_and_redrive_are_the_templates(synthesized):
+    """The figures a reader looks for first, spelled out (the comparison above covers them too)."""
+    got = cfn.cdk_resources(synthesized["defaults"])
+    table = got["ResultsTable"]["Properties"]
+    assert table["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["by_task", "by_status"]
+    jobs = got["JobsQueue"]["Properties"]
+    assert jobs["VisibilityTimeout"] == "180" and jobs["MessageRetentionPeriod"] == "1209600"
+    assert jobs["RedrivePolicy"] == {"deadLetterTargetArn": "{{JobsDeadLetterQueue.Arn}}", "maxReceiveCount": "100"}
+    mapping = got["WorkerFunctionJobs"]["Properties"]
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": "10"}
