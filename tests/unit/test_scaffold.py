@@ -176,3 +176,36 @@ def test_the_function_refuses_an_architecture_lambda_does_not_have(tmp_path):
     done = _function_build(tmp_path / "functions/worker", "ARCH=aarch64")
     assert done.returncode != 0
     assert "ARCH=aarch64" in done.stdout + done.stderr
+
+
+CDK_PROJECT = sorted({*PROJECT, "app.py", "cdk.json"} - {"template.yaml"})
+
+
+def test_init_with_cdk_writes_a_cdk_app_over_the_construct_instead_of_the_template(tmp_path, capsys):
+    assert _init(tmp_path / "jobs", "--iac", "cdk") == 0
+    assert _tree(tmp_path / "jobs") == CDK_PROJECT
+    app = (tmp_path / "jobs/app.py").read_text()
+    assert "from kindling.cdk import KindlingWorker, add_outputs" in app
+    compile(app, "app.py", "exec")
+    import json
+
+    assert json.loads((tmp_path / "jobs/cdk.json").read_text())["app"] == "python3 app.py"
+    makefile = (tmp_path / "jobs/Makefile").read_text()
+    assert "cdk deploy" not in makefile or "$(CDK) deploy" in makefile
+    assert "sam " not in makefile and "build-KindlingLayer" in makefile and "build-WorkerFunction" in makefile
+    assert "make synth" in capsys.readouterr().out
+
+
+def test_a_sam_project_has_none_of_the_cdk_files(tmp_path):
+    _init(tmp_path)
+    assert not (tmp_path / "app.py").exists() and not (tmp_path / "cdk.json").exists()
+    assert "sam deploy" in (tmp_path / "Makefile").read_text()
+
+
+def test_upgrade_of_a_cdk_project_rewrites_its_layer_makefile_only(tmp_path, capsys):
+    _init(tmp_path, "--iac", "cdk")
+    (tmp_path / "layers/kindling/Makefile").write_text("old\n")
+    assert _init(tmp_path, "--upgrade") == 0
+    assert (tmp_path / "layers/kindling/Makefile").read_bytes() == (ROOT / "layers/kindling/Makefile").read_bytes()
+    assert not (tmp_path / "template.yaml").exists()
+    assert "rewrote layers/kindling/Makefile" in capsys.readouterr().out

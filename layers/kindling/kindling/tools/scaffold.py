@@ -18,6 +18,10 @@ from pathlib import Path
 OWNED = ("template.yaml", "layers/kindling/Makefile")
 """The files a release owns: ``--upgrade`` rewrites them; a project edits the others."""
 
+IAC = ("sam", "cdk")
+"""What deploys a project: SAM (template.yaml) or the AWS CDK (app.py and cdk.json using
+kindling.cdk's KindlingWorker: ``scaffold_files/cdk/``, over the SAM project's files)."""
+
 _SKIP = {"__pycache__"}
 
 
@@ -29,8 +33,11 @@ def _target_name(name: str) -> str:
     return ".gitignore" if name == "gitignore" else name
 
 
-def files() -> dict[str, bytes]:
-    """Every file of a new project, by its path relative to the project (``/``-separated)."""
+def files(iac: str = "sam") -> dict[str, bytes]:
+    """Every file of a new project deployed by ``iac`` (:data:`IAC`), by its path relative to
+    the project (``/``-separated)."""
+    if iac not in IAC:
+        raise SystemExit(f"kindling: --iac {iac}: one of {', '.join(IAC)}")
     found: dict[str, bytes] = {}
 
     def walk(node, prefix: str) -> None:
@@ -42,11 +49,16 @@ def files() -> dict[str, bytes]:
             else:
                 found[prefix + _target_name(child.name)] = child.read_bytes()
 
-    walk(resources.files("kindling") / "scaffold_files", "")
+    root = resources.files("kindling") / "scaffold_files"
+    walk(root, "")
+    cdk = {rel.removeprefix("cdk/"): found.pop(rel) for rel in [r for r in found if r.startswith("cdk/")]}
+    if iac == "cdk":
+        del found["template.yaml"]
+        found.update(cdk)
     return dict(sorted(found.items()))
 
 
-def init(directory: Path, *, force: bool = False) -> tuple[list[str], list[str]]:
+def init(directory: Path, *, force: bool = False, iac: str = "sam") -> tuple[list[str], list[str]]:
     """Write a new project into ``directory`` (made if missing): the paths written, and the
     paths already there and kept as they are. A non-empty ``directory`` is refused unless
     ``force``; even then no file in it is replaced."""
@@ -57,7 +69,7 @@ def init(directory: Path, *, force: bool = False) -> tuple[list[str], list[str]]
         raise SystemExit(f"kindling: {directory} is not empty; --force adds the files it lacks, "
                          "keeping every file already there")
     written, kept = [], []
-    for rel, content in files().items():
+    for rel, content in files(iac).items():
         path = directory / rel
         if path.exists() or path.is_symlink():
             kept.append(rel)
@@ -70,12 +82,15 @@ def init(directory: Path, *, force: bool = False) -> tuple[list[str], list[str]]
 
 def upgrade(directory: Path) -> dict[str, str]:
     """Rewrite the files kindling owns (:data:`OWNED`) in the project ``directory`` with this
-    release's; for each one that changed, its unified diff (old to new)."""
+    release's; for each one that changed, its unified diff (old to new). A CDK project
+    (cdk.json) has no template.yaml: only its layer's Makefile is kindling's there (its
+    resources come with the installed kindling.cdk)."""
     directory = Path(directory)
-    if not (directory / "template.yaml").is_file():
+    cdk = (directory / "cdk.json").is_file()
+    if not cdk and not (directory / "template.yaml").is_file():
         raise SystemExit(f"kindling: {directory} has no template.yaml: make a project with kindling init first")
-    new_files, diffs = files(), {}
-    for rel in OWNED:
+    new_files, diffs = files("cdk" if cdk else "sam"), {}
+    for rel in [r for r in OWNED if r in new_files]:
         path, new = directory / rel, new_files[rel]
         old = path.read_bytes() if path.is_file() else b""
         if old == new:
@@ -97,10 +112,13 @@ def cmd_init(ns) -> int:
             sys.stdout.write(diff if diff.endswith("\n") else diff + "\n")
         print(f"kindling: rewrote {', '.join(diffs)}" if diffs else f"kindling: {', '.join(OWNED)} up to date")
         return 0
-    written, kept = init(directory, force=ns.force)
+    iac = getattr(ns, "iac", "sam")
+    written, kept = init(directory, force=ns.force, iac=iac)
     for rel in written:
         print(f"  wrote {rel}")
     for rel in kept:
         print(f"  kept  {rel} (already there; not replaced)")
-    print(f"\nNext: cd {directory} && make test && make build   (README.md: deploy, local cloud, upgrades)")
+    then = "make synth   (app.py: KindlingWorker's settings)" if iac == "cdk" else \
+        "make build   (README.md: deploy, local cloud, upgrades)"
+    print(f"\nNext: cd {directory} && make test && {then}")
     return 0
