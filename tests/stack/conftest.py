@@ -74,6 +74,38 @@ def deploy_stack(localstack) -> Iterator[Callable[..., dict]]:
         yield _deploy
 
 
+def _deploy_cdk(name: str, parameters: Mapping[str, object], build_dir: Path,
+                prepare: Callable[[Path], None] | None = None) -> dict:
+    """infra/cdk/deploy.py's deploy() of a KindlingWorker with ``parameters`` (its keyword
+    arguments) as stack ``name``: the layer and the function built into ``build_dir`` as
+    ``sam build`` builds them (``build_dir/KindlingLayer``, ``build_dir/WorkerFunction``),
+    ``prepare`` called with ``build_dir`` before they are deployed; the stack outputs."""
+    import subprocess
+
+    if str(ROOT / "infra/cdk") not in sys.path:
+        sys.path.insert(0, str(ROOT / "infra/cdk"))
+    import deploy as cdk_deploy
+
+    layer = cdk_deploy.build_layer(build_dir / "KindlingLayer")
+    subprocess.run(["make", "-C", str(ROOT / "functions/worker"), "build-WorkerFunction",
+                    f"ARTIFACTS_DIR={build_dir / 'WorkerFunction'}", f"PYTHON={sys.executable}"],
+                   check=True, capture_output=True, timeout=300)
+    if prepare is not None:
+        prepare(build_dir)
+    return cdk_deploy.deploy(name, dict(parameters), layer_code=layer, function_code=build_dir / "WorkerFunction",
+                             outdir=build_dir / "cdk.out")
+
+
+@pytest.fixture(scope="module")
+def deploy_cdk_stack(localstack) -> Iterator[Callable[..., dict]]:
+    """``deploy_cdk_stack(name, parameters, build_dir, prepare=None)``: kindling.cdk's
+    KindlingWorker deployed into LocalStack (infra/cdk/deploy.py), as deploy_stack deploys
+    template.yaml; os.environ points boto3 at LocalStack until the module's end."""
+    with _environ(localstack), pytest.MonkeyPatch.context() as patch:
+        patch.delenv("AWS_SESSION_TOKEN", raising=False)
+        yield _deploy_cdk
+
+
 @pytest.fixture(scope="session")
 def stack(localstack) -> Iterator[dict[str, str]]:
     """template.yaml deployed into LocalStack (sam build + sam deploy): the stack outputs."""

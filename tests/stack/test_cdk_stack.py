@@ -6,15 +6,12 @@ dead-letter queue, and the function runs kindling from the stack's own layer."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import boto3
 import pytest
 from kindling import codec
 from kindling.client import Client
-from support import ROOT
 
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -24,29 +21,10 @@ STACK = "kindling-cdk-it"
 
 
 @pytest.fixture(scope="module")
-def cdk_stack(localstack, tmp_path_factory, monkeypatch_module) -> dict[str, str]:
-    for key, value in localstack.items():
-        monkeypatch_module.setenv(key, value)
-    monkeypatch_module.delenv("AWS_SESSION_TOKEN", raising=False)
-    if str(ROOT / "infra/cdk") not in sys.path:
-        sys.path.insert(0, str(ROOT / "infra/cdk"))
-    import deploy
-
-    build = tmp_path_factory.mktemp("cdk-build")
-    layer = deploy.build_layer(build / "layer")
-    subprocess.run(["make", "-C", str(ROOT / "functions/worker"), "build-WorkerFunction",
-                    f"ARTIFACTS_DIR={build / 'function'}", f"PYTHON={sys.executable}"],
-                   check=True, capture_output=True, timeout=300)
-    outputs = deploy.deploy(STACK, {"max_attempts": 2}, layer_code=layer, function_code=build / "function",
-                            outdir=build / "cdk.out")
+def cdk_stack(deploy_cdk_stack, tmp_path_factory) -> dict[str, str]:
+    outputs = deploy_cdk_stack(STACK, {"max_attempts": 2}, tmp_path_factory.mktemp("cdk-build"))
     print(f"\nCDK stack deployed into LocalStack in {outputs['DeploySeconds']} s (assets and CloudFormation)")
     return outputs
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
 
 
 @pytest.fixture(scope="module")

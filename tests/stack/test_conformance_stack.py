@@ -7,11 +7,14 @@ and not_before_ahead, whose job stays in flight, last. Cells the stack does not 
 observations it cannot see, are named in tests/conformance/known.py.
 
 ``KINDLING_CONFORMANCE_MATRIX_STACK=PATH`` writes this column as markdown (matrix.py --stack).
+``KINDLING_CONFORMANCE_IAC=cdk`` runs the same scenarios on kindling.cdk's KindlingWorker
+(infra/cdk/deploy.py) instead of template.yaml.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,12 +42,23 @@ def _run(path: DeployedStack, scenario: str):
         return exc
 
 
+def _deployed(request, tmp_path_factory) -> dict:
+    """The stack's outputs: template.yaml's, or with KINDLING_CONFORMANCE_IAC=cdk the construct's
+    with the same parameters."""
+    build_dir = tmp_path_factory.mktemp("conformance-stack")
+    if os.environ.get("KINDLING_CONFORMANCE_IAC", "sam") == "cdk":
+        deploy = request.getfixturevalue("deploy_cdk_stack")
+        keywords = {re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): int(v) for k, v in PARAMETERS.items()}
+        return deploy("kindling-conformance-cdk", keywords, build_dir, prepare=ship_conformance_tasks)
+    deploy = request.getfixturevalue("deploy_stack")
+    return deploy("kindling-conformance", PARAMETERS, build_dir=build_dir, prepare=ship_conformance_tasks)
+
+
 @pytest.fixture(scope="module")
-def outcomes(deploy_stack, tmp_path_factory) -> dict:
+def outcomes(request, tmp_path_factory) -> dict:
     from kindling.producer import dispatch
 
-    outputs = deploy_stack("kindling-conformance", PARAMETERS, build_dir=tmp_path_factory.mktemp("conformance-stack"),
-                           prepare=ship_conformance_tasks)
+    outputs = _deployed(request, tmp_path_factory)
     path = DeployedStack(outputs)
     path.purge()  # an earlier run's held job (not_before_ahead) would keep the queue busy for an hour
     saved = dispatch.installed()

@@ -128,3 +128,23 @@ def test_the_table_keys_indexes_and_redrive_are_the_templates(synthesized):
     mapping = got["WorkerFunctionJobs"]["Properties"]
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": "10"}
+
+
+def test_the_cdk_app_kindling_init_writes_synthesizes_the_worker(tmp_path, monkeypatch):
+    """docs/examples/cdk_app.py is the app.py of ``kindling init --iac cdk``; run as ``cdk
+    synth`` runs it, it makes the worker and template.yaml's outputs."""
+    import runpy
+
+    from support import ROOT
+
+    example = ROOT / "docs/examples/cdk_app.py"
+    assert example.read_text() == (ROOT / "layers/kindling/kindling/scaffold_files/cdk/app.py.tmpl").read_text()
+    (tmp_path / ".build/function").mkdir(parents=True)
+    (tmp_path / ".build/layer/python").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    app = runpy.run_path(str(example), run_name="__main__")["app"]
+    template = app.synth().get_stack_by_name("kindling").template  # the assembly its own synth() made
+    function = next(r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function")
+    assert function["Properties"]["Environment"]["Variables"]["KINDLING_MAX_ATTEMPTS"] == "3"
+    assert function["Properties"]["MemorySize"] == 512
+    assert set(template["Outputs"]) == set(templates.template()["Outputs"]) - {"ProducerPolicyArn"}

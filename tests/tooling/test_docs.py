@@ -39,7 +39,8 @@ EAGER = ["quickstart.py", "tasks.py", "periodic.py", "app.py", "handles.py", "te
          "results_policy.py", "models.py"]
 ON_MOTO = ["send_and_read.py", "named_queues.py", "send_with_boto3.py", "async_send.py"]
 ON_VALKEY = ["stream_producer.py"]
-COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)"}
+COMPILED_ONLY = {"stream_kick.py": "kicks a deployed worker function (Lambda Invoke)",
+                 "cdk_app.py": "a CDK app (aws-cdk-lib): tests/tooling/test_cdk_construct.py synthesizes it"}
 OTHER_LANGUAGES = ["send.go"]
 # Imported by a test below that drives it (a job runs in eager mode; the service is a fake).
 # Run by pytest, with kindling's plugin and a valkey-server: the fixtures docs/testing.md shows.

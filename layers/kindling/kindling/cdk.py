@@ -112,7 +112,9 @@ def _settings(given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _code(code: str | Path | lambda_.Code) -> lambda_.Code:
-    return code if isinstance(code, lambda_.Code) else lambda_.Code.from_asset(str(code))
+    """A directory as an asset, relative to this process's working directory (the jsii
+    runtime's own may differ), or a ``Code`` as it is."""
+    return code if isinstance(code, lambda_.Code) else lambda_.Code.from_asset(str(Path(code).resolve()))
 
 
 def _arn(resource: CfnResource) -> str:
