@@ -95,7 +95,8 @@ def test_the_construct_takes_the_templates_parameters_with_its_defaults():
 def test_the_construct_refuses_what_the_template_refuses(tmp_path):
     stack = Stack(App(outdir=str(tmp_path)), "refused")
     for bad in ({"function_timeout": 45}, {"max_concurrency": 1}, {"results_policy": "some"},
-                {"producer_account_ids": ["12345"]}, {"alarms": "true"}, {"result_ttl_days": 7}, {"maxattempts": 3}):
+                {"producer_account_ids": ["12345"]}, {"alarms": "true"}, {"alarms": 1}, {"memory_size": True},
+                {"result_ttl_days": 7}, {"maxattempts": 3}):
         with pytest.raises((ValueError, TypeError)):
             cdk.KindlingWorker(stack, f"W{len(stack.node.children)}", function_code=tmp_path, layer_code=tmp_path,
                                **bad)

@@ -106,6 +106,17 @@ def test_the_runtime_requires_orjson_only_and_boto3_comes_with_the_client_extra(
     assert [re.match(r"[A-Za-z0-9_.-]+", r).group() for r in client] == ["boto3"]
 
 
+def test_the_cdk_construct_ships_with_its_extra_and_its_scaffold(dists):
+    """kindling.cdk is in the wheel with the CDK project's files; aws-cdk-lib comes only with
+    the cdk extra (the layer leaves the module out: tests/unit/test_cold_path.py)."""
+    requires = wheel_metadata(dists["wheel"]).get_all("Requires-Dist")
+    cdk = [r.split(";")[0].strip() for r in requires if re.search(r'extra == "cdk"', r)]
+    assert sorted(re.match(r"[A-Za-z0-9_.-]+", r).group() for r in cdk) == ["aws-cdk-lib", "constructs"]
+    names = set(wheel_names(dists["wheel"]))
+    assert {"kindling/cdk.py", "kindling/scaffold_files/cdk/app.py.tmpl", "kindling/scaffold_files/cdk/cdk.json",
+            "kindling/scaffold_files/cdk/Makefile.tmpl"} <= names
+
+
 def _fresh_venv(where: Path, *dists: str) -> tuple[Path, Path]:
     """A virtualenv with pip and, copied from this one, orjson and the distributions named (so
     installing kindling's wheel needs no index: its requirements are already there)."""

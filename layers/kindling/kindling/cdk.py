@@ -99,7 +99,8 @@ def _settings(given: dict[str, Any]) -> dict[str, Any]:
     values = {name: given.get(name, default) for name, (default, *_) in PARAMETERS.items()}
     for name, (_, allowed, least, most) in PARAMETERS.items():
         value = values[name]
-        if allowed is not None and value not in allowed or isinstance(value, bool) and allowed is None:
+        flag = allowed == (True, False)
+        if flag != isinstance(value, bool) or allowed is not None and value not in allowed:
             raise ValueError(f"KindlingWorker: {name}={value!r}: one of {', '.join(map(repr, allowed or ()))}")
         if (least is not None or most is not None) and not isinstance(value, int | float):
             raise ValueError(f"KindlingWorker: {name}={value!r} is not a number")
