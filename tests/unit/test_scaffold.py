@@ -209,3 +209,10 @@ def test_upgrade_of_a_cdk_project_rewrites_its_layer_makefile_only(tmp_path, cap
     assert (tmp_path / "layers/kindling/Makefile").read_bytes() == (ROOT / "layers/kindling/Makefile").read_bytes()
     assert not (tmp_path / "template.yaml").exists()
     assert "rewrote layers/kindling/Makefile" in capsys.readouterr().out
+
+
+def test_a_cdk_projects_readme_tells_the_cdk_commands_not_sam(tmp_path):
+    _init(tmp_path, "--iac", "cdk")
+    readme = (tmp_path / "README.md").read_text()
+    assert "kindling init --iac cdk" in readme and "make synth" in readme and "kindling-jobs[client,cdk]" in readme
+    assert "template.yaml  " not in readme and "sam " not in readme.lower().replace("same", "")
