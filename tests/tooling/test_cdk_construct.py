@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 from support import cfn, templates
@@ -149,3 +150,33 @@ def test_the_cdk_app_kindling_init_writes_synthesizes_the_worker(tmp_path, monke
     assert function["Properties"]["Environment"]["Variables"]["KINDLING_MAX_ATTEMPTS"] == "3"
     assert function["Properties"]["MemorySize"] == 512
     assert set(template["Outputs"]) == set(templates.template()["Outputs"]) - {"ProducerPolicyArn"}
+
+
+def test_a_project_made_by_kindling_init_iac_cdk_builds_and_synthesizes_with_make(tmp_path):
+    """The scaffold's own commands: ``make synth`` builds the function and the layer into
+    .build/ and runs the CDK CLI (infra/cdk/install's) on app.py; the assets it stages are
+    the built function (the tasks, with bytecode) and the kindling layer."""
+    import json
+    import subprocess
+    import sys
+
+    from kindling import cli
+    from support import ROOT
+
+    project = tmp_path / "app"
+    assert cli.main(["init", str(project), "--iac", "cdk"]) == 0
+    subprocess.run([str(ROOT / "infra/cdk/install")], check=True, capture_output=True, timeout=330)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "CDK_DISABLE_VERSION_CHECK": "1"}
+    cdk_cli = ROOT / "infra/cdk/node_modules/.bin/cdk"
+    done = subprocess.run(["make", "synth", f"PYTHON={sys.executable}", f"CDK={cdk_cli}", "STACK=jobs"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    template = json.loads((project / "cdk.out/jobs.template.json").read_text())
+    assert {r["Type"] for r in template["Resources"].values()} >= {
+        "AWS::Lambda::Function", "AWS::Lambda::LayerVersion", "AWS::Lambda::EventSourceMapping", "AWS::SQS::Queue",
+        "AWS::DynamoDB::Table"}
+    assets = [p for p in (project / "cdk.out").glob("asset.*") if p.is_dir()]
+    staged = {p.relative_to(a).as_posix() for a in assets for p in a.rglob("*") if p.is_file()}
+    assert {"tasks.py", "app.py", "python/kindling/handler.py"} <= staged
+    assert any(name.startswith("__pycache__/tasks.") for name in staged)
