@@ -14,11 +14,6 @@ import pytest
 from support import cfn, templates
 
 pytestmark = pytest.mark.slow  # the jsii runtime takes seconds to start and to synthesize
-pytest.importorskip("aws_cdk", reason="aws-cdk-lib: pip install -e '.[dev]'")
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
-
-from aws_cdk import App, Stack  # noqa: E402
-from kindling import cdk  # noqa: E402
 
 KMS = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:kindling-AbCdEf"
@@ -70,22 +65,37 @@ def keywords(parameters: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory) -> dict[str, dict]:
+def aws_cdk():
+    """aws-cdk-lib, imported by the tests that use it (not at collection: importing it starts
+    the jsii runtime, a Node.js process)."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    return pytest.importorskip("aws_cdk", reason="aws-cdk-lib: pip install -e '.[dev]'")
+
+
+@pytest.fixture(scope="module")
+def cdk(aws_cdk):
+    from kindling import cdk
+
+    return cdk
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory, aws_cdk, cdk) -> dict[str, dict]:
     """Each scenario's KindlingWorker, synthesized in one app (one jsii runtime)."""
     code = tmp_path_factory.mktemp("code")
     (code / "app.py").write_text("def handler(event, context):\n    return None\n")
-    app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")), analytics_reporting=False,
+    app = aws_cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")), analytics_reporting=False,
               context={"aws:cdk:enable-path-metadata": True})
     stacks = {}
     for i, (scenario, parameters) in enumerate(SCENARIOS.items()):
-        stack = Stack(app, f"kindling-{i}")
+        stack = aws_cdk.Stack(app, f"kindling-{i}")
         cdk.KindlingWorker(stack, "Worker", function_code=code, layer_code=code, **keywords(parameters))
         stacks[scenario] = stack.stack_name
     assembly = app.synth()
     return {scenario: assembly.get_stack_by_name(name).template for scenario, name in stacks.items()}
 
 
-def test_the_construct_takes_the_templates_parameters_with_its_defaults():
+def test_the_construct_takes_the_templates_parameters_with_its_defaults(cdk):
     names = {snake(k): k for k in PARAMETERS}
     assert set(cdk.PARAMETERS) == set(names), "a parameter of template.yaml the construct lacks, or one it added"
     for name, (default, *_) in cdk.PARAMETERS.items():
@@ -93,8 +103,8 @@ def test_the_construct_takes_the_templates_parameters_with_its_defaults():
         assert (list(default) if isinstance(default, tuple) else default) == keyword(spec, spec["Default"]), name
 
 
-def test_the_construct_refuses_what_the_template_refuses(tmp_path):
-    stack = Stack(App(outdir=str(tmp_path)), "refused")
+def test_the_construct_refuses_what_the_template_refuses(tmp_path, aws_cdk, cdk):
+    stack = aws_cdk.Stack(aws_cdk.App(outdir=str(tmp_path)), "refused")
     for bad in ({"function_timeout": 45}, {"max_concurrency": 1}, {"results_policy": "some"},
                 {"producer_account_ids": ["12345"]}, {"alarms": "true"}, {"alarms": 1}, {"memory_size": True},
                 {"result_ttl_days": 7}, {"maxattempts": 3}):
@@ -132,7 +142,7 @@ def test_the_table_keys_indexes_and_redrive_are_the_templates(synthesized):
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": "10"}
 
 
-def test_the_cdk_app_kindling_init_writes_synthesizes_the_worker(tmp_path, monkeypatch):
+def test_the_cdk_app_kindling_init_writes_synthesizes_the_worker(tmp_path, monkeypatch, aws_cdk):
     """docs/examples/cdk_app.py is the app.py of ``kindling init --iac cdk``; run as ``cdk
     synth`` runs it, it makes the worker and template.yaml's outputs."""
     import runpy
@@ -152,7 +162,7 @@ def test_the_cdk_app_kindling_init_writes_synthesizes_the_worker(tmp_path, monke
     assert set(template["Outputs"]) == set(templates.template()["Outputs"]) - {"ProducerPolicyArn"}
 
 
-def test_a_project_made_by_kindling_init_iac_cdk_builds_and_synthesizes_with_make(tmp_path):
+def test_a_project_made_by_kindling_init_iac_cdk_builds_and_synthesizes_with_make(tmp_path, aws_cdk):
     """The scaffold's own commands: ``make synth`` builds the function and the layer into
     .build/ and runs the CDK CLI (infra/cdk/install's) on app.py; the assets it stages are
     the built function (the tasks, with bytecode) and the kindling layer."""
