@@ -65,9 +65,10 @@ def publish(stack: str, outdir: Path) -> None:
 
 
 def deploy(stack: str = "kindling-cdk", parameters: dict | None = None, *, layer_code: Path,
-           function_code: Path = ROOT / "functions/worker", outdir: Path | None = None) -> dict:
+           function_code: Path = ROOT / "functions/worker", outdir: Path | None = None, fresh: bool = False) -> dict:
     """Synthesize, publish and deploy; the stack's outputs (QueueUrl, ResultsTableName ...),
-    with DeploySeconds."""
+    with DeploySeconds. ``fresh``: delete a stack of that name first and create it anew
+    (LocalStack may fail to update an event source mapping whose alias got a new version)."""
     import boto3
 
     if "AWS_ENDPOINT_URL" not in os.environ:
@@ -85,6 +86,10 @@ def deploy(stack: str = "kindling-cdk", parameters: dict | None = None, *, layer
     except cfn.exceptions.ClientError:
         exists = False
     waiter_config = {"Delay": 2, "MaxAttempts": 150}
+    if exists and fresh:
+        cfn.delete_stack(StackName=stack)
+        cfn.get_waiter("stack_delete_complete").wait(StackName=stack, WaiterConfig=waiter_config)
+        exists = False
     if not exists:
         cfn.create_stack(**request)
         cfn.get_waiter("stack_create_complete").wait(StackName=stack, WaiterConfig=waiter_config)
@@ -96,7 +101,11 @@ def deploy(stack: str = "kindling-cdk", parameters: dict | None = None, *, layer
             if "No updates" not in str(exc):
                 raise
     info = cfn.describe_stacks(StackName=stack)["Stacks"][0]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in info.get("Outputs", [])}
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in info.get("Outputs") or []}
+    if "QueueUrl" not in outputs:
+        events = cfn.describe_stack_events(StackName=stack)["StackEvents"][:15]
+        raise RuntimeError(f"stack {stack} is {info['StackStatus']} without its outputs: " + "; ".join(
+            f"{e['LogicalResourceId']} {e['ResourceStatus']} {e.get('ResourceStatusReason', '')}" for e in events))
     outputs["DeploySeconds"] = round(time.perf_counter() - t0, 2)
     return outputs
 
@@ -122,11 +131,13 @@ def main() -> None:
     ap.add_argument("--stack", default="kindling-cdk")
     ap.add_argument("--layer", type=Path, help="a built layer directory (default: built into .state/cdk/layer)")
     ap.add_argument("--function", type=Path, default=ROOT / "functions/worker")
+    ap.add_argument("--fresh", action="store_true", help="delete the stack first and create it anew")
     ap.add_argument("overrides", nargs="*", metavar="key=value", help="KindlingWorker arguments (JSON values)")
     ns = ap.parse_args()
     layer = ns.layer or build_layer(ROOT / ".state/cdk/layer")
     parameters = {k: json.loads(v) for k, v in (o.split("=", 1) for o in ns.overrides)}
-    print(json.dumps(deploy(ns.stack, parameters, layer_code=layer, function_code=ns.function), indent=1))
+    print(json.dumps(deploy(ns.stack, parameters, layer_code=layer, function_code=ns.function, fresh=ns.fresh),
+                     indent=1))
 
 
 if __name__ == "__main__":

@@ -79,7 +79,8 @@ def _deploy_cdk(name: str, parameters: Mapping[str, object], build_dir: Path,
     """infra/cdk/deploy.py's deploy() of a KindlingWorker with ``parameters`` (its keyword
     arguments) as stack ``name``: the layer and the function built into ``build_dir`` as
     ``sam build`` builds them (``build_dir/KindlingLayer``, ``build_dir/WorkerFunction``),
-    ``prepare`` called with ``build_dir`` before they are deployed; the stack outputs."""
+    ``prepare`` called with ``build_dir`` before they are deployed; the stack outputs. A stack
+    left by an earlier run is deleted first: each run creates its stack anew."""
     import subprocess
 
     if str(ROOT / "infra/cdk") not in sys.path:
@@ -93,7 +94,7 @@ def _deploy_cdk(name: str, parameters: Mapping[str, object], build_dir: Path,
     if prepare is not None:
         prepare(build_dir)
     return cdk_deploy.deploy(name, dict(parameters), layer_code=layer, function_code=build_dir / "WorkerFunction",
-                             outdir=build_dir / "cdk.out")
+                             outdir=build_dir / "cdk.out", fresh=True)
 
 
 @pytest.fixture(scope="module")

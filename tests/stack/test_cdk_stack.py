@@ -61,7 +61,10 @@ def test_the_function_runs_from_the_stacks_layer_with_the_constructs_settings(cd
     assert config["FunctionName"] == f"{STACK}-worker" and config["Runtime"] == "python3.13"
     env = config["Environment"]["Variables"]
     assert env["KINDLING_TABLE"] == cdk_stack["ResultsTableName"] and env["KINDLING_MAX_ATTEMPTS"] == "2"
-    mappings = boto3.client("lambda").list_event_source_mappings(FunctionName=cdk_stack["WorkerFunctionName"])
+    queue_arn = boto3.client("sqs").get_queue_attributes(QueueUrl=cdk_stack["QueueUrl"],
+                                                         AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    mappings = boto3.client("lambda").list_event_source_mappings(EventSourceArn=queue_arn)
     (mapping,) = mappings["EventSourceMappings"]
+    assert mapping["FunctionArn"].endswith(f":{STACK}-worker:live")  # the published alias, as SAM's
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 10}

@@ -141,15 +141,27 @@ def sam_resources(parameters: dict[str, Any] | None = None) -> dict[str, dict]:
             os.environ["AWS_DEFAULT_REGION"] = region
     translated.setdefault("Parameters", doc["Parameters"])
     translated["Mappings"], translated["Conditions"] = doc["Mappings"], doc["Conditions"]
-    names = {k: "KindlingLayer" for k in translated["Resources"] if k.startswith("KindlingLayer")}
+    names = {k: canonical(k) for k in translated["Resources"]}
     return _Resolver(translated, parameters or {}, names).resources()
+
+
+HASHED = ("KindlingLayer", "WorkerFunctionVersion")
+"""Logical ids that end in a hash of what they publish (SAM's layer and function versions,
+the construct's function version): compared by the name before the hash."""
+
+
+def canonical(name: str) -> str:
+    for prefix in HASHED:
+        if re.fullmatch(prefix + r"[0-9a-f]{10}", name):
+            return prefix
+    return name
 
 
 def cdk_resources(synthesized: dict) -> dict[str, dict]:
     """A synthesized CDK template's resources, each named by the last part of its construct
     path (``.../Worker/JobsQueue`` is ``JobsQueue``), resolved."""
-    names = {logical_id: res["Metadata"]["aws:cdk:path"].rsplit("/", 2)[-2 if res["Metadata"]["aws:cdk:path"]
-                                                                       .endswith("/Resource") else -1]
+    names = {logical_id: canonical(res["Metadata"]["aws:cdk:path"].rsplit("/", 2)[
+                 -2 if res["Metadata"]["aws:cdk:path"].endswith("/Resource") else -1])
              for logical_id, res in synthesized["Resources"].items() if "aws:cdk:path" in res.get("Metadata", {})}
     doc = {**synthesized, "Parameters": {}}
     return _Resolver(doc, {}, names).resources()

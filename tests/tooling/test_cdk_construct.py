@@ -38,6 +38,7 @@ SCENARIOS = {
     "Valkey URL through a NAT, no schedule": {
         "ValkeyUrl": "redis://cache.internal:6379", "VpcSubnetIds": "subnet-1", "VpcSecurityGroupIds": "sg-1",
         "VpcEndpoints": "false", "DrainSchedule": "off", "LogRetentionDays": 30, "RetryDelay": 0,
+        "SnapStart": "true", "MinimumPollers": 5, "MaximumPollers": 50, "MaxConcurrency": 0, "PeriodicTasks": "true",
     },
 }
 
@@ -48,7 +49,7 @@ def snake(name: str) -> str:
 
 def keyword(spec: dict, value) -> object:
     """A template parameter's value as KindlingWorker takes it."""
-    if spec.get("AllowedValues") == ["true", "false"]:
+    if sorted(spec.get("AllowedValues", [])) == ["false", "true"]:
         return value == "true"
     if spec["Type"] == "CommaDelimitedList" or spec.get("AllowedPattern", "").startswith("^([0-9]{12}"):
         return [v for v in str(value).split(",") if v]
@@ -107,7 +108,8 @@ def test_the_construct_refuses_what_the_template_refuses(tmp_path, aws_cdk, cdk)
     stack = aws_cdk.Stack(aws_cdk.App(outdir=str(tmp_path)), "refused")
     for bad in ({"function_timeout": 45}, {"max_concurrency": 1}, {"results_policy": "some"},
                 {"producer_account_ids": ["12345"]}, {"alarms": "true"}, {"alarms": 1}, {"memory_size": True},
-                {"result_ttl_days": 7}, {"maxattempts": 3}):
+                {"result_ttl_days": 7}, {"maxattempts": 3}, {"max_concurrency": 1}, {"minimum_pollers": 1},
+                {"minimum_pollers": 5}, {"snap_start": "true"}):
         with pytest.raises((ValueError, TypeError)):
             cdk.KindlingWorker(stack, f"W{len(stack.node.children)}", function_code=tmp_path, layer_code=tmp_path,
                                **bad)

@@ -11,7 +11,8 @@
     app.synth()
 
 The same resources with the same properties as template.yaml (queue and dead-letter queue,
-results table, payload bucket, layer, worker function and its event source mapping, role,
+results table, payload bucket, layer, worker function with its published version and
+"live" alias and the event source mapping on that alias, role,
 log group, managed policies for producers and operators, schedules, VPC endpoints and
 alarms), and the same parameters as keyword arguments in snake_case (``MaxAttempts`` is
 ``max_attempts``; a "true"/"false" parameter is a bool, a list parameter a list). Where
@@ -28,11 +29,13 @@ aws-cdk-lib comes with the ``cdk`` extra: ``pip install "kindling-jobs[cdk]"``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 try:
-    from aws_cdk import Aws, CfnOutput, CfnResource, Token
+    from aws_cdk import Aws, CfnOutput, CfnResource, RemovalPolicy, Token
     from aws_cdk import aws_lambda as lambda_
     from constructs import Construct
 except ImportError as exc:  # pragma: no cover - the extra is missing
@@ -52,7 +55,10 @@ PARAMETERS: dict[str, tuple[Any, tuple | None, float | None, float | None]] = {
     "function_timeout": (30, FUNCTION_TIMEOUTS, None, None),
     "batch_size": (10, None, 1, 10000),
     "max_batching_window": (0, None, 0, 300),
-    "max_concurrency": (10, None, 2, 1000),
+    "max_concurrency": (10, None, 0, 1000),
+    "minimum_pollers": (0, None, 0, 200),
+    "maximum_pollers": (200, None, 2, 2000),
+    "snap_start": (False, (True, False), None, None),
     "max_attempts": (3, None, 1, 1000),
     "max_receive_count": (100, None, 2, 1000),
     "retry_delay": (5, None, 0, None),
@@ -106,6 +112,14 @@ def _settings(given: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"KindlingWorker: {name}={value!r} is not a number")
         if least is not None and value < least or most is not None and value > most:
             raise ValueError(f"KindlingWorker: {name}={value!r} is outside [{least}, {most if most else ''}]")
+    # The template's Rules.
+    if values["max_concurrency"] == 1:
+        raise ValueError("KindlingWorker: max_concurrency is 0 (no limit) or 2 to 1000")
+    if values["minimum_pollers"] == 1:
+        raise ValueError("KindlingWorker: minimum_pollers is 0 (default mode) or 2 to 200, SQS's least")
+    if values["minimum_pollers"] and values["max_concurrency"]:
+        raise ValueError("KindlingWorker: provisioned pollers (minimum_pollers > 0) cannot be combined with a "
+                         "concurrency limit: max_concurrency=0")
     ids = values["producer_account_ids"]
     if any(not (isinstance(i, str) and len(i) == 12 and i.isdigit()) for i in ids):
         raise ValueError(f"KindlingWorker: producer_account_ids={ids!r}: 12-digit account ids")
@@ -271,6 +285,7 @@ class KindlingWorker(Construct):
             "Code": {"S3Bucket": function_cfg.s3_location.bucket_name, "S3Key": function_cfg.s3_location.object_key},
             "Handler": handler,
             "Runtime": RUNTIME,
+            "SnapStart": {"ApplyOn": "PublishedVersions" if p["snap_start"] else "None"},
             "Architectures": [p["architecture"]],
             "MemorySize": p["memory_size"],
             "Timeout": p["function_timeout"],
@@ -303,13 +318,29 @@ class KindlingWorker(Construct):
             }},
         })
         function.add_resource_dependency(log_group)
+        # Each deploy publishes a version and points the "live" alias at it (SAM's
+        # AutoPublishAlias): the queue's trigger and the schedules invoke the alias, so
+        # SnapStart (on published versions) applies to them. A version is immutable: its id
+        # changes with what it publishes, so a changed function gets a new one.
+        published = json.dumps([function_cfg.s3_location.object_key, layer_cfg.s3_location.object_key, handler,
+                                {k: v for k, v in p.items() if isinstance(v, str | int | float | bool | tuple)}],
+                               sort_keys=True, default=list)
+        version = res(f"WorkerFunctionVersion{hashlib.sha256(published.encode()).hexdigest()[:10]}",
+                      "AWS::Lambda::Version", {"FunctionName": function.ref})
+        version.apply_removal_policy(RemovalPolicy.RETAIN)  # as SAM's: an old version stays for rollbacks
+        self.version = version
+        self.alias = alias = res("WorkerFunctionAliaslive", "AWS::Lambda::Alias", {
+            "Name": "live", "FunctionName": function.ref,
+            "FunctionVersion": Token.as_string(version.get_att("Version"))})
         self.event_source_mapping = res("WorkerFunctionJobs", "AWS::Lambda::EventSourceMapping", {
             "EventSourceArn": _arn(jobs),
-            "FunctionName": function.ref,
+            "FunctionName": alias.ref,
             "BatchSize": p["batch_size"],
             "MaximumBatchingWindowInSeconds": when(batching, p["max_batching_window"]),
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "ScalingConfig": {"MaximumConcurrency": p["max_concurrency"]},
+            "ScalingConfig": when(p["max_concurrency"], {"MaximumConcurrency": p["max_concurrency"]}),
+            "ProvisionedPollerConfig": when(p["minimum_pollers"], {"MinimumPollers": p["minimum_pollers"],
+                                                                   "MaximumPollers": p["maximum_pollers"]}),
         })
         self._schedules(res, drain, p)
         self._policies(res, use_valkey, kms_statement, signing_statement, objects)
@@ -317,14 +348,14 @@ class KindlingWorker(Construct):
         self._alarms(res, p)
 
     def _schedules(self, res, drain: bool, p: dict) -> None:
-        fn = _arn(self.function)
+        fn = self.alias.ref
         for cid, on, schedule, event in (
                 ("Drain", drain, p["drain_schedule"], f'{{"kindling": "drain", "stream": "{p["valkey_stream"]}"}}'),
                 ("Tick", p["periodic_tasks"], "rate(1 minute)", '{"kindling": "tick"}')):
             rule = res(f"{cid}Rule", "AWS::Events::Rule", {"ScheduleExpression": schedule, "Targets": [
                 {"Id": cid.lower(), "Arn": fn, "Input": event}]}, on)
             res(f"{cid}Permission", "AWS::Lambda::Permission", {
-                "Action": "lambda:InvokeFunction", "FunctionName": self.function.ref,
+                "Action": "lambda:InvokeFunction", "FunctionName": fn,
                 "Principal": "events.amazonaws.com", "SourceArn": _arn(rule)} if rule else {}, on)
 
     def _policies(self, res, use_valkey: bool, kms_statement: list, signing_statement: list, objects: str) -> None:
