@@ -190,5 +190,5 @@ def test_a_project_made_by_kindling_init_iac_cdk_builds_and_synthesizes_with_mak
         "AWS::DynamoDB::Table"}
     assets = [p for p in (project / "cdk.out").glob("asset.*") if p.is_dir()]
     staged = {p.relative_to(a).as_posix() for a in assets for p in a.rglob("*") if p.is_file()}
-    assert {"tasks.py", "app.py", "python/kindling/handler.py"} <= staged
+    assert {"tasks.py", "app.py", "python/kindling/handler.pyc"} <= staged  # the layer: sourceless bytecode
     assert any(name.startswith("__pycache__/tasks.") for name in staged)
