@@ -106,7 +106,9 @@ def _settings(given: dict[str, Any]) -> dict[str, Any]:
     for name, (_, allowed, least, most) in PARAMETERS.items():
         value = values[name]
         flag = allowed == (True, False)
-        if flag != isinstance(value, bool) or allowed is not None and value not in allowed:
+        if flag != isinstance(value, bool):
+            raise ValueError(f"KindlingWorker: {name}={value!r}: {'True or False' if flag else 'not a bool'}")
+        if allowed is not None and value not in allowed:
             raise ValueError(f"KindlingWorker: {name}={value!r}: one of {', '.join(map(repr, allowed or ()))}")
         if (least is not None or most is not None) and not isinstance(value, int | float):
             raise ValueError(f"KindlingWorker: {name}={value!r} is not a number")
