@@ -7,7 +7,7 @@ code it deploys into .build/ (the function with its bytecode, the kindling layer
 """
 
 from aws_cdk import App, Stack
-from kindling.cdk import KindlingWorker, add_outputs
+from kindling.tools.cdk import KindlingWorker, add_outputs
 
 app = App()
 stack = Stack(app, app.node.try_get_context("stack") or "kindling")

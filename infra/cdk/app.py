@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from aws_cdk import App, DefaultStackSynthesizer, Stack
-from kindling.cdk import KindlingWorker, add_outputs
+from kindling.tools.cdk import KindlingWorker, add_outputs
 
 
 def main() -> None:

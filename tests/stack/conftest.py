@@ -99,7 +99,7 @@ def _deploy_cdk(name: str, parameters: Mapping[str, object], build_dir: Path,
 
 @pytest.fixture(scope="module")
 def deploy_cdk_stack(localstack) -> Iterator[Callable[..., dict]]:
-    """``deploy_cdk_stack(name, parameters, build_dir, prepare=None)``: kindling.cdk's
+    """``deploy_cdk_stack(name, parameters, build_dir, prepare=None)``: kindling.tools.cdk's
     KindlingWorker deployed into LocalStack (infra/cdk/deploy.py), as deploy_stack deploys
     template.yaml; os.environ points boto3 at LocalStack until the module's end."""
     with _environ(localstack), pytest.MonkeyPatch.context() as patch:

@@ -1,4 +1,4 @@
-"""kindling.cdk's KindlingWorker deployed into LocalStack (infra/cdk/deploy.py: ``cdk synth``
+"""kindling.tools.cdk's KindlingWorker deployed into LocalStack (infra/cdk/deploy.py: ``cdk synth``
 of infra/cdk/app.py, its assets uploaded, the stack created by CloudFormation): a job sent to
 its queue is run by its function and recorded in its table, a failing one ends dead in its
 dead-letter queue, and the function runs kindling from the stack's own layer."""

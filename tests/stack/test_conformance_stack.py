@@ -7,7 +7,7 @@ and not_before_ahead, whose job stays in flight, last. Cells the stack does not 
 observations it cannot see, are named in tests/conformance/known.py.
 
 ``KINDLING_CONFORMANCE_MATRIX_STACK=PATH`` writes this column as markdown (matrix.py --stack).
-``KINDLING_CONFORMANCE_IAC=cdk`` runs the same scenarios on kindling.cdk's KindlingWorker
+``KINDLING_CONFORMANCE_IAC=cdk`` runs the same scenarios on kindling.tools.cdk's KindlingWorker
 (infra/cdk/deploy.py) instead of template.yaml.
 """
 

@@ -1,4 +1,4 @@
-"""kindling.cdk's KindlingWorker synthesizes what template.yaml deploys: the same parameters
+"""kindling.tools.cdk's KindlingWorker synthesizes what template.yaml deploys: the same parameters
 with the same defaults, and for each set of values the same resources of the same types
 with the same properties (the table's keys and indexes, the queues' attributes and redrive,
 the role's and managed policies' statements, the event source mapping, the alarms...), read
@@ -75,7 +75,7 @@ def aws_cdk():
 
 @pytest.fixture(scope="module")
 def cdk(aws_cdk):
-    from kindling import cdk
+    from kindling.tools import cdk
 
     return cdk
 
@@ -172,7 +172,7 @@ def test_a_project_made_by_kindling_init_iac_cdk_builds_and_synthesizes_with_mak
     import subprocess
     import sys
 
-    from kindling import cli
+    from kindling.tools import cli
     from support import ROOT
 
     project = tmp_path / "app"

@@ -32,7 +32,7 @@ budget with its reason in the commit message."""
 
 TOOLS = ["tools/cli.py", "tools/demo.py", "tools/scaffold.py", "tools/ops/cli.py", "tools/ops/dlq.py",
          "tools/dashboard/__init__.py", "tools/dashboard/data.py", "tools/valkey_migrate.py", "valkey/migrate.py",
-         "tools/layerfiles.py"]
+         "tools/layerfiles.py", "tools/cdk.py"]
 """What operators and developers run, and no worker: never in the layer."""
 
 

@@ -107,13 +107,13 @@ def test_the_runtime_requires_orjson_only_and_boto3_comes_with_the_client_extra(
 
 
 def test_the_cdk_construct_ships_with_its_extra_and_its_scaffold(dists):
-    """kindling.cdk is in the wheel with the CDK project's files; aws-cdk-lib comes only with
+    """kindling.tools.cdk is in the wheel with the CDK project's files; aws-cdk-lib comes only with
     the cdk extra (the layer leaves the module out: tests/unit/test_cold_path.py)."""
     requires = wheel_metadata(dists["wheel"]).get_all("Requires-Dist")
     cdk = [r.split(";")[0].strip() for r in requires if re.search(r'extra == "cdk"', r)]
     assert sorted(re.match(r"[A-Za-z0-9_.-]+", r).group() for r in cdk) == ["aws-cdk-lib", "constructs"]
     names = set(wheel_names(dists["wheel"]))
-    assert {"kindling/cdk.py", "kindling/scaffold_files/cdk/app.py.tmpl", "kindling/scaffold_files/cdk/cdk.json",
+    assert {"kindling/tools/cdk.py", "kindling/scaffold_files/cdk/app.py.tmpl", "kindling/scaffold_files/cdk/cdk.json",
             "kindling/scaffold_files/cdk/Makefile.tmpl"} <= names
 
 

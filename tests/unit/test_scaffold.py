@@ -185,7 +185,7 @@ def test_init_with_cdk_writes_a_cdk_app_over_the_construct_instead_of_the_templa
     assert _init(tmp_path / "jobs", "--iac", "cdk") == 0
     assert _tree(tmp_path / "jobs") == CDK_PROJECT
     app = (tmp_path / "jobs/app.py").read_text()
-    assert "from kindling.cdk import KindlingWorker, add_outputs" in app
+    assert "from kindling.tools.cdk import KindlingWorker, add_outputs" in app
     compile(app, "app.py", "exec")
     import json
 

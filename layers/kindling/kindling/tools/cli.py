@@ -348,7 +348,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     i.add_argument("--upgrade", action="store_true", help="take this release's template into the project DIR")
     i.add_argument("--iac", choices=["sam", "cdk"], default="sam",
                    help="deploy with SAM (template.yaml, the default) or the AWS CDK (app.py and cdk.json "
-                        "using kindling.cdk.KindlingWorker; needs kindling-jobs[cdk])")
+                        "using kindling.tools.cdk.KindlingWorker; needs kindling-jobs[cdk])")
     i.set_defaults(fn=cmd_init)
 
     from kindling.tools.ops.cli import add_parsers  # the operator's commands: jobs, dlq, dashboard

@@ -20,7 +20,7 @@ OWNED = ("template.yaml", "layers/kindling/Makefile")
 
 IAC = ("sam", "cdk")
 """What deploys a project: SAM (template.yaml) or the AWS CDK (app.py and cdk.json using
-kindling.cdk's KindlingWorker: ``scaffold_files/cdk/``, over the SAM project's files)."""
+kindling.tools.cdk's KindlingWorker: ``scaffold_files/cdk/``, over the SAM project's files)."""
 
 _SKIP = {"__pycache__"}
 
@@ -84,7 +84,7 @@ def upgrade(directory: Path) -> dict[str, str]:
     """Rewrite the files kindling owns (:data:`OWNED`) in the project ``directory`` with this
     release's; for each one that changed, its unified diff (old to new). A CDK project
     (cdk.json) has no template.yaml: only its layer's Makefile is kindling's there (its
-    resources come with the installed kindling.cdk)."""
+    resources come with the installed kindling.tools.cdk)."""
     directory = Path(directory)
     cdk = (directory / "cdk.json").is_file()
     if not cdk and not (directory / "template.yaml").is_file():

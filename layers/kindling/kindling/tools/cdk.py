@@ -1,7 +1,7 @@
 """``KindlingWorker``: template.yaml as an AWS CDK construct, for applications written in CDK.
 
     from aws_cdk import App, Stack
-    from kindling.cdk import KindlingWorker, add_outputs
+    from kindling.tools.cdk import KindlingWorker, add_outputs
 
     app = App()
     stack = Stack(app, "myapp")
@@ -39,7 +39,7 @@ try:
     from aws_cdk import aws_lambda as lambda_
     from constructs import Construct
 except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError('kindling.cdk needs aws-cdk-lib: pip install "kindling-jobs[cdk]"') from exc
+    raise ImportError('kindling.tools.cdk needs aws-cdk-lib: pip install "kindling-jobs[cdk]"') from exc
 
 __all__ = ["KindlingWorker", "add_outputs", "PARAMETERS"]
 
