@@ -10,8 +10,8 @@ import time
 
 import boto3
 import pytest
-from kindling import codec
-from kindling.client import Client
+from kindling.core import codec
+from kindling.producer.client import Client
 
 pytestmark = [pytest.mark.localstack, pytest.mark.slow]
 
