@@ -109,7 +109,8 @@ def test_the_construct_refuses_what_the_template_refuses(tmp_path, aws_cdk, cdk)
     for bad in ({"function_timeout": 45}, {"max_concurrency": 1}, {"results_policy": "some"},
                 {"producer_account_ids": ["12345"]}, {"alarms": "true"}, {"alarms": 1}, {"memory_size": True},
                 {"result_ttl_days": 7}, {"maxattempts": 3}, {"max_concurrency": 1}, {"minimum_pollers": 1},
-                {"minimum_pollers": 5}, {"snap_start": "true"}):
+                {"minimum_pollers": 5}, {"snap_start": "true"}, {"snap_start": True, "runtime": "python3.11"},
+                {"runtime": "python3.10"}):
         with pytest.raises((ValueError, TypeError)):
             cdk.KindlingWorker(stack, f"W{len(stack.node.children)}", function_code=tmp_path, layer_code=tmp_path,
                                **bad)

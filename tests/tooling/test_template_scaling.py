@@ -107,3 +107,11 @@ def test_the_translated_mapping_carries_the_pollers(committed):
     assert mapping["ProvisionedPollerConfig"] == {
         "Fn::If": ["UseProvisionedPollers", {"MinimumPollers": {"Ref": "MinimumPollers"},
                                              "MaximumPollers": {"Ref": "MaximumPollers"}}, {"Ref": "AWS::NoValue"}]}
+
+
+def test_snapstart_on_python_3_11_is_refused_at_deploy(committed):
+    """Lambda offers SnapStart from Python 3.12: the rule refuses the stack, as the construct does."""
+    rule = committed["Rules"]["SnapStartRuntime"]
+    assert rule["RuleCondition"] == {"Fn::Equals": [{"Ref": "SnapStart"}, "true"]}
+    [assertion] = rule["Assertions"]
+    assert assertion["Assert"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "Runtime"}, "python3.11"]}]}

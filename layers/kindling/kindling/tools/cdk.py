@@ -43,13 +43,14 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 __all__ = ["KindlingWorker", "add_outputs", "PARAMETERS"]
 
-RUNTIME = "python3.13"
+RUNTIMES = ("python3.11", "python3.12", "python3.13")
 FUNCTION_TIMEOUTS = (10, 15, 30, 60, 120, 300, 600, 900)
 LOG_RETENTIONS = (1, 3, 5, 7, 14, 30, 60, 90, 180, 365)
 
 # template.yaml's parameters by their keyword argument here, each with its default and its
 # constraint: (default, allowed values or None, least, most).
 PARAMETERS: dict[str, tuple[Any, tuple | None, float | None, float | None]] = {
+    "runtime": ("python3.13", RUNTIMES, None, None),
     "architecture": ("x86_64", ("x86_64", "arm64"), None, None),
     "memory_size": (512, None, 128, 10240),
     "function_timeout": (30, FUNCTION_TIMEOUTS, None, None),
@@ -122,6 +123,8 @@ def _settings(given: dict[str, Any]) -> dict[str, Any]:
     if values["minimum_pollers"] and values["max_concurrency"]:
         raise ValueError("KindlingWorker: provisioned pollers (minimum_pollers > 0) cannot be combined with a "
                          "concurrency limit: max_concurrency=0")
+    if values["snap_start"] and values["runtime"] == "python3.11":
+        raise ValueError("KindlingWorker: snap_start needs runtime python3.12 or python3.13")
     ids = values["producer_account_ids"]
     if any(not (isinstance(i, str) and len(i) == 12 and i.isdigit()) for i in ids):
         raise ValueError(f"KindlingWorker: producer_account_ids={ids!r}: 12-digit account ids")
@@ -175,7 +178,7 @@ class KindlingWorker(Construct):
             "LayerName": f"{name}-kindling",
             "Description": "kindling's runtime and orjson",
             "Content": {"S3Bucket": layer_cfg.s3_location.bucket_name, "S3Key": layer_cfg.s3_location.object_key},
-            "CompatibleRuntimes": [RUNTIME],
+            "CompatibleRuntimes": [p["runtime"]],
             "CompatibleArchitectures": [p["architecture"]],
         })
         queue_common = {
@@ -286,7 +289,7 @@ class KindlingWorker(Construct):
             "Description": "Runs kindling jobs from the jobs queue",
             "Code": {"S3Bucket": function_cfg.s3_location.bucket_name, "S3Key": function_cfg.s3_location.object_key},
             "Handler": handler,
-            "Runtime": RUNTIME,
+            "Runtime": p["runtime"],
             "SnapStart": {"ApplyOn": "PublishedVersions" if p["snap_start"] else "None"},
             "Architectures": [p["architecture"]],
             "MemorySize": p["memory_size"],
