@@ -52,6 +52,7 @@ def env(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret/TEST+key")
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")  # botocore reads this one first
     # without keys, the chain's next sources: none of this machine's own shared files
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/kindling-test/credentials")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/kindling-test/config")
@@ -353,9 +354,9 @@ def test_a_cached_client_follows_the_endpoint_and_region_the_environment_names_n
     env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
     moved = aws.dynamodb()
     assert (first.endpoint, moved.endpoint) == ("http://127.0.0.1:4566", "http://127.0.0.1:5000")
-    env.setenv("AWS_REGION", "us-west-2")
+    env.setenv("AWS_DEFAULT_REGION", "us-west-2")
     assert aws.dynamodb().region == "us-west-2" and aws.dynamodb() is aws.dynamodb()
-    env.setenv("AWS_REGION", "eu-west-1")
+    env.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
     assert aws.dynamodb() is first  # back to the first: its connection is reused
     aws.client._clients.clear()

@@ -33,6 +33,7 @@ def env(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")  # botocore reads this one first
     return monkeypatch
 
 

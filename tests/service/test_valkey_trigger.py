@@ -448,7 +448,7 @@ def test_the_lambda_invoker_sends_a_signed_asynchronous_invoke(monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoint = f"http://127.0.0.1:{server.server_port}"
     for k, v in {"AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "tok",
-                 "AWS_REGION": "eu-west-1"}.items():
+                 "AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "eu-west-1"}.items():
         monkeypatch.setenv(k, v)
     from kindling.shared.valkey.kick import LambdaInvoker
 

@@ -81,11 +81,13 @@ def _deploy_cdk(name: str, parameters: Mapping[str, object], build_dir: Path,
     ``sam build`` builds them (``build_dir/KindlingLayer``, ``build_dir/WorkerFunction``),
     ``prepare`` called with ``build_dir`` before they are deployed; the stack outputs. A stack
     left by an earlier run is deleted first: each run creates its stack anew."""
+    import importlib.util
     import subprocess
 
-    if str(ROOT / "infra/cdk") not in sys.path:
-        sys.path.insert(0, str(ROOT / "infra/cdk"))
-    import deploy as cdk_deploy
+    # By its path: infra/localstack/deploy.py is also a module named deploy on sys.path.
+    spec = importlib.util.spec_from_file_location("kindling_cdk_deploy", ROOT / "infra/cdk/deploy.py")
+    cdk_deploy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cdk_deploy)
 
     layer = cdk_deploy.build_layer(build_dir / "KindlingLayer")
     subprocess.run(["make", "-C", str(ROOT / "functions/worker"), "build-WorkerFunction",

@@ -27,14 +27,13 @@ ADDED_TASK = '''
 def scaffold_probe(a, b):
     """Added after `kindling init`: where it ran from, and a sum."""
     import kindling
-    from kindling import _release_probe
 
-    return {"sum": a + b, "probe": _release_probe.VALUE, "kindling": kindling.__file__}
+    return {"sum": a + b, "probe": kindling.RELEASE_PROBE, "kindling": kindling.__file__}
 '''
 
 
 def _run(cmd: list[str], cwd: Path, env: dict) -> str:
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if done.returncode:
         raise AssertionError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
     return done.stdout
@@ -44,9 +43,11 @@ def _run(cmd: list[str], cwd: Path, env: dict) -> str:
 def project(tmp_path_factory, localstack) -> tuple[Path, dict]:
     """The scaffolded project deployed as stack ``kindling-scaffold``, and its outputs."""
     site = install_release(tmp_path_factory.mktemp("release"))
-    # A module only this installed copy has: the task returns its value only if the
-    # layer was built from the installed package.
-    (site / "kindling/_release_probe.py").write_text(f"VALUE = {PROBE!r}\n")
+    # A name only this installed copy has (the layer ships only modules a worker imports, so
+    # it goes into the package's own module): the task returns its value only if the layer
+    # was built from the installed package.
+    with open(site / "kindling/__init__.py", "a") as f:
+        f.write(f"\nRELEASE_PROBE = {PROBE!r}\n")
     directory = tmp_path_factory.mktemp("user") / "jobs"
     assert not directory.resolve().is_relative_to(ROOT)
     env = dict(os.environ, PYTHONPATH=str(site), SAM_CLI_TELEMETRY="0",

@@ -23,8 +23,8 @@ def install_release(dest: Path) -> Path:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--no-build-isolation", str(src), "-w", str(dest / "dist")], check=True)
+                    "--no-build-isolation", str(src), "-w", str(dest / "dist")], check=True, timeout=300)
     (wheel,) = (dest / "dist").glob("kindling_jobs-*.whl")
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--target", str(dest / "site"), str(wheel)], check=True)
+                    "--target", str(dest / "site"), str(wheel)], check=True, timeout=300)
     return dest / "site"

@@ -250,12 +250,21 @@ class ValkeyCluster:
             time.sleep(0.1)
         raise RuntimeError(f"no replica of the primary on port {killed} was promoted within {timeout} s")
 
-    def replica_of(self, primary: int) -> int:
-        """The port of a replica of the primary on ``primary`` (CLUSTER NODES)."""
-        lines = [line.split() for line in self._info(primary, "CLUSTER", "NODES").splitlines() if line]
-        primary_id = next(f[0] for f in lines if f[1].split("@")[0].endswith(f":{primary}"))
-        return next(int(f[1].split("@")[0].rsplit(":", 1)[1]) for f in lines
-                    if "slave" in f[2] and f[3] == primary_id and "fail" not in f[2])
+    def replica_of(self, primary: int, timeout: float = 30.0) -> int:
+        """The port of a replica of the primary on ``primary`` (CLUSTER NODES), waiting for one:
+        a primary demoted by a failover shows as its successor's replica only once the nodes
+        have gossiped it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line.split() for line in self._info(primary, "CLUSTER", "NODES").splitlines() if line]
+            primary_id = next(f[0] for f in lines if f[1].split("@")[0].endswith(f":{primary}"))
+            ports = [int(f[1].split("@")[0].rsplit(":", 1)[1]) for f in lines
+                     if "slave" in f[2] and f[3] == primary_id and "fail" not in f[2]]
+            if ports:
+                return ports[0]
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the primary on port {primary} has no replica after {timeout} s")
+            time.sleep(0.05)
 
     def blocked(self, port: int, command: str = "xreadgroup") -> int:
         """How many clients of the node on ``port`` wait in a blocking ``command`` (CLIENT LIST)."""
