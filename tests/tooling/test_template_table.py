@@ -18,6 +18,8 @@ def _resolve(value, conditions: dict[str, bool]):
             return _resolve(yes if conditions[name] else no, conditions)
         out = {k: _resolve(v, conditions) for k, v in value.items()}
         return {k: v for k, v in out.items() if v != NO_VALUE}
+    if isinstance(value, list):
+        return [v for v in (_resolve(v, conditions) for v in value) if v != NO_VALUE]
     return value
 
 
@@ -55,3 +57,15 @@ def test_the_worker_gets_the_status_shard_count():
     from kindling.core import records
 
     assert (shards["Default"], shards["MinValue"], shards["MaxValue"]) == (records.SHARDS, 1, records.MAX_STATUS_SHARDS)
+
+
+@pytest.mark.parametrize("task_index", ["true", "false"])
+def test_the_local_clouds_results_table_has_the_templates_keys_and_indexes(task_index):
+    """`kindling dev` and `kindling demo` make their table from template.yaml, so the dashboard
+    and `kindling jobs` find the indexes a deployed stack has."""
+    from kindling.tools.localcloud import SCHEMA_KEYS, results_table_schema
+    from support import ROOT
+
+    deployed = _resolve({k: TABLE[k] for k in SCHEMA_KEYS}, {"UseTaskIndex": task_index == "true"})
+    assert results_table_schema(ROOT / "template.yaml", {"TaskIndex": task_index}) == deployed
+    assert ("by_task" in [i["IndexName"] for i in deployed["GlobalSecondaryIndexes"]]) == (task_index == "true")

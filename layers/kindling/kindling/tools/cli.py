@@ -237,6 +237,12 @@ def cmd_demo(ns) -> int:
     return demo(jobs=ns.jobs, cloud=ns.cloud)
 
 
+def cmd_dev(ns) -> int:
+    from kindling.tools.dev import main as dev
+
+    return dev(ns)
+
+
 def cmd_init(ns) -> int:
     from kindling.tools.scaffold import cmd_init
 
@@ -338,6 +344,24 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     d.add_argument("--jobs", type=int, default=300)
     d.add_argument("--cloud", choices=["moto", "localstack"], default=env("KINDLING_DEMO_CLOUD"))
     d.set_defaults(fn=cmd_demo)
+
+    dv = sub.add_parser("dev", help="run the project's tasks locally: embedded AWS, worker, dashboard",
+                        description="Start moto's embedded AWS in this process (no Docker, no account), make the "
+                                    "jobs queue, its dead-letter queue and the results table as template.yaml does, "
+                                    "and run the worker on the project's tasks and the dashboard, until Ctrl-C. It "
+                                    "prints an export line that points producers in another shell at the same "
+                                    "queue. Needs moto's server: pip install 'kindling-jobs[demo]'.",
+                        formatter_class=_help_formatter)
+    dv.add_argument("--tasks", action="append", default=[], metavar="MODULE_OR_FILE",
+                    help="module or .py file defining the tasks (repeatable; default functions/worker/tasks.py)")
+    dv.add_argument("--port", type=int, default=0, help="moto's port on 127.0.0.1 (default: a free one)")
+    dv.add_argument("--dashboard-port", type=int, default=8080, help="the dashboard's port on 127.0.0.1 "
+                                                                     "(default 8080; 0: a free one)")
+    dv.add_argument("--seed", type=int, default=0, metavar="N",
+                    help="enqueue N example jobs of the first task at start, so the dashboard shows some")
+    dv.add_argument("--burst", "--once", action="store_true", dest="burst",
+                    help="run the jobs already queued (--seed's), print the counts and exit; no dashboard")
+    dv.set_defaults(fn=cmd_dev)
 
     i = sub.add_parser("init", help="write a new project: template, worker, layer, tests",
                        description="Write a SAM application running your tasks with this kindling into DIR; "

@@ -11,18 +11,11 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import time
 from pathlib import Path
 
 TASKS_FILE = Path("functions/worker/tasks.py")
 MAX_RECEIVE_COUNT = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _mix(n: int, rng: random.Random) -> list[tuple[str, list, dict]]:
@@ -56,17 +49,9 @@ def main(jobs: int = 300, cloud: str = "moto") -> int:
         return 2
     if not TASKS_FILE.exists():
         raise SystemExit(f"kindling demo: run it from the repository root ({TASKS_FILE} not found)")
-    import logging
+    from kindling.tools.localcloud import start_moto
 
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="test",
-                      AWS_SECRET_ACCESS_KEY="test", AWS_SESSION_TOKEN="test", AWS_DEFAULT_REGION="us-east-1",
-                      AWS_REGION="us-east-1")
+    server, _endpoint = start_moto()
     try:
         return _run(jobs)
     finally:
@@ -75,27 +60,21 @@ def main(jobs: int = 300, cloud: str = "moto") -> int:
 
 def _run(jobs: int) -> int:
     import boto3
-    from kindling.core import codec
     from kindling.core.records import rejected_key
     from kindling.producer.client import Client
     from kindling.shared.config import load_tasks
+    from kindling.tools.localcloud import create_stack
     from kindling.triggers.sqs.loop import SqsWorker
 
     load_tasks([str(TASKS_FILE)])
     print(f"local cloud up at {os.environ['AWS_ENDPOINT_URL']} (moto server)")
-    sqs, ddb = boto3.client("sqs"), boto3.client("dynamodb")
-    dlq = sqs.create_queue(QueueName="kindling-demo-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    queue = sqs.create_queue(QueueName="kindling-demo", Attributes={
-        "VisibilityTimeout": "2",  # short, so the demo's retries come back quickly
-        "RedrivePolicy": codec.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}),
-    })["QueueUrl"]
-    ddb.create_table(TableName="kindling-demo-results", BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+    made = create_stack("kindling-demo", visibility_timeout=2,  # short, so the demo's retries come back quickly
+                        max_receive_count=MAX_RECEIVE_COUNT)
+    queue, dlq, table = made["queue_url"], made["dlq_url"], made["table"]
+    sqs = boto3.client("sqs")
     print(f"created queue, dead-letter queue (maxReceiveCount={MAX_RECEIVE_COUNT}) and results table")
 
-    client = Client(queue_url=queue, table="kindling-demo-results")
+    client = Client(queue_url=queue, table=table)
     calls = _mix(jobs, random.Random(7))
     t0 = time.perf_counter()
     handles = client.enqueue_many(calls)
@@ -109,7 +88,7 @@ def _run(jobs: int) -> int:
     print(f"enqueued {len(handles)} jobs in {enqueue_s * 1000:.0f} ms "
           f"({len(handles) / enqueue_s:,.0f} jobs/s, SendMessageBatch) and {len(malformed)} malformed messages")
 
-    worker = SqsWorker(queue, "kindling-demo-results", wait=1, log=None)
+    worker = SqsWorker(queue, table, wait=1, log=None)
     t0 = time.perf_counter()
     counts = worker.run(burst=True, idle_timeout=30)
     elapsed = time.perf_counter() - t0
