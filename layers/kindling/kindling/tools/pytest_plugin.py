@@ -88,25 +88,13 @@ def kindling_moto():
     pytest.importorskip("boto3", reason="kindling_moto_worker needs boto3: pip install 'kindling-jobs[client]'")
     pytest.importorskip("moto.server", reason="kindling_moto_worker needs moto's server: "
                                               "pip install 'moto[server,sqs,dynamodb]'")
-    import logging
-    import socket
+    from kindling.tools.localcloud import aws_env, start_moto
 
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_SESSION_TOKEN": "test", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_REGION": "us-east-1"}
-    saved = {k: os.environ.get(k) for k in env}
-    dropped = {k: os.environ.pop(k) for k in ("AWS_PROFILE",) if k in os.environ}
-    os.environ.update(env)
+    saved = {k: os.environ.get(k) for k in aws_env("")}
+    dropped = {k: os.environ[k] for k in ("AWS_PROFILE",) if k in os.environ}
+    server, endpoint = start_moto()  # points this process's environment at it
     try:
-        yield env["AWS_ENDPOINT_URL"]
+        yield endpoint
     finally:
         for k, v in saved.items():
             if v is None:
@@ -122,24 +110,16 @@ def kindling_moto_worker(kindling_moto, request, monkeypatch):
     """A fresh queue, dead-letter queue and results table on moto for this test, with the
     producer pointed at them; ``.drain()`` runs the local SQS worker on the app's tasks."""
     import boto3
-    from kindling.core import codec
     from kindling.producer import dispatch
     from kindling.producer.client import Client
+    from kindling.tools.localcloud import create_stack, template_path
 
     _load_tasks(request.config)
     monkeypatch.setenv("KINDLING_RETRY_DELAY", request.config.getini("kindling_retry_delay"))
-    name = f"kindling-test-{uuid.uuid4().hex[:12]}"
+    made = create_stack(f"kindling-test-{uuid.uuid4().hex[:12]}", visibility_timeout=1, max_receive_count=100,
+                        template=template_path(request.config.rootpath))
+    queue, dlq, table = made["queue_url"], made["dlq_url"], made["table"]
     sqs, ddb = boto3.client("sqs"), boto3.client("dynamodb")
-    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    queue = sqs.create_queue(QueueName=name, Attributes={
-        "VisibilityTimeout": "1",
-        "RedrivePolicy": codec.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 100}),
-    })["QueueUrl"]
-    table = f"{name}-results"
-    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
     monkeypatch.setenv("KINDLING_QUEUE_URL", queue)
     monkeypatch.setenv("KINDLING_TABLE", table)
     monkeypatch.delenv("KINDLING_EAGER", raising=False)
