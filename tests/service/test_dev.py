@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -121,3 +122,16 @@ def test_kindling_dev_outside_a_project_says_where_the_tasks_are_expected(tmp_pa
     assert done.returncode == 2, done.stderr
     assert "functions/worker/tasks.py" in done.stderr and "--tasks" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--port", "--dashboard-port"])
+def test_kindling_dev_on_a_port_in_use_says_so_and_exits(app, option):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "kindling.tools.cli", "dev", option, str(port)],
+                              cwd=app, env=_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"127.0.0.1:{port}" in done.stderr or str(port) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr

@@ -21,11 +21,15 @@ SCHEMA_KEYS = ("AttributeDefinitions", "KeySchema", "GlobalSecondaryIndexes")
 (encryption, recovery, TTL, warm throughput) change nothing a local run can see."""
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
+def _check_free(port: int) -> None:
+    """An ``OSError`` naming ``port`` unless 127.0.0.1:``port`` can be bound now (as the
+    server binds it: address reuse on)."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise OSError(exc.errno, f"127.0.0.1:{port} cannot be bound for moto's server: {exc.strerror}") from None
 
 
 def aws_env(endpoint: str) -> dict[str, str]:
@@ -47,10 +51,11 @@ def start_moto(port: int = 0):
                          "pip install 'kindling-jobs[demo]' (or 'moto[server,sqs,dynamodb]')") from None
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request
-    port = port or free_port()
+    if port:
+        _check_free(port)  # the server binds in its thread: a failure there would leave start() waiting
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    server.start()  # port 0: the server binds a free one itself, no other process can take it first
+    endpoint = f"http://127.0.0.1:{server.get_host_and_port()[1]}"
     os.environ.pop("AWS_PROFILE", None)  # a profile's credentials would win over the test ones
     os.environ.update(aws_env(endpoint))
     return server, endpoint

@@ -257,7 +257,12 @@ def make_server(stack: Stack, *, host: str = "127.0.0.1", port: int = 8080, task
                 return self._error(502, f"{type(exc).__name__}: {exc}")
             return self._error(404, "not found")
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    try:
+        server = ThreadingHTTPServer((host, port), Handler)
+    except OSError as exc:  # a port in use: say which (--port), not just errno's words
+        sampler.stop()
+        readers.shutdown(wait=False)
+        raise OSError(exc.errno, f"{host}:{port} cannot be bound for the dashboard: {exc.strerror}") from None
     server.daemon_threads = True
     server.auth, server.sampler, server.aggregators = auth, sampler, aggregators
     return server
