@@ -36,20 +36,21 @@ class Variable:
 VARIABLES: dict[str, Variable] = {v.name: v for v in (
     # Where jobs and outcomes go.
     Variable("KINDLING_TABLE", None, "the DynamoDB results table",
-             ("tools.cli", "shared.config", "triggers.sqs.handler", "tools.ops.cli", "tools.pytest_plugin")),
+             ("tools.cli", "shared.config", "triggers.sqs.handler", "tools.ops.cli", "tools.pytest_plugin",
+              "tools.dev")),
     Variable("KINDLING_QUEUE_URL", None, "the jobs queue (SQS URL); ticks enqueue scheduled jobs there",
              ("tools.cli", "producer.client", "triggers.sqs.handler", "tools.ops", "tools.ops.cli",
-              "tools.pytest_plugin", "triggers.sqs.tick")),
+              "tools.pytest_plugin", "triggers.sqs.tick", "tools.dev")),
     Variable("KINDLING_QUEUES", None, "the named queues, name=url,... (template output QueueRoutes)",
              ("shared.config", "triggers.sqs.handler", "core.routing", "triggers.sqs.tick")),
     Variable("KINDLING_DLQ_URL", None, "the jobs queue's dead-letter queue: the worker moves dead jobs there",
-             ("triggers.sqs.handler", "tools.ops", "tools.ops.cli")),
+             ("triggers.sqs.handler", "tools.ops", "tools.ops.cli", "tools.dev")),
     Variable("KINDLING_DLQ_URLS", None, "with several queues: each source queue's ARN=its own DLQ URL,...",
              ("triggers.sqs.handler",)),
     Variable("KINDLING_PAYLOAD_BUCKET", None, "the S3 bucket for arguments and results too large for a message "
              "or a record", ("producer.client", "engine.runner")),
-    Variable("KINDLING_DASHBOARD_TOKEN", None, "`kindling dashboard`'s login token (default: one made and printed "
-             "at start)", ("tools.ops.cli",)),
+    Variable("KINDLING_DASHBOARD_TOKEN", None, "`kindling dashboard`'s and `kindling dev`'s login token (default: "
+             "one made and printed at start)", ("tools.ops.cli", "tools.dev")),
     Variable("KINDLING_DASHBOARD_TRUST_HEADER", None, "`kindling dashboard` behind an authenticating proxy: the "
              "header naming the user, trusted instead of a token", ("tools.ops.cli",)),
     Variable("KINDLING_DEBUG", None, "'1': the command line shows an error's traceback, as --debug does",
