@@ -97,9 +97,8 @@ def _run(ns, own: list, endpoint: str, made: dict[str, str], aws: dict[str, str]
         print(f"seeded {len(handles)} {first.name} job(s): {', '.join(h.id for h in handles)}", flush=True)
     worker = SqsWorker(queue, table, wait=POLL_S)
     if ns.burst:
-        from kindling.tools.cli import _print_counts  # as kindling worker --burst prints them
-
-        _print_counts(ns, worker.run(burst=True))
+        counts = worker.run(burst=True)
+        print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "no jobs", flush=True)
         return 0
     dashboard = _start_dashboard(ns, made, [t.name for t in own])
     print("\nSend jobs from another shell (the producer reaches this moto through these):\n\n"
