@@ -111,14 +111,18 @@ build: install
 	sam build
 
 ## Build the layer with `sam build`, and for arm64 with its Makefile, and print each one's
-## size zipped as `sam deploy` uploads it (tests/tooling/test_layer_contents.py holds the budget).
+## size zipped as `sam deploy` uploads it (tests/tooling/test_layer_contents.py holds the budget);
+## then the Valkey stream support's layer, which a worker with a Valkey URL carries on top.
 LAYERFILES := layers/kindling/kindling/tools/layerfiles.py
 layer-size: install
 	sam build KindlingLayer
 	@rm -rf .state/layer-arm64 && $(MAKE) -s -C layers/kindling build-KindlingLayer ARCH=arm64 \
 	  ARTIFACTS_DIR=$(CURDIR)/.state/layer-arm64 PYTHON=$(CURDIR)/$(PY) >/dev/null
+	@rm -rf .state/layer-valkey && $(MAKE) -s -C layers/kindling build-KindlingValkeyLayer \
+	  ARTIFACTS_DIR=$(CURDIR)/.state/layer-valkey PYTHON=$(CURDIR)/$(PY) >/dev/null
 	@echo "layer zip, x86_64: $$($(PY) -I $(LAYERFILES) --size .aws-sam/build/KindlingLayer) bytes"
 	@echo "layer zip, arm64:  $$($(PY) -I $(LAYERFILES) --size .state/layer-arm64) bytes"
+	@echo "Valkey layer zip (with a Valkey URL, either architecture): $$($(PY) -I $(LAYERFILES) --size .state/layer-valkey) bytes"
 
 ## The release's files: the sdist and the wheel (built from the sdist, as pip builds from
 ## source) in $(DIST_DIR). `pip install dist/kindling_jobs-*.whl` installs kindling anywhere.

@@ -44,6 +44,24 @@ def layer_python_arm64(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def valkey_layer_python(tmp_path_factory) -> Path:
+    """The Valkey stream support's layer (KindlingValkeyLayer): its python/ directory."""
+    return sam_build("layers/kindling", "build-KindlingValkeyLayer", tmp_path_factory.mktemp("layer-valkey")) / "python"
+
+
+@pytest.fixture(scope="session")
+def valkey_layers_python(layer_python, valkey_layer_python, tmp_path_factory) -> Path:
+    """/opt/python of a function with a Valkey URL: the kindling layer and the Valkey layer
+    extracted into one directory, as Lambda extracts a function's layers into /opt."""
+    import shutil
+
+    merged = tmp_path_factory.mktemp("layers-valkey") / "python"
+    shutil.copytree(layer_python, merged)
+    shutil.copytree(valkey_layer_python, merged, dirs_exist_ok=True)
+    return merged
+
+
+@pytest.fixture(scope="session")
 def function_dir(tmp_path_factory) -> Path:
     """The worker function's code directory, built by its own Makefile as `sam build` would."""
     return sam_build("functions/worker", "build-WorkerFunction", tmp_path_factory.mktemp("function"))

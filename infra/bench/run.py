@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,10 +56,14 @@ def log(msg: str) -> None:
 # ----------------------------------------------------------------------------- helpers
 
 def build_layer(out: Path) -> str:
-    """Build the layer fresh from the source (as sam build does) into <out>/layer/python."""
+    """Build the layer fresh from the source (as sam build does) into <out>/layer/python, with
+    the Valkey layer's files beside its own (Lambda extracts both into /opt: the drain rows need it)."""
     art = out / "layer"
     subprocess.run(["make", "-s", "-C", str(ROOT / "layers/kindling"), "build-KindlingLayer",
                     f"ARTIFACTS_DIR={art}", f"PYTHON={PY}"], check=True)
+    subprocess.run(["make", "-s", "-C", str(ROOT / "layers/kindling"), "build-KindlingValkeyLayer",
+                    f"ARTIFACTS_DIR={out / 'layer-valkey'}", f"PYTHON={PY}"], check=True)
+    shutil.copytree(out / "layer-valkey/python", art / "python", dirs_exist_ok=True)
     return str(art / "python")
 
 

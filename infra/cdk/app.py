@@ -25,6 +25,7 @@ def main() -> None:
     parameters = context("parameters") or {}
     worker = KindlingWorker(stack, "Worker", function_code=context("function_code") or "functions/worker",
                             layer_code=context("layer_code") or ".layer",
+                            valkey_layer_code=context("valkey_layer_code"),
                             **(json.loads(parameters) if isinstance(parameters, str) else parameters))
     add_outputs(worker)
     app.synth()

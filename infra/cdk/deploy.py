@@ -29,10 +29,12 @@ LOCAL_PARAMETERS = {"function_timeout": 10, "retry_delay": 1, "max_attempts": 3,
                     "memory_size": 256, "deletion_protection": False}
 
 
-def synth(stack: str, parameters: dict, function_code: Path, layer_code: Path, outdir: Path) -> dict:
+def synth(stack: str, parameters: dict, function_code: Path, layer_code: Path, outdir: Path,
+          valkey_layer_code: Path | None = None) -> dict:
     """``cdk synth`` of infra/cdk/app.py into ``outdir``: the stack's template."""
     _run([str(HERE / "install")], timeout=330)
     context = {"stack": stack, "function_code": str(function_code), "layer_code": str(layer_code),
+               **({"valkey_layer_code": str(valkey_layer_code)} if valkey_layer_code else {}),
                "parameters": json.dumps(parameters)}
     _run([str(CDK), "synth", "--app", f"{sys.executable} {HERE / 'app.py'}", "--output", str(outdir), "--quiet",
           "--no-notices", "--no-version-reporting", "--no-path-metadata",
@@ -65,16 +67,19 @@ def publish(stack: str, outdir: Path) -> None:
 
 
 def deploy(stack: str = "kindling-cdk", parameters: dict | None = None, *, layer_code: Path,
-           function_code: Path = ROOT / "functions/worker", outdir: Path | None = None, fresh: bool = False) -> dict:
+           function_code: Path = ROOT / "functions/worker", outdir: Path | None = None, fresh: bool = False,
+           valkey_layer_code: Path | None = None) -> dict:
     """Synthesize, publish and deploy; the stack's outputs (QueueUrl, ResultsTableName ...),
     with DeploySeconds. ``fresh``: delete a stack of that name first and create it anew
-    (LocalStack may fail to update an event source mapping whose alias got a new version)."""
+    (LocalStack may fail to update an event source mapping whose alias got a new version).
+    ``valkey_layer_code``: the Valkey layer, which a stack with a Valkey URL needs."""
     import boto3
 
     if "AWS_ENDPOINT_URL" not in os.environ:
         raise SystemExit("AWS_ENDPOINT_URL is not set: eval \"$(infra/localstack/ctl env)\" first")
     outdir = outdir or ROOT / ".state/cdk" / stack
-    template = synth(stack, {**LOCAL_PARAMETERS, **(parameters or {})}, function_code, layer_code, outdir)
+    template = synth(stack, {**LOCAL_PARAMETERS, **(parameters or {})}, function_code, layer_code, outdir,
+                     valkey_layer_code)
     t0 = time.perf_counter()
     publish(stack, outdir)
     cfn = boto3.client("cloudformation")
@@ -110,9 +115,10 @@ def deploy(stack: str = "kindling-cdk", parameters: dict | None = None, *, layer
     return outputs
 
 
-def build_layer(target: Path) -> Path:
-    """The kindling layer built into ``target`` (layers/kindling/Makefile), as sam build does."""
-    _run(["make", "-C", str(ROOT / "layers/kindling"), "build-KindlingLayer", f"ARTIFACTS_DIR={target}",
+def build_layer(target: Path, name: str = "KindlingLayer") -> Path:
+    """The kindling layer (or ``name``: KindlingValkeyLayer) built into ``target``
+    (layers/kindling/Makefile), as sam build does."""
+    _run(["make", "-C", str(ROOT / "layers/kindling"), f"build-{name}", f"ARTIFACTS_DIR={target}",
           f"PYTHON={sys.executable}"], timeout=300)
     return target
 
@@ -135,9 +141,10 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", metavar="key=value", help="KindlingWorker arguments (JSON values)")
     ns = ap.parse_args()
     layer = ns.layer or build_layer(ROOT / ".state/cdk/layer")
+    valkey_layer = build_layer(ROOT / ".state/cdk/layer-valkey", "KindlingValkeyLayer")
     parameters = {k: json.loads(v) for k, v in (o.split("=", 1) for o in ns.overrides)}
-    print(json.dumps(deploy(ns.stack, parameters, layer_code=layer, function_code=ns.function, fresh=ns.fresh),
-                     indent=1))
+    print(json.dumps(deploy(ns.stack, parameters, layer_code=layer, function_code=ns.function, fresh=ns.fresh,
+                            valkey_layer_code=valkey_layer), indent=1))
 
 
 if __name__ == "__main__":

@@ -103,9 +103,10 @@ def aws_endpoint():
 
 
 def test_restored_workers_open_their_own_connections_and_draw_their_own_jitter(
-        layer_python, valkey_url, aws_endpoint, tmp_path):
+        valkey_layers_python, valkey_url, aws_endpoint, tmp_path):
     (tmp_path / "snapshot_restore_py.py").write_text(FAKE_RUNTIME)
-    code = SCENARIO.format(fake=str(tmp_path), layer=str(layer_python), endpoint=aws_endpoint, valkey_url=valkey_url)
+    code = SCENARIO.format(fake=str(tmp_path), layer=str(valkey_layers_python), endpoint=aws_endpoint,
+                           valkey_url=valkey_url)
     out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     init, *children = [line.split() for line in out.stdout.splitlines()]

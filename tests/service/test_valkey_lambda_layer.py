@@ -1,7 +1,8 @@
-"""The Valkey drain runs from the built layer alone, as the deployed function runs it.
+"""The Valkey drain runs from the built layers alone, as the deployed function runs it.
 
 A fresh ``python -S`` (no site-packages: no valkey-py, no boto3) with only the function's
-code directory and the layer's python/ on sys.path drains a stream on a real valkey-server
+code directory and the layers' python/ (the kindling layer and the Valkey layer, extracted
+into one directory as Lambda extracts them into /opt) on sys.path drains a stream on a real valkey-server
 into DynamoDB (moto).
 
 Run: .venv/bin/python -m pytest tests/service/test_valkey_lambda_layer.py -q
@@ -44,14 +45,14 @@ print(loaded)
 """
 
 
-def test_the_drain_runs_from_the_built_layer_alone(layer_python, valkey_url, table):
+def test_the_drain_runs_from_the_built_layer_alone(valkey_layers_python, valkey_url, table):
     from kindling.valkey import StreamProducer
 
     stream = f"layer:{uuid.uuid4().hex[:8]}"
     producer = StreamProducer(valkey_url, stream=stream)
     sent = producer.enqueue_many([("echo", [i], {}) for i in range(50)])
 
-    code = DRAIN.format(code=str(ROOT / "functions/worker"), layer=str(layer_python), stream=stream)
+    code = DRAIN.format(code=str(ROOT / "functions/worker"), layer=str(valkey_layers_python), stream=stream)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AWS_LAMBDA", "KINDLING_"))}
     env.update(KINDLING_TABLE=table, KINDLING_VALKEY_URL=valkey_url, KINDLING_VALKEY_STREAMS=stream)
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env,

@@ -90,13 +90,14 @@ def _deploy_cdk(name: str, parameters: Mapping[str, object], build_dir: Path,
     spec.loader.exec_module(cdk_deploy)
 
     layer = cdk_deploy.build_layer(build_dir / "KindlingLayer")
+    valkey_layer = cdk_deploy.build_layer(build_dir / "KindlingValkeyLayer", "KindlingValkeyLayer")
     subprocess.run(["make", "-C", str(ROOT / "functions/worker"), "build-WorkerFunction",
                     f"ARTIFACTS_DIR={build_dir / 'WorkerFunction'}", f"PYTHON={sys.executable}"],
                    check=True, capture_output=True, timeout=300)
     if prepare is not None:
         prepare(build_dir)
     return cdk_deploy.deploy(name, dict(parameters), layer_code=layer, function_code=build_dir / "WorkerFunction",
-                             outdir=build_dir / "cdk.out", fresh=True)
+                             outdir=build_dir / "cdk.out", fresh=True, valkey_layer_code=valkey_layer)
 
 
 @pytest.fixture(scope="module")

@@ -124,11 +124,13 @@ class _Resolver:
 def sam_resources(parameters: dict[str, Any] | None = None) -> dict[str, dict]:
     """template.yaml as CloudFormation deploys it with ``parameters`` (the template's names and
     values; its defaults for the others): translated by SAM (with code in S3, which the
-    translation asks for), resolved. The layer keeps its template name (``KindlingLayer``)."""
+    translation asks for), resolved. The layers keep their template names (``KindlingLayer``,
+    ``KindlingValkeyLayer``)."""
     from samtranslator.translator.transform import transform
 
     doc = templates.template()
     doc["Resources"]["KindlingLayer"]["Properties"]["ContentUri"] = "s3://artifacts/layer.zip"
+    doc["Resources"]["KindlingValkeyLayer"]["Properties"]["ContentUri"] = "s3://artifacts/valkey-layer.zip"
     doc["Resources"]["WorkerFunction"]["Properties"]["CodeUri"] = "s3://artifacts/function.zip"
     region = os.environ.get("AWS_DEFAULT_REGION")
     os.environ["AWS_DEFAULT_REGION"] = "us-east-1"  # the translation asks boto for one; no call is made
@@ -145,7 +147,7 @@ def sam_resources(parameters: dict[str, Any] | None = None) -> dict[str, dict]:
     return _Resolver(translated, parameters or {}, names).resources()
 
 
-HASHED = ("KindlingLayer", "WorkerFunctionVersion")
+HASHED = ("KindlingValkeyLayer", "KindlingLayer", "WorkerFunctionVersion")
 """Logical ids that end in a hash of what they publish (SAM's layer and function versions,
 the construct's function version): compared by the name before the hash."""
 

@@ -90,7 +90,8 @@ def synthesized(tmp_path_factory, aws_cdk, cdk) -> dict[str, dict]:
     stacks = {}
     for i, (scenario, parameters) in enumerate(SCENARIOS.items()):
         stack = aws_cdk.Stack(app, f"kindling-{i}")
-        cdk.KindlingWorker(stack, "Worker", function_code=code, layer_code=code, **keywords(parameters))
+        cdk.KindlingWorker(stack, "Worker", function_code=code, layer_code=code, valkey_layer_code=code,
+                           **keywords(parameters))
         stacks[scenario] = stack.stack_name
     assembly = app.synth()
     return {scenario: assembly.get_stack_by_name(name).template for scenario, name in stacks.items()}
@@ -122,13 +123,28 @@ def test_the_construct_makes_the_templates_resources(synthesized, scenario):
     got = {k: v for k, v in cfn.cdk_resources(synthesized[scenario]).items() if v["Type"] != "AWS::CDK::Metadata"}
     # Where the code is differs (an S3 location SAM's build makes; a CDK asset); SAM tags its functions.
     expected["WorkerFunction"]["Properties"].pop("Tags")
-    for name in ("KindlingLayer", "WorkerFunction"):
+    for name in ("KindlingLayer", "KindlingValkeyLayer", "WorkerFunction"):
         for which in (expected, got):
             for key in ("Content", "Code"):
-                which[name]["Properties"].pop(key, None)
+                which.get(name, {"Properties": {}})["Properties"].pop(key, None)
     assert {k: v["Type"] for k, v in got.items()} == {k: v["Type"] for k, v in expected.items()}
     for name, resource in expected.items():
         assert got[name] == resource, name
+
+
+def test_the_valkey_layer_goes_on_top_of_the_kindling_layer_only_with_a_valkey_url(synthesized):
+    for scenario, parameters in SCENARIOS.items():
+        function = cfn.cdk_resources(synthesized[scenario])["WorkerFunction"]["Properties"]
+        valkey = bool(parameters.get("ValkeyUrl") or parameters.get("ValkeyUrlSecretArn"))
+        assert len(function["Layers"]) == (2 if valkey else 1), scenario
+
+
+def test_the_construct_refuses_a_valkey_url_without_the_valkey_layer(tmp_path, aws_cdk, cdk):
+    stack = aws_cdk.Stack(aws_cdk.App(outdir=str(tmp_path / "cdk.out")), "no-valkey-layer")
+    code = tmp_path / "code"
+    code.mkdir()
+    with pytest.raises(ValueError, match="valkey_layer_code.*build-KindlingValkeyLayer"):
+        cdk.KindlingWorker(stack, "W", function_code=code, layer_code=code, valkey_url="redis://cache:6379")
 
 
 def test_the_table_keys_indexes_and_redrive_are_the_templates(synthesized):
@@ -162,7 +178,8 @@ def test_the_cdk_app_kindling_init_writes_synthesizes_the_worker(tmp_path, monke
     function = next(r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function")
     assert function["Properties"]["Environment"]["Variables"]["KINDLING_MAX_ATTEMPTS"] == "3"
     assert function["Properties"]["MemorySize"] == 512
-    assert set(template["Outputs"]) == set(templates.template()["Outputs"]) - {"ProducerPolicyArn"}
+    # Without a Valkey URL: none of the outputs the template makes only with one.
+    assert set(template["Outputs"]) == set(templates.template()["Outputs"]) - {"ProducerPolicyArn", "ValkeyLayerArn"}
 
 
 def test_a_project_made_by_kindling_init_iac_cdk_builds_and_synthesizes_with_make(tmp_path, aws_cdk):

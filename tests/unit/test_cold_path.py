@@ -63,15 +63,16 @@ def test_the_handler_import_stays_within_its_module_budget(layer_python):
     assert set(run_probe(layer_python)["folders"]) <= set(LAYER_FOLDERS)  # no code: not in the budget
 
 
-def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python):
-    """Each module the worker can reach is in the layer as bytecode compiled for the runtime
-    (python3.13); which ones, and that the tools are not, is tests/tooling/test_layer_contents.py's."""
+def test_the_layer_ships_compiled_bytecode_and_no_sdk(layer_python, valkey_layer_python):
+    """Each module the worker can reach is in the layer (the Valkey stream support in the
+    Valkey layer) as bytecode compiled for the runtime (python3.13); which ones, and that the
+    tools are not, is tests/tooling/test_layer_contents.py's."""
     import importlib.util
 
-    kindling = layer_python / "kindling"
-    for name in ("__init__", "triggers/sqs/handler", "engine/runner", "triggers/valkey/lambda_drain",
-                 "drivers/aws/chain"):
-        pyc = kindling / f"{name}.pyc"
+    for layer, name in ((layer_python, "__init__"), (layer_python, "triggers/sqs/handler"),
+                        (layer_python, "engine/runner"), (valkey_layer_python, "triggers/valkey/lambda_drain"),
+                        (layer_python, "drivers/aws/chain")):
+        pyc = layer / "kindling" / f"{name}.pyc"
         assert pyc.read_bytes()[:4] == importlib.util.MAGIC_NUMBER, name
     top = {p.name for p in layer_python.iterdir()}
     assert not {"boto3", "botocore", "tests", "opentelemetry"} & top

@@ -128,6 +128,28 @@ class StoreUnavailable(KindlingError):
     """The result store could not be read or written; the batch is handed back untouched."""
 
 
+class LayerMissing(KindlingError, ImportError):
+    """A module kindling needs is not in the function: the Valkey stream support ships in a
+    layer of its own (``KindlingValkeyLayer``), which template.yaml and the CDK construct
+    attach only when a Valkey URL is configured (:func:`missing_layer`)."""
+
+
+VALKEY_LAYER = "KindlingValkeyLayer"
+"""The optional layer of the Valkey stream support (layers/kindling/Makefile's target of that name)."""
+
+
+def missing_layer(exc: ModuleNotFoundError) -> Exception:
+    """What to raise for ``exc``: :class:`LayerMissing` naming the Valkey layer when the module
+    missing is one it ships (a ``valkey`` module or folder of the package's layer folders);
+    ``exc`` itself for any other."""
+    parts = (exc.name or "").split(".")
+    if parts[0] == "kindling" and "valkey" in parts[2:]:
+        return LayerMissing(f"{exc.name} is not in this function: the Valkey stream support ships in the "
+                            f"{VALKEY_LAYER} layer, which template.yaml (and the CDK construct) attach when "
+                            "ValkeyUrl or ValkeyUrlSecretArn is set; attach it to run Valkey streams")
+    return exc
+
+
 class JobFailed(KindlingError):
     """Raised by ``Client.result`` for a job recorded dead, rejected or (at timeout) failed.
 

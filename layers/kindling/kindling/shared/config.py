@@ -227,11 +227,14 @@ def valkey_url(ns) -> str | None:
         return lines[0]
     if not (get("KINDLING_VALKEY_URL") or get("KINDLING_VALKEY_URL_SECRET")):
         return None  # the SQS worker: it loads nothing of Valkey
-    from kindling.core.errors import KindlingError
-    from kindling.shared.valkey.connection import configured_url
+    from kindling.core.errors import KindlingError, missing_layer
 
     try:
+        from kindling.shared.valkey.connection import configured_url
+
         return configured_url()
+    except ModuleNotFoundError as exc:
+        raise SystemExit(f"kindling: {missing_layer(exc)}") from None
     except KindlingError as exc:  # names the secret and the error code, never a value
         raise SystemExit(f"kindling: {exc}") from None
 
@@ -239,10 +242,13 @@ def valkey_url(ns) -> str | None:
 def url_from_secret(ref: str) -> str:
     """The Valkey URL kept in the secret ``ref``; ``SystemExit`` naming the secret (never
     its value) if it cannot be read."""
-    from kindling.core.errors import KindlingError
-    from kindling.shared.valkey.connection import url_from_secret as read
+    from kindling.core.errors import KindlingError, missing_layer
 
     try:
+        from kindling.shared.valkey.connection import url_from_secret as read
+
         return read(ref)
+    except ModuleNotFoundError as exc:
+        raise SystemExit(f"kindling: {missing_layer(exc)}") from None
     except KindlingError as exc:  # names the secret and the error code, never a value
         raise SystemExit(f"kindling: {exc}") from None

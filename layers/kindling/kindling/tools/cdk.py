@@ -21,7 +21,11 @@ template holds only what the arguments ask for.
 
 ``function_code`` is the function's code directory (the handler and the tasks) and
 ``layer_code`` a built layer directory (``python/`` inside: ``make -C layers/kindling
-build-KindlingLayer ARTIFACTS_DIR=...``), or either as any ``aws_lambda.Code``.
+build-KindlingLayer ARTIFACTS_DIR=...``), or either as any ``aws_lambda.Code``. With a Valkey
+URL (``valkey_url`` or ``valkey_url_secret_arn``), ``valkey_layer_code`` is the Valkey stream
+support's layer (``make -C layers/kindling build-KindlingValkeyLayer ARTIFACTS_DIR=...``),
+which the function carries on top of the kindling layer, as template.yaml's
+KindlingValkeyLayer; without a Valkey URL it is not deployed.
 
 Outside Lambda only: this module is not in the layer and nothing in the worker imports it.
 aws-cdk-lib comes with the ``cdk`` extra: ``pip install "kindling-jobs[cdk]"``.
@@ -153,7 +157,7 @@ class KindlingWorker(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, function_code: str | Path | lambda_.Code,
                  layer_code: str | Path | lambda_.Code, handler: str = "app.handler", name: str | None = None,
-                 **parameters: Any) -> None:
+                 valkey_layer_code: str | Path | lambda_.Code | None = None, **parameters: Any) -> None:
         super().__init__(scope, construct_id)
         p = self.settings = _settings(parameters)
         name = name or Aws.STACK_NAME
@@ -161,6 +165,9 @@ class KindlingWorker(Construct):
         fifo, kms, valkey_secret = p["fifo_queue"], p["kms_key_arn"], p["valkey_url_secret_arn"]
         use_valkey_url = bool(p["valkey_url"]) and not valkey_secret
         use_valkey = use_valkey_url or bool(valkey_secret)
+        if use_valkey and valkey_layer_code is None:
+            raise ValueError("KindlingWorker: a Valkey URL needs valkey_layer_code, the Valkey stream support's "
+                             "layer (make -C layers/kindling build-KindlingValkeyLayer ARTIFACTS_DIR=...)")
         use_vpc = bool(p["vpc_subnet_ids"])
         endpoints = use_valkey and use_vpc and p["vpc_endpoints"]
         signing = p["signing_secret_arn"]
@@ -181,6 +188,16 @@ class KindlingWorker(Construct):
             "CompatibleRuntimes": [p["runtime"]],
             "CompatibleArchitectures": [p["architecture"]],
         })
+        # The Valkey stream support, on top of the kindling layer: only a worker with a Valkey URL carries it.
+        valkey_layer_cfg = _code(valkey_layer_code).bind(Construct(self, "ValkeyLayerCode")) if use_valkey else None
+        self.valkey_layer = res("KindlingValkeyLayer", "AWS::Lambda::LayerVersion", {
+            "LayerName": f"{name}-kindling-valkey",
+            "Description": "kindling's Valkey stream support",
+            "Content": {"S3Bucket": valkey_layer_cfg.s3_location.bucket_name,
+                        "S3Key": valkey_layer_cfg.s3_location.object_key},
+            "CompatibleRuntimes": [p["runtime"]],
+            "CompatibleArchitectures": [p["architecture"]],
+        } if use_valkey else {}, use_valkey)
         queue_common = {
             "MessageRetentionPeriod": 1209600,
             "SqsManagedSseEnabled": when(not kms, True),
@@ -297,7 +314,7 @@ class KindlingWorker(Construct):
             "TracingConfig": {"Mode": p["tracing"]},
             "Role": _arn(role),
             "KmsKeyArn": when(kms, kms),
-            "Layers": [self.layer.ref],
+            "Layers": [self.layer.ref, *([self.valkey_layer.ref] if use_valkey else [])],
             "VpcConfig": when(use_vpc, {"SubnetIds": list(p["vpc_subnet_ids"]),
                                         "SecurityGroupIds": list(p["vpc_security_group_ids"])}),
             "Environment": {"Variables": {
@@ -327,7 +344,8 @@ class KindlingWorker(Construct):
         # AutoPublishAlias): the queue's trigger and the schedules invoke the alias, so
         # SnapStart (on published versions) applies to them. A version is immutable: its id
         # changes with what it publishes, so a changed function gets a new one.
-        published = json.dumps([function_cfg.s3_location.object_key, layer_cfg.s3_location.object_key, handler,
+        published = json.dumps([function_cfg.s3_location.object_key, layer_cfg.s3_location.object_key,
+                                valkey_layer_cfg and valkey_layer_cfg.s3_location.object_key, handler,
                                 {k: v for k, v in p.items() if isinstance(v, str | int | float | bool | tuple)}],
                                sort_keys=True, default=list)
         version = res(f"WorkerFunctionVersion{hashlib.sha256(published.encode()).hexdigest()[:10]}",
@@ -468,6 +486,8 @@ def add_outputs(worker: KindlingWorker) -> dict[str, CfnOutput]:
     }
     if worker.producer_policy is not None:
         values["ProducerPolicyArn"] = worker.producer_policy.ref
+    if worker.valkey_layer is not None:
+        values["ValkeyLayerArn"] = worker.valkey_layer.ref
     outputs = {}
     for key, value in values.items():
         output = outputs[key] = CfnOutput(worker, key, value=value)

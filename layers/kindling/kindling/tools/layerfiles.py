@@ -9,12 +9,19 @@ which never runs (and is left out of the bytecode).
 What no entry point reaches (the command line, the operator tools, the dashboard, the
 scaffold, the demo) stays out, wherever it lives in the package.
 
+What is reached ships in one of two layers (:func:`layer_of`): the worker's (``KindlingLayer``,
+with orjson) and, on top of it, the Valkey stream support (``KindlingValkeyLayer``: every
+``valkey`` module or folder of a layer folder), which only a deployment with a Valkey URL
+attaches. The worker's modules reach the Valkey ones only inside functions that run when a
+stream is configured (a drain event, a Valkey URL setting).
+
 The layer's Makefile runs this file by path with the standard library alone
 (``python -I -X no_debug_ranges layerfiles.py SRC PYTHON_DIR``, after pip installed orjson
 into ``PYTHON_DIR``), so it builds the layer of an installed release as well as of kindling's
 own source::
 
     python -I -X no_debug_ranges kindling/tools/layerfiles.py kindling/ build/python   # prints the count
+    python -I -X no_debug_ranges kindling/tools/layerfiles.py --layer valkey kindling/ build-valkey/python
     python -I kindling/tools/layerfiles.py --list kindling/                             # the modules, one a line
     python -I kindling/tools/layerfiles.py --size build/                                # bytes, zipped as sam does
 """
@@ -164,10 +171,28 @@ def reachable(src: str, entry_points=ENTRY_POINTS) -> set[str]:
     return seen
 
 
-def layer_paths(src: str) -> list[str]:
-    """The files the layer ships, relative to ``src``."""
+VALKEY = "valkey"
+"""The optional layer: the Valkey stream support (``KindlingValkeyLayer``, which template.yaml
+attaches only when a Valkey URL is configured)."""
+
+LAYERS = ("kindling", VALKEY)
+"""The layers built from the package: the worker's (SQS batches, the ticker, the stores, the
+producers' SQS path, orjson) and the Valkey one that goes on top of it."""
+
+
+def layer_of(name: str) -> str:
+    """The layer a reachable module ships in: the Valkey layer for a layer folder's ``valkey``
+    module or ``valkey/`` folder (``kindling.drivers.valkey.client``, ``kindling.stores.valkey``),
+    the worker's for every other (the ``kindling.valkey`` face included: with the Valkey layer
+    absent it names the layer that is missing)."""
+    return VALKEY if VALKEY in name.split(".")[2:] else "kindling"
+
+
+def layer_paths(src: str, layer: str = "kindling") -> list[str]:
+    """The files the layer ``layer`` ships, relative to ``src``."""
     known = modules(src)
-    return sorted(os.path.relpath(known[m], src) for m in reachable(src)) + list(DATA)
+    return sorted(os.path.relpath(known[m], src) for m in reachable(src) if layer_of(m) == layer) \
+        + (list(DATA) if layer == "kindling" else [])
 
 
 LAYER_ROOT = "/opt/python"
@@ -232,11 +257,13 @@ def bytecode(source: bytes, filename: str) -> bytes:
     return header + marshal.dumps(code)
 
 
-def build(src: str, out: str) -> list[str]:
-    """Write the layer's kindling into ``out`` (``python/kindling``): each module the worker
-    reaches, as sourceless bytecode in place of its source (``/opt`` is read-only: bytecode
-    the runtime cannot write must ship, and the source it would never read need not)."""
-    paths = layer_paths(src)
+def build(src: str, out: str, layer: str = "kindling") -> list[str]:
+    """Write the layer's kindling into ``out`` (``python/kindling``): each module of ``layer``
+    the worker reaches, as sourceless bytecode in place of its source (``/opt`` is read-only:
+    bytecode the runtime cannot write must ship, and the source it would never read need not).
+    Lambda extracts every layer of a function into ``/opt``: the Valkey layer's files land
+    beside the worker layer's, in the same folders."""
+    paths = layer_paths(src, layer)
     for rel in paths:
         with open(os.path.join(src, rel), "rb") as f:
             source = f.read()
@@ -312,19 +339,24 @@ def zipped_size(layer: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    layer = "kindling"
+    if argv[:1] == ["--layer"] and len(argv) > 1 and argv[1] in LAYERS:
+        layer, argv = argv[1], argv[2:]
     if argv[:1] == ["--list"] and len(argv) == 2:
-        print("\n".join(layer_paths(argv[1])))
+        print("\n".join(layer_paths(argv[1], layer)))
         return 0
     if argv[:1] == ["--size"] and len(argv) == 2:
         print(zipped_size(argv[1]))
         return 0
     if len(argv) != 2:
-        print("usage: layerfiles.py SRC PYTHON_DIR | --list SRC | --size LAYER_DIR", file=sys.stderr)
+        print("usage: layerfiles.py [--layer kindling|valkey] SRC PYTHON_DIR | [--layer ...] --list SRC"
+              " | --size LAYER_DIR", file=sys.stderr)
         return 2
     src, python = argv
-    paths = build(src, os.path.join(python, PACKAGE))
-    strip_third_party(python)
-    print(f"layer: {len(paths)} of {len(modules(src))} modules of {PACKAGE}")
+    paths = build(src, os.path.join(python, PACKAGE), layer)
+    if layer == "kindling":
+        strip_third_party(python)
+    print(f"layer {layer}: {len(paths)} of {len(modules(src))} modules of {PACKAGE}")
     return 0
 
 

@@ -69,7 +69,12 @@ def __getattr__(name: str):
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(__import__(f"kindling.{module}", fromlist=[name]), name)
+    try:
+        value = getattr(__import__(f"kindling.{module}", fromlist=[name]), name)
+    except ModuleNotFoundError as exc:  # a Lambda function without the Valkey layer
+        from kindling.core.errors import missing_layer
+
+        raise missing_layer(exc) from None
     globals()[name] = value
     return value
 

@@ -196,8 +196,12 @@ class LambdaWorker:
 
             return tick.run(self.registry, self.port)
         if isinstance(event, dict) and event.get("kindling") == "drain":
-            from kindling.triggers.valkey import lambda_drain  # the Valkey client is never on the SQS path
+            try:  # the Valkey client is never on the SQS path, nor in the SQS worker's layer
+                from kindling.triggers.valkey import lambda_drain
+            except ModuleNotFoundError as exc:
+                from kindling.core.errors import missing_layer
 
+                raise missing_layer(exc) from None
             return lambda_drain.drain(self.runner, event, remaining, request_id=request_id)
         kind = type(event).__name__ if not isinstance(event, dict) else f"keys {sorted(event)[:5]}"
         raise KindlingError(f"kindling worker: not an SQS event or a drain event ({kind})")
