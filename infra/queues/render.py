@@ -169,7 +169,7 @@ def _resources(queues: list[QueueSpec]) -> list[str]:
             "  Type: AWS::Lambda::EventSourceMapping",
             "  Properties:",
             f"    EventSourceArn: !GetAtt {queue}.Arn",
-            "    FunctionName: !Ref WorkerFunctionAliaslive  # the published alias, as the jobs queue's trigger",
+            "    FunctionName: !Ref WorkerFunction",
             "    BatchSize: !Ref BatchSize",
             "    MaximumBatchingWindowInSeconds: !If [BatchingWindow, !Ref MaxBatchingWindow, !Ref AWS::NoValue]",
             "    FunctionResponseTypes: [ReportBatchItemFailures]",

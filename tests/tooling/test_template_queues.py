@@ -72,7 +72,7 @@ def test_a_named_queue_triggers_the_worker_as_the_jobs_queue_does_with_its_own_c
     props = rendered["Resources"][f"Queue{qid}Jobs"]["Properties"]
     jobs = rendered["Resources"]["WorkerFunction"]["Properties"]["Events"]["Jobs"]["Properties"]
     assert props["EventSourceArn"] == {"Fn::GetAtt": [f"Queue{qid}", "Arn"]}
-    assert props["FunctionName"] == {"Ref": "WorkerFunctionAliaslive"}  # SnapStart applies to its batches too
+    assert props["FunctionName"] == {"Ref": "WorkerFunction"}
     assert props["ScalingConfig"] == {"MaximumConcurrency": {"Ref": f"Queue{qid}MaxConcurrency"}}
     # Provisioned pollers (MinimumPollers) are the jobs queue's; a named queue keeps its own limit.
     assert _without(props, "EventSourceArn", "FunctionName", "ScalingConfig") == _without(

@@ -341,8 +341,8 @@ class KindlingWorker(Construct):
         })
         function.add_resource_dependency(log_group)
         # Each deploy publishes a version and points the "live" alias at it (SAM's
-        # AutoPublishAlias): the queue's trigger and the schedules invoke the alias, so
-        # SnapStart (on published versions) applies to them. A version is immutable: its id
+        # AutoPublishAlias): the queue's trigger invokes the alias (the schedules the function), so
+        # SnapStart (on published versions) applies to its batches. A version is immutable: its id
         # changes with what it publishes, so a changed function gets a new one.
         published = json.dumps([function_cfg.s3_location.object_key, layer_cfg.s3_location.object_key,
                                 valkey_layer_cfg and valkey_layer_cfg.s3_location.object_key, handler,
@@ -371,12 +371,12 @@ class KindlingWorker(Construct):
         self._alarms(res, p)
 
     def _schedules(self, res, drain: bool, p: dict) -> None:
-        fn = self.alias.ref
+        fn = self.function.ref  # the function, as template.yaml's rules: not the alias (see there)
         for cid, on, schedule, event in (
                 ("Drain", drain, p["drain_schedule"], f'{{"kindling": "drain", "stream": "{p["valkey_stream"]}"}}'),
                 ("Tick", p["periodic_tasks"], "rate(1 minute)", '{"kindling": "tick"}')):
             rule = res(f"{cid}Rule", "AWS::Events::Rule", {"ScheduleExpression": schedule, "Targets": [
-                {"Id": cid.lower(), "Arn": fn, "Input": event}]}, on)
+                {"Id": cid.lower(), "Arn": _arn(self.function), "Input": event}]}, on)
             res(f"{cid}Permission", "AWS::Lambda::Permission", {
                 "Action": "lambda:InvokeFunction", "FunctionName": fn,
                 "Principal": "events.amazonaws.com", "SourceArn": _arn(rule)} if rule else {}, on)
