@@ -73,7 +73,7 @@ def test_a_task_added_to_a_scaffolded_project_runs_on_its_deployed_stack(project
     result = client.enqueue("scaffold_probe", 2, 3).result(timeout=120)
     assert result["sum"] == 5
     assert result["probe"] == PROBE  # the layer holds the installed package
-    assert result["kindling"].endswith("kindling/__init__.py")
+    assert result["kindling"].endswith("kindling/__init__.pyc")  # the layer ships bytecode only
     assert not result["kindling"].startswith(str(ROOT / "layers"))  # not this checkout's source
 
 

@@ -12,10 +12,24 @@ are ``chain``, ``group`` and ``task.s()`` (:mod:`kindling.producer.canvas`). Imp
 package loads no AWS SDK and opens no connection.
 """
 
-from kindling.core.batch import current_job
-from kindling.core.errors import JobFailed, KindlingError, Retry
-from kindling.core.policy import Backoff
-from kindling.core.registry import Registry, Task, on_dead, on_failure, on_success, task
+import os as _os
+import sys as _sys
+
+# An add-on layer (KindlingValkeyLayer) holds more of this package's folders under its own
+# kindling/, with no __init__: Lambda extracts every layer into /opt/python, where the folders
+# merge; where layers stay apart on sys.path (LocalStack, a test's layer directories), those
+# parts join the package here. A kindling/ with an __init__ of its own is another install, never
+# mixed in.
+for _entry in _sys.path:
+    _part = _os.path.join(_entry or ".", "kindling")
+    if (_part not in __path__ and _os.path.isdir(_part) and not _os.path.exists(_os.path.join(_part, "__init__.py"))
+            and not _os.path.exists(_os.path.join(_part, "__init__.pyc"))):
+        __path__.append(_part)
+
+from kindling.core.batch import current_job  # noqa: E402
+from kindling.core.errors import JobFailed, KindlingError, Retry  # noqa: E402
+from kindling.core.policy import Backoff  # noqa: E402
+from kindling.core.registry import Registry, Task, on_dead, on_failure, on_success, task  # noqa: E402
 
 __all__ = ["Backoff", "Client", "JobFailed", "KindlingError", "Registry", "Retry", "Signature", "Task", "chain",
            "chord", "current_job", "group", "on_dead", "on_failure", "on_success", "task"]
