@@ -315,26 +315,70 @@ class Batch:
 
 
 class Budget:
-    """How a batch divides the invocation's remaining time, as a value (urllib3's ``Timeout``
-    in spirit): every deadline the runner and its strategies use is derived here.
+    """How a batch divides the invocation's remaining time, as a value with its own clock
+    (urllib3's ``Timeout`` in spirit): every remaining time kindling works with is computed
+    here, from Lambda's remaining-time callback or a duration, never by hand elsewhere.
 
-    A deadline is a ``time.monotonic()`` value, ``None`` where nothing bounds the batch (a
-    long-lived worker). ``safety_ms`` is kept back from the end for recording: jobs must end
+    ``ends`` is a ``time.monotonic()`` value, ``None`` where nothing bounds the batch (a
+    long-lived worker); :meth:`started` and :meth:`lasting` give a budget its clock,
+    :meth:`left_ms` reads it. ``safety_ms`` is kept back from the end for recording: jobs must end
     by :meth:`run_by`, a large result's upload by :meth:`upload_by` (half of it is left for
     the write), the write and the follow-ups by :meth:`write_by` (a margin is left for the
     reply to Lambda), hooks by :meth:`hooks_by`. No job starts with less than ``cutoff_ms`` left before :meth:`run_by`.
+    A budget is immutable: :meth:`started` and :meth:`lasting` return a new one.
     """
 
-    __slots__ = ("safety_ms", "cutoff_ms")
+    __slots__ = ("safety_ms", "cutoff_ms", "ends")
 
-    def __init__(self, safety_ms: int = 1000, cutoff_ms: int = 500):
-        self.safety_ms = safety_ms
-        self.cutoff_ms = cutoff_ms
+    REPLY_MS = 50
+    """Kept back from Lambda's remaining time by the handler, for its reply: the invocation's calls after a
+    batch (settling its messages, sending follow-ups) end this long before Lambda's own deadline."""
+
+    def __init__(self, safety_ms: int = 1000, cutoff_ms: int = 500, ends: float | None = None):
+        setter = object.__setattr__
+        setter(self, "safety_ms", safety_ms)
+        setter(self, "cutoff_ms", cutoff_ms)
+        setter(self, "ends", ends)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Budget is immutable: {name} is not set on it (started() or lasting() make a new one)")
+
+    def __repr__(self) -> str:
+        return f"Budget(safety_ms={self.safety_ms}, cutoff_ms={self.cutoff_ms}, ends={self.ends})"
 
     @staticmethod
-    def deadline(remaining_ms: Callable[[], int] | None) -> float | None:
-        """The invocation's end, from its remaining-time callback."""
-        return None if remaining_ms is None else time.monotonic() + remaining_ms() / 1000
+    def remaining_of(context) -> Callable[[], int] | None:
+        """A Lambda context's remaining-time callback; ``None`` for no context (a test, a local run)."""
+        return getattr(context, "get_remaining_time_in_millis", None)
+
+    @staticmethod
+    def deadline(remaining_ms: Callable[[], int] | None, reserve_ms: int = 0) -> float | None:
+        """The invocation's end, from its remaining-time callback, less ``reserve_ms``."""
+        return None if remaining_ms is None else time.monotonic() + (remaining_ms() - reserve_ms) / 1000
+
+    def started(self, remaining_ms: Callable[[], int] | None, reserve_ms: int = 0) -> Budget:
+        """This budget's margins, with a clock that ends with the invocation (less ``reserve_ms``);
+        unbounded without a remaining-time callback."""
+        return Budget(self.safety_ms, self.cutoff_ms, self.deadline(remaining_ms, reserve_ms))
+
+    def lasting(self, seconds: float | None) -> Budget:
+        """This budget's margins, with a clock that ends ``seconds`` from now (``None``: unbounded)."""
+        return Budget(self.safety_ms, self.cutoff_ms, None if seconds is None else time.monotonic() + seconds)
+
+    def left_ms(self) -> int | None:
+        """Whole milliseconds left on this budget's clock (never below 0); ``None``: unbounded."""
+        return None if self.ends is None else max(0, int((self.ends - time.monotonic()) * 1000))
+
+    @staticmethod
+    def seconds_to(deadline: float) -> float:
+        """Seconds from now to a ``time.monotonic()`` deadline (negative once it is past)."""
+        return deadline - time.monotonic()
+
+    @property
+    def next_batch_ms(self) -> int:
+        """The least time left with which a drain takes one more batch: the batch's own (``cutoff_ms``
+        to start a job, ``safety_ms`` to record it) and ``safety_ms`` again to hand the stream on."""
+        return 2 * self.safety_ms + self.cutoff_ms
 
     def run_by(self, deadline: float | None) -> float | None:
         """When jobs must have ended (and past which a read allows nothing to run)."""
@@ -356,7 +400,7 @@ class Budget:
         invocation (not the job) bounds it; ``None``: too little time is left to start it."""
         if deadline is None:
             return own, False
-        left = deadline - time.monotonic() - self.safety_ms / 1000
+        left = self.seconds_to(deadline) - self.safety_ms / 1000
         if left < self.cutoff_ms / 1000:
             return None
         return (left, True) if left < own else (own, False)

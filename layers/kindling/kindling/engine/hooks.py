@@ -31,7 +31,7 @@ The runner loads this module only when a registry has a hook.
 
 from __future__ import annotations
 
-from kindling.core.batch import JobContext, lambda_context
+from kindling.core.batch import Budget, JobContext, lambda_context
 from kindling.core.status import DEAD, FAILED, SUCCEEDED
 
 TYPE_CHECKING = False
@@ -73,9 +73,8 @@ def call(registry: Registry, outcomes: list[Outcome], log: Callable[[dict], obje
             _call_one(each, log)
         return
     from _thread import allocate_lock, start_new_thread
-    from time import monotonic
 
-    if deadline <= monotonic():  # the batch's budget is spent already: none is started
+    if Budget.seconds_to(deadline) <= 0:  # the batch's budget is spent already: none is started
         o = calls[0][4]
         if log:
             log({"level": "WARNING", "message": "no time left in the batch's budget: hooks not called",
@@ -96,7 +95,7 @@ def call(registry: Registry, outcomes: list[Outcome], log: Callable[[dict], obje
             done.release()
 
     start_new_thread(run_all, ())
-    left = deadline - monotonic()
+    left = Budget.seconds_to(deadline)
     if done.acquire(True, left) if left > 0 else done.acquire(False):
         return
     state["abandoned"] = True

@@ -70,7 +70,7 @@ from __future__ import annotations
 import os
 import time
 
-from kindling.core.batch import set_lambda_context
+from kindling.core.batch import Budget, set_lambda_context
 from kindling.core.errors import KindlingError
 from kindling.core.registry import default_registry
 from kindling.core.status import DEAD
@@ -171,9 +171,11 @@ class LambdaWorker:
             set_lambda_context(None)
 
     def _serve(self, event: dict, context) -> dict:
-        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        remaining = Budget.remaining_of(context)
         request_id = getattr(context, "aws_request_id", None)
-        self._deadline = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
+        # The invocation's calls outside the runner's batch (follow-ups sent by a task, the
+        # settlement's SQS calls) end before Lambda's deadline, with a margin for the reply.
+        self._deadline = Budget.deadline(remaining, Budget.REPLY_MS)
         from kindling.shared import logs  # with the first batch: its lines are the first thing logged
 
         logs.invocation(context, cold_start=self._cold)
@@ -188,9 +190,7 @@ class LambdaWorker:
                                         in_flight_s=time.monotonic() - started + sqs.LAMBDA_HOLD_S)
             if not (settlement.dlq_moves or settlement.resends or settlement.visibility or settlement.unrouted):
                 return settlement.response  # Lambda deletes the rest: nothing for the worker to call
-            # SQS calls after the batch must not outlive the invocation either.
-            until = None if remaining is None else time.monotonic() + (remaining() - 50) / 1000
-            return self.port.apply(settlement, until)
+            return self.port.apply(settlement, self._deadline)  # SQS calls after the batch: within the invocation too
         if isinstance(event, dict) and event.get("kindling") == "tick":
             from kindling.triggers.sqs import tick  # tick events only
 

@@ -100,13 +100,11 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
     flag = chosen.flag
     horizon_ms = config.horizon_ms
     block_ms = config.block_ms
-    stop_below = 2 * runner.safety_ms + runner.cutoff_ms
-
-    def rest() -> int | None:
-        return None if remaining_ms is None else remaining_ms()
+    budget = runner.budget.started(remaining_ms)
+    stop_below = budget.next_batch_ms
 
     def flag_ttl() -> int:
-        left = rest()
+        left = budget.left_ms()
         return KICK_TTL_MS if left is None else max(1, left) + FLAG_GRACE_MS
 
     def handshake() -> tuple[bool, bool, int | None]:
@@ -127,7 +125,7 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
     fruitless = 0
     changes = 0  # topology changes in a row (a failover): each waited out a little longer
     while True:
-        left = rest()
+        left = budget.left_ms()
         if left is not None and left < stop_below:
             ended = "time"
             break
@@ -147,7 +145,7 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
             changes += 1
             if runner.log:
                 runner.log({"kindling": "valkey_topology_changed", "error": str(exc)[:300]})
-            left = rest()
+            left = budget.left_ms()
             time.sleep(min(0.05 * 2 ** min(changes, 5), 1.0, 1.0 if left is None else max(0, left - stop_below) / 1000))
             continue
         changes = 0
