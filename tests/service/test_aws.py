@@ -22,7 +22,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kindling.core import codec
+from kindling.core import codec, policy
 from kindling.drivers import aws
 from kindling.drivers.aws import chain, container, temporary
 from support import examples
@@ -630,7 +630,7 @@ def test_retries_wait_kindlings_one_backoff(env, server, sleeps, monkeypatch):
         asked.append((attempt, base, cap))
         return 0.125
 
-    monkeypatch.setattr(aws.client, "compute_backoff", compute_backoff)
+    monkeypatch.setattr(policy, "compute_backoff", compute_backoff)
     server.replies = [Reply(503, {"__type": "ServiceUnavailable"})]
     with pytest.raises(aws.AwsError):
         client_for(server, max_attempts=3).call("GetItem", {})

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from kindling.core import policy
 from kindling.drivers import aws
 from kindling.drivers.aws import container
 from kindling.drivers.aws.connection import Connection
@@ -179,7 +180,7 @@ def test_a_passed_deadline_sends_nothing(env, sleeps, black_hole):
 def test_backoff_never_sleeps_past_the_deadline(env, sleeps, monkeypatch):
     busy = b'HTTP/1.1 503 Service Unavailable\r\nContent-Length: 31\r\n\r\n{"__type":"ServiceUnavailable"}'
     srv = OneShotServer(lambda conn, request: conn.sendall(busy))
-    monkeypatch.setattr(aws.client, "compute_backoff", lambda attempt, base, cap: 1.0)
+    monkeypatch.setattr(policy, "compute_backoff", lambda attempt, base, cap: 1.0)
     with pytest.raises(aws.AwsError) as info:
         client(srv.url).call("GetItem", {}, deadline=time.monotonic() + 0.5)
     err = info.value
@@ -190,7 +191,7 @@ def test_backoff_never_sleeps_past_the_deadline(env, sleeps, monkeypatch):
 def test_retries_within_the_deadline(env, sleeps, monkeypatch):
     replies = [b'HTTP/1.1 500 x\r\nContent-Length: 2\r\n\r\n{}', OK]
     srv = OneShotServer(lambda conn, request: conn.sendall(replies.pop(0)))
-    monkeypatch.setattr(aws.client, "compute_backoff", lambda attempt, base, cap: 0.01)
+    monkeypatch.setattr(policy, "compute_backoff", lambda attempt, base, cap: 0.01)
     assert client(srv.url).call("GetItem", {}, deadline=time.monotonic() + 5) == {"ok": 1}
     assert sleeps == [0.01] and len(srv.requests) == 2
 

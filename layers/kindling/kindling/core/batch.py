@@ -369,6 +369,14 @@ class Budget:
         """Whole milliseconds left on this budget's clock (never below 0); ``None``: unbounded."""
         return None if self.ends is None else max(0, int((self.ends - time.monotonic()) * 1000))
 
+    def before(self, margin_ms: float) -> float | None:
+        """The ``time.monotonic()`` value ``margin_ms`` before this budget's end (``None``: unbounded)."""
+        return None if self.ends is None else self.ends - margin_ms / 1000
+
+    def spent(self) -> bool:
+        """Whether this budget's clock has run out (never, unbounded)."""
+        return self.ends is not None and time.monotonic() >= self.ends
+
     @staticmethod
     def seconds_to(deadline: float) -> float:
         """Seconds from now to a ``time.monotonic()`` deadline (negative once it is past)."""

@@ -23,6 +23,8 @@ from kindling.core.status import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kindling.core.envelope import Job
     from kindling.core.registry import Task
 
@@ -267,6 +269,90 @@ def backoff_ceiling(attempt: int, *, base: float, cap: float) -> float:
         raise ValueError(f"base and cap must not be negative (base={base}, cap={cap})")
     # 2.0 ** 1000 is still a finite float: no OverflowError however many attempts.
     return min(cap, base * 2.0 ** min(attempt - 1, 1000))
+
+
+class Retry:
+    """How one call is tried again, as an immutable value (urllib3's ``Retry`` in spirit):
+    every hand-written retry loop in the drivers and stores takes its attempts, its waits
+    and its deadline check from one of these.
+
+    ``total``: the most attempts (``None``: until the deadline or the errors say stop).
+    The wait after failed attempt ``n`` is :func:`compute_backoff` (full jitter) from ``base``
+    doubling up to ``cap``, or, with ``jitter=False``, its ceiling (:func:`backoff_ceiling`).
+    ``on``: the exceptions :meth:`retries` tries again (the loops whose rule is a reply code
+    or a flag say so themselves, and ask :meth:`exhausted`).
+    """
+
+    __slots__ = ("total", "base", "cap", "jitter", "on")
+
+    def __init__(self, total: int | None, *, base: float, cap: float = MAX_TIMEOUT_S, jitter: bool = True,
+                 on: tuple[type[BaseException], ...] = ()):
+        if total is not None and total < 1:
+            raise ValueError(f"a Retry makes at least one attempt, got total={total}")
+        backoff_ceiling(1, base=base, cap=cap)  # the same ValueErrors as the formula
+        setter = object.__setattr__
+        for name, value in (("total", total), ("base", base), ("cap", cap), ("jitter", jitter), ("on", on)):
+            setter(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a Retry is immutable: {name} is not set on it (replace() makes a new one)")
+
+    def __repr__(self) -> str:
+        return f"Retry({self.total}, base={self.base}, cap={self.cap}, jitter={self.jitter}, on={self.on})"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Retry and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def replace(self, **changes) -> Retry:
+        """A copy with some fields changed (``Retry.replace(total=5)``)."""
+        fields = {n: getattr(self, n) for n in self.__slots__}
+        fields.update(changes)
+        return Retry(fields.pop("total"), **fields)
+
+    def tries(self) -> range:
+        """The attempt numbers, from 1 (a retry value with no ``total`` has none to list)."""
+        if self.total is None:
+            raise ValueError("a Retry without a total is bounded by its deadline: it has no range of attempts")
+        return range(1, self.total + 1)
+
+    def exhausted(self, failed: int) -> bool:
+        """Whether ``failed`` attempts use up every try."""
+        return self.total is not None and failed >= self.total
+
+    def retries(self, error: BaseException, failed: int) -> bool:
+        """Whether ``error``, raised by attempt number ``failed``, is tried again."""
+        return isinstance(error, self.on) and not self.exhausted(failed)
+
+    def delay(self, failed: int) -> float:
+        """Seconds to wait after failed attempt number ``failed`` (from 1)."""
+        if self.jitter:
+            return compute_backoff(failed, base=self.base, cap=self.cap)
+        return backoff_ceiling(failed, base=self.base, cap=self.cap)
+
+    def sleeps(self) -> list[float]:
+        """The most each wait between the attempts lasts, in order (``total - 1`` of them)."""
+        return [backoff_ceiling(n, base=self.base, cap=self.cap) for n in self.tries()[:-1]]
+
+    def wait(self, failed: int, deadline: float | None, sleep: Callable[[float], object], *,
+             clip: bool = False) -> bool:
+        """Sleep (through ``sleep``) the wait after failed attempt ``failed``; ``False``, and no
+        sleep, when the next attempt could not start before ``deadline`` (a ``time.monotonic()``
+        value; ``None``: none). With ``clip`` the wait is cut short at the deadline instead, and
+        the next attempt is made then."""
+        delay = self.delay(failed)
+        if deadline is not None:
+            import time  # built in: nothing loaded
+
+            now = time.monotonic()
+            if clip:
+                delay = min(delay, max(0.0, deadline - now))
+            elif now + delay >= deadline:
+                return False
+        sleep(delay)
+        return True
 
 
 # -- the results policy: which outcomes get a record ---------------------------------------

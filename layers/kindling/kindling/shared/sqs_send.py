@@ -203,6 +203,8 @@ def trace_attribute() -> dict:
 
 
 def backoff_sleep(attempt: int) -> None:
-    from kindling.core.backoff import compute_backoff
+    """The pause after failed send number ``attempt + 1``: full jitter from 50 ms doubling to 2 s
+    (a :class:`kindling.core.policy.Retry`, imported only once a send has failed)."""
+    from kindling.core.policy import Retry
 
-    time.sleep(compute_backoff(attempt + 1, base=0.05, cap=2.0))
+    Retry(None, base=0.05, cap=2.0).wait(attempt + 1, None, time.sleep)

@@ -19,7 +19,7 @@ import time
 from _thread import allocate_lock
 
 from kindling.core.errors import StoreUnavailable
-from kindling.core.policy import compute_backoff
+from kindling.core.policy import Retry
 from kindling.core.records import chord_error, chord_shard, stored_state
 from kindling.core.status import (
     COMPLETED,
@@ -525,10 +525,8 @@ class DynamoResultStore:
                                                            isinstance(exc.__cause__, OSError)):
                     raise
                 rounds += 1
-                delay = compute_backoff(rounds, base=0.1, cap=2.0)
-                if time.monotonic() + delay >= deadline:
+                if not WRITE_RETRY.wait(rounds, deadline, time.sleep):
                     raise
-                time.sleep(delay)
 
     def _guard(self, operation: str, fn):
         """Run ``fn``, turning AWS and transport failures into the store's own errors."""
@@ -545,6 +543,13 @@ class DynamoResultStore:
         except OSError as exc:  # connection refused, DNS, ... after the client's own retries
             raise StoreUnavailable(f"DynamoDB {operation} on {self.table}: {exc}") from exc
 
+
+WRITE_RETRY = Retry(None, base=0.1, cap=2.0)
+"""A write through transient failures: tried again until the deadline, full-jitter waits from
+100 ms doubling to 2 s (the client's own retries come first, inside each try)."""
+UNPROCESSED_RETRY = Retry(None, base=0.05, cap=2.0)
+"""Items or keys DynamoDB left unprocessed: sent again after 50 ms doubling to 2 s (jittered),
+``max_rounds`` times at most, never past the deadline."""
 
 # UpdateItem: a chord count (an ADD to a set, so a retry cannot count twice) or its mark.
 _WRITES = frozenset({"BatchWriteItem", "PutItem", "UpdateItem"})
@@ -573,10 +578,8 @@ def _results(futures: list) -> list:
 
 def _backoff(round_: int, deadline: float) -> None:
     """Wait before retrying unprocessed items, never past the deadline."""
-    delay = compute_backoff(round_ + 1, base=0.05, cap=2.0)
-    if time.monotonic() + delay >= deadline:
+    if not UNPROCESSED_RETRY.wait(round_ + 1, deadline, time.sleep):
         raise StoreUnavailable("DynamoDB kept items unprocessed until the deadline")
-    time.sleep(delay)
 
 
 # -- DynamoDB's attribute-value encoding, shared with the producer client -----------------

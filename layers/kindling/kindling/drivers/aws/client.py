@@ -2,11 +2,10 @@
 
 import os
 from _thread import allocate_lock, get_ident  # threading's Lock and get_ident without importing threading
-from time import monotonic
 
 from kindling.core import codec  # codec.loads/dumps are rebound by codec.use_orjson()
 from kindling.core.errors import masked_url
-from kindling.core.policy import compute_backoff
+from kindling.core.policy import Retry
 from kindling.drivers.aws import errors
 from kindling.drivers.aws.connection import MAX_BODY_BYTES, Body, Connection
 from kindling.drivers.aws.endpoints import resolve as resolve_endpoint
@@ -128,6 +127,12 @@ class JsonClient:
         self._conn: Connection | None = None
         self._lock = allocate_lock()  # held by the call using the connection, until its result is read
         self._holder = 0  # the thread that started the call holding the lock
+
+    @property
+    def retry(self) -> Retry:
+        """This client's retries (:class:`kindling.core.policy.Retry`): ``max_attempts`` requests,
+        full-jitter waits from ``backoff_base`` doubling to ``backoff_cap``."""
+        return Retry(self.max_attempts, base=self.backoff_base, cap=self.backoff_cap)
 
     def __repr__(self) -> str:
         return f"JsonClient({self.service!r}, {self.target_prefix!r}, endpoint={masked_url(self.endpoint)!r})"
@@ -323,15 +328,16 @@ class PendingCall:
 
     def _run(self) -> dict:
         client, deadline = self.client, self.deadline
+        retry = None  # read from the client at the first failure: nothing built on the way to a reply
         while True:
             try:
                 return self._reply()
             except AwsError as exc:
-                if not exc.retryable or exc.code == "DeadlineExceeded" or self._attempt >= client.max_attempts:
+                retry = retry or client.retry
+                if not exc.retryable or exc.code == "DeadlineExceeded" or retry.exhausted(self._attempt):
                     exc.attempts = self._attempt
                     raise
-                delay = compute_backoff(self._attempt, base=client.backoff_base, cap=client.backoff_cap)
-                if deadline is not None and monotonic() + delay >= deadline:
+                if not retry.wait(self._attempt, deadline, errors.sleep):
                     raise AwsError(
                         "DeadlineExceeded",
                         f"no time left for another attempt; the last failed with {exc}",
@@ -340,7 +346,6 @@ class PendingCall:
                         request_id=exc.request_id,
                         attempts=self._attempt,
                     ) from exc
-            errors.sleep(delay)
             self._send()
 
     def _reply(self) -> dict:

@@ -13,6 +13,7 @@ from _thread import allocate_lock  # threading.Lock without importing threading
 
 from kindling.core import codec  # codec.loads is rebound by codec.use_orjson()
 from kindling.core.errors import masked_url
+from kindling.core.policy import Retry
 from kindling.drivers.aws import errors
 from kindling.drivers.aws.connection import Connection
 from kindling.drivers.aws.errors import AwsError, DeadlineExceeded, ResponseTooLarge
@@ -27,6 +28,8 @@ RELATIVE_URI_BASE = "http://169.254.170.2"
 # (uri, token) -> (credentials, when they expire): fetched again on botocore's windows (kindling.drivers.aws.temporary)
 _container_cache: dict[tuple[str, str], tuple[tuple[str, str, str | None], float]] = {}
 _container_lock = allocate_lock()
+RETRY = Retry(3, base=0.05, jitter=False)
+"""Three tries at the endpoint, 50 ms and 100 ms apart, none started past the deadline."""
 MAX_CREDENTIALS_BYTES = 65536  # the endpoint's JSON is ~1.5 KB: four short fields
 
 
@@ -87,12 +90,9 @@ def _fetch(uri: str, parts: Url, token: str | None, key: tuple[str, str],
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = {"Authorization": token} if token else {}
     last = ""
-    for attempt in range(3):
-        if attempt:
-            delay = 0.05 * attempt
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                raise AwsError("DeadlineExceeded", f"container credentials from {masked_url(uri)}: {last}", 0, True)
-            errors.sleep(delay)
+    for attempt in RETRY.tries():
+        if attempt > 1 and not RETRY.wait(attempt - 1, deadline, errors.sleep):
+            raise AwsError("DeadlineExceeded", f"container credentials from {masked_url(uri)}: {last}", 0, True)
         conn = Connection(parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme], 2.0)
         conn.use_proxy = False  # a link-local or loopback endpoint, never proxied (as botocore)
         host = host_header(parts.scheme, parts.hostname, parts.port)

@@ -24,11 +24,10 @@ accepts, so an object larger than expected costs that much to refuse, never its 
 from __future__ import annotations
 
 from _thread import allocate_lock
-from time import monotonic
 
-from kindling.core.backoff import compute_backoff
 from kindling.core.digest import sha256
 from kindling.core.errors import masked_url
+from kindling.core.policy import Retry
 from kindling.drivers.aws import errors
 from kindling.drivers.aws.client import get_credentials
 from kindling.drivers.aws.connection import MAX_BODY_BYTES, Body, Connection
@@ -120,6 +119,12 @@ class S3Client:
         self._conns: dict[tuple[str, str, int], Connection] = {}
         self._lock = allocate_lock()
 
+    @property
+    def retry(self) -> Retry:
+        """This client's retries (:class:`kindling.core.policy.Retry`): ``max_attempts`` requests,
+        full-jitter waits from ``backoff_base`` doubling to ``backoff_cap``."""
+        return Retry(self.max_attempts, base=self.backoff_base, cap=self.backoff_cap)
+
     def __repr__(self) -> str:
         return f"S3Client(region={self.region!r}, endpoint={masked_url(self.endpoint or '')!r})"
 
@@ -204,6 +209,7 @@ class S3Client:
             raise AwsError("DeadlineExceeded", f"{self!r} was busy until the deadline", 0, True, attempts=0)
         try:
             attempt = 0
+            retry = None  # read at the first failure
             while True:
                 attempt += 1
                 try:
@@ -218,13 +224,12 @@ class S3Client:
                     if status < 300:
                         return reply_headers, data
                     error = error_from_response(status, reply_headers, data, attempt)
-                if not error.retryable or error.code == "DeadlineExceeded" or attempt >= self.max_attempts:
+                retry = retry or self.retry
+                if not error.retryable or error.code == "DeadlineExceeded" or retry.exhausted(attempt):
                     raise error
-                delay = compute_backoff(attempt, base=self.backoff_base, cap=self.backoff_cap)
-                if deadline is not None and monotonic() + delay >= deadline:
+                if not retry.wait(attempt, deadline, errors.sleep):
                     raise AwsError("DeadlineExceeded", f"no time left for another attempt; the last failed with "
                                    f"{error}", error.status, True, request_id=error.request_id, attempts=attempt)
-                errors.sleep(delay)
         finally:
             self._lock.release()
 

@@ -19,6 +19,7 @@ def assume_role_with_web_identity(role_arn: str, token_file: str, session_name: 
     """Credentials for ``role_arn`` in exchange for the token in ``token_file``."""
     import time
 
+    from kindling.core.policy import Retry
     from kindling.drivers.aws import endpoints, errors
     from kindling.drivers.aws.connection import request_url
     from kindling.drivers.aws.temporary import Credentials, parse_utc
@@ -40,9 +41,10 @@ def assume_role_with_web_identity(role_arn: str, token_file: str, session_name: 
     body = "&".join(f"{k}={quote(v, safe='')}" for k, v in form.items()).encode()
     headers = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8", "User-Agent": "kindling-aws/1"}
     last = ""
-    for attempt in range(1, attempts + 1):
+    retry = Retry(attempts, base=0.1, jitter=False)  # botocore's web identity waits: 0.1 s, doubling
+    for attempt in retry.tries():
         if attempt > 1:
-            errors.sleep(0.1 * 2 ** (attempt - 2))
+            retry.wait(attempt - 1, None, errors.sleep)
         try:
             status, _, data = request_url("POST", url, body, headers, timeout=timeout, deadline=deadline,
                                           max_body=MAX_REPLY_BYTES)

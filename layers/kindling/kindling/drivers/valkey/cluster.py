@@ -40,6 +40,7 @@ from __future__ import annotations
 import random
 from time import monotonic, sleep
 
+from kindling.core.policy import Retry
 from kindling.core.valkey.keys import hash_tag
 from kindling.drivers.valkey.commands import IDEMPOTENT, command_name, parse_reply
 from kindling.drivers.valkey.errors import (
@@ -57,6 +58,8 @@ ATTEMPTS = 16
 """How many times one command is sent at most while a cluster redirects it or changes under
 it (a failover takes the cluster's node timeout plus an election: about 2 s with a node
 timeout of 1 s); the pauses between add up to about 12 s."""
+RETRY = Retry(ATTEMPTS, base=0.05, cap=1.0, jitter=False)
+"""The pauses while the cluster changes: 50 ms doubling to 1 s, none past the deadline."""
 
 WAIT_MS = 1000
 """With ``wait_replicas``: how long a pipeline's WAIT waits for its replicas' acknowledgement."""
@@ -473,7 +476,7 @@ class Router:
                 any(n < self.wait_replicas for n in self.replicas.values()):
             self.stale = True  # a replica may have shown up since (REREAD_S)
         pending = everything = parts
-        for attempt in range(1, ATTEMPTS + 1):
+        for attempt in RETRY.tries():
             retry: list[_Part] = []
             pause = False
             refused: ConnectionError | None = None
@@ -553,7 +556,7 @@ class Router:
             raise ResponseError("CROSSSLOT Keys in request don't hash to the same slot "
                                 "(a transaction on a cluster keeps to one hash tag)")
         slot = next(iter(slots), None)
-        for attempt in range(1, ATTEMPTS + 1):
+        for attempt in RETRY.tries():
             pipe = self.node(self.owner(slot)).pipeline(transaction=True)
             try:
                 replies = pipe.raw_replies([(p.args, p.options) for p in parts], scripts, deadline, redirects=True)
@@ -588,12 +591,8 @@ def _check_replicated(confirmed: object, acks: int, address: tuple[str, int]) ->
 
 
 def _pause(attempt: int, deadline: float | None) -> None:
-    wait = min(0.05 * 2 ** (attempt - 1), 1.0)
-    if deadline is not None:
-        left = deadline - monotonic()
-        if left <= wait:
-            raise DeadlineExceeded("the deadline passed while the cluster was changing")
-    sleep(wait)
+    if not RETRY.wait(attempt, deadline, sleep):
+        raise DeadlineExceeded("the deadline passed while the cluster was changing")
 
 
 def _join(args: tuple, parts: list[_Part]):

@@ -126,12 +126,15 @@ class LambdaInvoker:
         return f"LambdaInvoker({self.function_name!r}, endpoint={masked_url(self.endpoint)!r})"
 
     def __call__(self, payload: dict) -> None:
-        from kindling.core.backoff import compute_backoff
+        from kindling.core.batch import Budget
+        from kindling.core.policy import Retry
         from kindling.drivers.aws import errors
 
         body = codec.dumps(payload).encode()
-        deadline = monotonic() + self.timeout * self.attempts
-        for attempt in range(1, self.attempts + 1):
+        budget = Budget().lasting(self.timeout * self.attempts)
+        deadline = budget.ends
+        retry = Retry(self.attempts, base=0.05, cap=1.0)
+        for attempt in retry.tries():
             with self._lock:
                 try:
                     status, headers, data = self._post(body, deadline)
@@ -141,9 +144,9 @@ class LambdaInvoker:
                     if 200 <= status < 300:
                         return
                     error = errors.error_from_response(status, headers, data, attempt)
-            if not error.retryable or attempt == self.attempts or monotonic() >= deadline:
+            if not error.retryable or retry.exhausted(attempt) or budget.spent():
                 raise error
-            errors.sleep(min(compute_backoff(attempt, base=0.05, cap=1.0), max(0.0, deadline - monotonic())))
+            retry.wait(attempt, deadline, errors.sleep, clip=True)
 
     def _post(self, body: bytes, deadline: float):
         from kindling.drivers.aws.client import get_credentials

@@ -42,6 +42,7 @@ import time
 
 from kindling.core.envelope import now_ms
 from kindling.core.errors import KindlingError
+from kindling.core.policy import Retry
 from kindling.core.status import DEFERRED, FAILED
 from kindling.core.valkey.keys import FIELD
 from kindling.drivers.valkey import errors
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
 MAX_BLOCK_MS = 5_000
 """The longest single blocking read (well inside the connection's 10 s socket timeout)."""
 
+TOPOLOGY_RETRY = Retry(None, base=0.05, cap=1.0, jitter=False)
+"""After a failover interrupted the drain: 100 ms doubling to 1 s per change in a row (the first
+change's wait is the second step), never into the time kept for the next batch."""
 STUCK_ROUNDS = 50
 """Handshakes in a row that report work a read then does not find before the drain gives up
 its flag (a guard against an endless chain of invocations; the next kick starts afresh)."""
@@ -145,8 +149,7 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
             changes += 1
             if runner.log:
                 runner.log({"kindling": "valkey_topology_changed", "error": str(exc)[:300]})
-            left = budget.left_ms()
-            time.sleep(min(0.05 * 2 ** min(changes, 5), 1.0, 1.0 if left is None else max(0, left - stop_below) / 1000))
+            TOPOLOGY_RETRY.wait(changes + 1, budget.before(stop_below), time.sleep, clip=True)  # never into the floor
             continue
         changes = 0
         if deliveries:
