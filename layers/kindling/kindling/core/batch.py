@@ -369,6 +369,10 @@ class Budget:
         """Whole milliseconds left on this budget's clock (never below 0); ``None``: unbounded."""
         return None if self.ends is None else max(0, int((self.ends - time.monotonic()) * 1000))
 
+    def left_s(self) -> float | None:
+        """Seconds left on this budget's clock (never below 0); ``None``: unbounded."""
+        return None if self.ends is None else max(0.0, self.ends - time.monotonic())
+
     def before(self, margin_ms: float) -> float | None:
         """The ``time.monotonic()`` value ``margin_ms`` before this budget's end (``None``: unbounded)."""
         return None if self.ends is None else self.ends - margin_ms / 1000

@@ -77,7 +77,7 @@ def admit(runner, runnable: list, deadline: float | None, grants: dict | None = 
     import random
 
     from kindling.core.envelope import now_ms
-    from kindling.core.policy import MAX_DELAY_S
+    from kindling.core.policy import MAX_DELAY_S, backoff_ceiling
     from kindling.core.records import rate_key
     from kindling.core.status import DEFERRED
 
@@ -98,7 +98,7 @@ def admit(runner, runnable: list, deadline: float | None, grants: dict | None = 
             o.reason = f"over the task's rate limit ({rate.spec}): handed back unrun, no attempt used"
             # Spread over more windows each time it comes back: a backlog deeper than the
             # limit takes few receives per job (SQS counts each, up to MaxReceiveCount).
-            spread = rate.window_ms * 2 ** min(o.deliveries - 1, 20)
+            spread = backoff_ceiling(o.deliveries, base=rate.window_ms, cap=rate.window_ms * (1 << 20))
             o.retry_in = min(-(-(left_ms + int(random.random() * spread)) // 1000), MAX_DELAY_S)
     return grants
 

@@ -31,7 +31,7 @@ import time
 
 from kindling.core import codec
 from kindling.core.backoff import Pauses
-from kindling.core.batch import STORE_OUTAGE, STORE_UNAVAILABLE, Delivery, Outcome
+from kindling.core.batch import STORE_OUTAGE, STORE_UNAVAILABLE, Budget, Delivery, Outcome
 from kindling.core.envelope import now_ms
 from kindling.core.errors import KindlingError, StoreUnavailable
 from kindling.core.records import build_record, describe_error, rejected_key
@@ -518,9 +518,9 @@ class StreamWorker:
         self._complete_quietly(None)  # hand-backs are settled before the pause, as their retry times say
         if self.runner.log:
             self.runner.log({"kindling": event, "error": error[:300], "retry_in_s": round(backoff.delay, 2)})
-        deadline = time.monotonic() + backoff.next()
-        while not self._stopping and time.monotonic() < deadline:  # SIGTERM does not wait out a pause
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        pause = Budget().lasting(backoff.next())
+        while not self._stopping and not pause.spent():  # SIGTERM does not wait out a pause
+            time.sleep(min(0.05, pause.left_s()))
 
 
 class _Batch:
