@@ -101,6 +101,9 @@ def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(ser
     with pytest.raises(EnqueueError) as caught:
         producer.enqueue_many([("job", [i], {}) for i in range(3)])
     assert not isinstance(caught.value, EnqueueUncertain) and len(caught.value.failed) == 3
+    # The server is back: a refusal raised at once (LOADING) closes the connection with the
+    # other replies unread, so how many of the XADDs the proxy answered is a race.
+    proxy.clear()
     assert producer.enqueue_many([("job", [i], {}) for i in range(3)])  # the same producer goes on
     assert producer.client.xlen(stream) == 3
 

@@ -97,6 +97,11 @@ class Interposer:
         with self.lock:
             self.rules.append([match, reply, times])
 
+    def clear(self) -> None:
+        """Forward every command from now on."""
+        with self.lock:
+            self.rules.clear()
+
     def start(self) -> Interposer:
         self.listener = socket.create_server(("127.0.0.1", self.port))
         threading.Thread(target=self._accept, daemon=True).start()
