@@ -237,6 +237,29 @@ def none_policy_delayed_job_keeps_its_attempts(path):
     return {"runs": tasks.RUNS.get(key, 0), **{k: seen[k] for k in ("status", "attempts", "error")}}
 
 
+def delivery_that_breaks_the_runner(path):
+    """A batch that makes the runner itself raise (a bug in kindling, not a job's failure) is
+    run again one delivery at a time: the one that still breaks it is recorded rejected under
+    its message's own key (its body is not trusted to name its job) and settled, with what it
+    raised; its batch-mates run as usual. The runner does it, for every trigger."""
+    from kindling.engine.runner import Runner
+    from kindling.producer.client import Call
+
+    begin, marker = Runner.begin, f"breaks-the-runner-{time.monotonic_ns()}"
+
+    def breaking(self, deliveries, *args, **kwargs):
+        if any(marker in (d.body.decode() if isinstance(d.body, bytes) else d.body) for d in deliveries):
+            raise RecursionError("maximum recursion depth exceeded (a runner bug)")
+        return begin(self, deliveries, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Runner, "begin", breaking)
+        ids = path.send([Call(tasks.echo, [1], {}), Call(tasks.echo, [marker], {}), Call(tasks.echo, [3], {})])
+        path.run_until_settled()
+    return {"records": _records(path), "mates": [path.observe(i)["status"] for i in (ids[0], ids[2])],
+            "poison_by_its_job_id": path.record(ids[1])}
+
+
 REJECTED = {"records": [("rejected", "InvalidJob")]}
 REFUSED = {"status": "rejected", "error": "InvalidJob", "dead_letter": False, "says_why": True}
 SCENARIOS = {
@@ -270,6 +293,9 @@ SCENARIOS = {
     "due_past_the_receive_count": (due_past_the_receive_count, REFUSED, False),
     "not_before_past_retention": (not_before_past_retention, REFUSED, False),
     "celery_eta_past_retention": (celery_eta_past_retention, REFUSED, False),
+    "rejected_delivery_that_breaks_the_runner": (delivery_that_breaks_the_runner, {
+        "records": [("rejected", "RecursionError"), ("succeeded", None), ("succeeded", None)],
+        "mates": ["succeeded", "succeeded"], "poison_by_its_job_id": None}, False),
     "results_none_delayed_job_keeps_its_attempts": (none_policy_delayed_job_keeps_its_attempts, {
         "runs": 2, "status": "dead", "attempts": 2, "error": "RuntimeError"}, False),
 }

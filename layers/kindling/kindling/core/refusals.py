@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from kindling.core.envelope import decode_job, is_job_id, now_ms
 from kindling.core.errors import Expired, InvalidJob
-from kindling.core.records import build_record, rejected_key
+from kindling.core.records import build_record, describe_error, rejected_key
 from kindling.core.status import DEAD, REJECTED, REVOKED, SKIPPED
 
 TYPE_CHECKING = False
@@ -41,7 +41,7 @@ __all__ = ["dead_undelivered", "drop_stale", "reject"]
 
 def reject(o: Outcome, d: Delivery, reason: str, *, registry: Registry, worker: dict, ttl_s: int,
            claimed_id: str | None = None, task: str | None = None, job: Job | None = None,
-           unsigned: bool = False, refusal: InvalidJob | None = None) -> Outcome:
+           unsigned: bool = False, refusal: InvalidJob | None = None, cause: BaseException | None = None) -> Outcome:
     """Make ``o`` (delivery ``d``'s) the rejection of its message, with its record.
 
     ``claimed_id`` and ``task``: what the message says it is, for its sender to read;
@@ -52,6 +52,8 @@ def reject(o: Outcome, d: Delivery, reason: str, *, registry: Registry, worker: 
     recorded ``revoked`` and the delivery ``skipped``. ``unsigned``: its signature does not
     verify, so it is never recorded under the job id it claims (which it could take from a
     real job): the claims are read from its body only to tell the sender what arrived.
+    ``cause``: what the message made the worker raise (:mod:`kindling.engine.contain`): the
+    record's error is of its type, with ``reason`` as its message.
     """
     keyed = expired = False
     if refusal is not None:
@@ -71,8 +73,11 @@ def reject(o: Outcome, d: Delivery, reason: str, *, registry: Registry, worker: 
     o.job_id, o.task, o.status, o.attempts = key, task, SKIPPED if expired else REJECTED, d.attempts
     o.reason = f"{kind}: [redacted]" if redact else reason
     at = now_ms()
+    error = {"type": kind, "message": reason}
+    if cause is not None:
+        error = dict(describe_error(cause), message=reason)
     o.record = build_record(key=key, task=task, status=status, attempts=d.attempts, started_at=at,
-                            finished_at=at, job=job, error={"type": kind, "message": reason},
+                            finished_at=at, job=job, error=error,
                             raw=d.body, job_id=claimed_id, worker=worker, ttl_s=ttl_s, redact=redact)
     return o
 

@@ -13,7 +13,8 @@ count only bounds runs that crash the worker before anything is recorded.
 Nothing one job does can fail its batch: a message that cannot be decoded is that
 message's rejection, and anything a task raises (``SystemExit``, ``KeyboardInterrupt``,
 ``CancelledError`` included) or returns (a value that cannot be encoded) is that job's
-failure. Only a store that cannot be reached hands the whole batch back.
+failure. Only a store that cannot be reached hands the whole batch back, and a batch that
+breaks the runner anyway is run again one delivery at a time (:mod:`kindling.engine.contain`).
 
 Per batch the runner makes at most two round trips to the result store when every job
 succeeds: one read of the batch's job ids (to skip duplicates and count attempts) and one
@@ -187,17 +188,17 @@ class Runner:
 
     def run(self, deliveries: Sequence[Delivery], remaining_ms: Callable[[], int] | None = None,
             request_id: str | None = None, send: Callable[[list[Job]], object] | None = None) -> list[Outcome]:
-        """Run one batch; return an outcome for every delivery, in the same order.
+        """Run one batch; return an outcome for every delivery, in the same order: :meth:`begin`,
+        :meth:`execute`, :meth:`finish` back to back. ``send`` enqueues a chain's next step or a
+        chord's callback on the batch's trigger (:mod:`kindling.engine.followups`), once its
+        outcomes are recorded. A batch that makes these raise anyway (a bug in kindling, never
+        a job's failure) is run again one delivery at a time (:mod:`kindling.engine.contain`)."""
+        try:
+            return self.finish(self.execute(self.begin(deliveries, remaining_ms, request_id)), send=send)
+        except Exception as exc:  # noqa: BLE001 - one delivery must not fail its batch-mates for ever
+            from kindling.engine.contain import one_by_one  # the rare path
 
-        ``send`` enqueues jobs on the trigger the batch came from: the next step of a chain
-        and a chord's callback go through it (:mod:`kindling.engine.followups`), once the batch's
-        outcomes are recorded.
-
-        Never raises because of one message or one task; raises only for a bug in
-        kindling itself outside any job. The three phases back to back: :meth:`begin`,
-        :meth:`execute`, :meth:`finish`.
-        """
-        return self.finish(self.execute(self.begin(deliveries, remaining_ms, request_id)), send=send)
+            return one_by_one(self, deliveries, exc, remaining_ms, request_id, send)
 
     def begin(self, deliveries: Sequence[Delivery], remaining_ms: Callable[[], int] | None = None,
               request_id: str | None = None, *, in_flight: Collection[str] = ()) -> Batch:

@@ -160,7 +160,8 @@ class LambdaWorker:
             from kindling.triggers.sqs.port import AwsSqs, SqsPort
 
             self._port = SqsPort(self.runner, AwsSqs, route=self._route, errors=(aws.AwsError,),
-                                 queue_url=lambda arn: sqs.queue_url(aws.sqs().endpoint, arn))
+                                 queue_url=lambda arn: sqs.queue_url(aws.sqs().endpoint, arn),
+                                 dead_letters=self._dead_letter_queues)
         return self._port
 
     def __call__(self, event: dict, context=None) -> dict:

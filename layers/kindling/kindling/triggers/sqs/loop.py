@@ -19,7 +19,6 @@ import signal
 import time
 
 from kindling.core import codec
-from kindling.core.envelope import SIGNATURE_ATTRIBUTE
 from kindling.core.registry import default_registry
 from kindling.engine.runner import Runner
 from kindling.stores.results import DynamoResultStore
@@ -76,7 +75,8 @@ class SqsWorker:
         # worker's boto3 client (looked up at each call, so a swapped client is used); a
         # follow-up goes to this queue, the one queue this worker serves.
         self.port = SqsPort(self.runner, lambda _deadline: self.sqs, route=lambda _job: self.queue_url,
-                            queue_url=self._url_of, deletes=True)
+                            queue_url=self._url_of, deletes=True, source=(queue_url, self.queue_arn),
+                            dead_letters=lambda _outcomes: {"dlq_url": self.dlq_url})
         self.counts: dict[str, int] = {}
         self.busy_s = 0.0  # time spent on rounds that returned messages
         self._stopping = False
@@ -98,16 +98,9 @@ class SqsWorker:
             while not self._stopping:
                 wait = 1 if burst else self.wait
                 t0 = time.perf_counter()
-                messages = self.sqs.receive_message(
-                    QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=wait,
-                    # A FIFO message's group: the runner keeps each group in order, and a dead
-                    # job's message needs it to be sent to the FIFO dead-letter queue. The trace
-                    # header: the record keeps the producer's trace, as in Lambda.
-                    MessageSystemAttributeNames=["ApproximateReceiveCount", "MessageGroupId", "AWSTraceHeader"],
-                    MessageAttributeNames=[SIGNATURE_ATTRIBUTE],
-                ).get("Messages", [])
-                if messages:
-                    self.run_batch(messages)
+                deliveries = self.port.fetch(wait * 1000)
+                if deliveries:
+                    self._run(deliveries)
                     self.busy_s += time.perf_counter() - t0
                     last_work = time.monotonic()
                 elif burst and (self._drained() or time.monotonic() - last_work > idle_timeout):
@@ -118,19 +111,12 @@ class SqsWorker:
         return self.counts
 
     def run_batch(self, messages: list[dict]) -> None:
-        received = time.monotonic()  # just received: SQS counts their 12 hours of hiding from then
-        # The same record shape a Lambda SQS event carries, so one mapping serves both.
-        event = {"Records": [
-            {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-             "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn,
-             "messageAttributes": {name: {"stringValue": a.get("StringValue"), "dataType": a.get("DataType")}
-                                   for name, a in m.get("MessageAttributes", {}).items()}}
-            for m in messages
-        ]}
-        batch = sqs.deliveries(event, signed=self.runner.verifier is not None)
+        """Run and settle messages received from the queue (ReceiveMessage's shape)."""
+        self._run(self.port.received(messages))
+
+    def _run(self, batch: list) -> None:
         outcomes = self.runner.run(batch, send=self.send)
-        self.port.apply(sqs.settlement(batch, outcomes, dlq_url=self.dlq_url,
-                                       in_flight_s=time.monotonic() - received))
+        self.port.settle(outcomes, batch)
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
 

@@ -1,9 +1,15 @@
 """The SQS trigger's I/O, one port for the Lambda handler and the local loop.
 
-:class:`SqsPort` is the only place the worker calls SQS about its own messages and jobs:
+:class:`SqsPort` is the only place the worker calls SQS about its own messages and jobs. It
+keeps the trigger's contract (:class:`kindling.core.port.TriggerPort`), as the stream's
+consumer does:
 
-- :meth:`SqsPort.apply` carries out a batch's :class:`kindling.triggers.sqs.events.Settlement` (decided
-  without I/O by :func:`kindling.triggers.sqs.events.settlement`): dead jobs' messages to their dead-letter
+- :meth:`SqsPort.fetch` receives a batch from the queue the port serves (the local loop's;
+  Lambda's event source mapping receives the handler's, which come in its event);
+- :meth:`SqsPort.settle` settles a batch: what becomes of each message is decided without
+  I/O by :func:`kindling.triggers.sqs.events.settlement`, and :meth:`SqsPort.apply` carries
+  that :class:`~kindling.triggers.sqs.events.Settlement` out (the handler calls it
+  directly, after seeing there is anything to do): dead jobs' messages to their dead-letter
   queues, the done messages deleted (a trigger that receives its own messages: the local
   loop; Lambda's event source mapping deletes them itself), the reported ones brought back
   when they are due;
@@ -20,17 +26,21 @@ never loads this module.
 
 from __future__ import annotations
 
+import time
+
 from kindling.core.errors import KindlingError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
+    from kindling.core.batch import Delivery, Outcome
     from kindling.core.envelope import Job
     from kindling.engine.runner import Runner
     from kindling.triggers.sqs.events import Settlement
 
 MAX_BATCH = 10  # SQS's entries per *Batch call
+MAX_WAIT_S = 20  # SQS's longest long poll
 
 
 class AwsSqs:
@@ -76,18 +86,76 @@ class SqsPort:
         errors: what a failed call raises; a dead-letter move or visibility change that
             fails is logged and the rest of the batch settled all the same.
         deletes: delete the done messages (a trigger that receives them itself).
+        source: the URL and ARN of the queue :meth:`fetch` receives from (a trigger that
+            receives its messages itself); ``None`` in Lambda, whose event carries them.
+        dead_letters: where a batch's dead jobs go, from its outcomes: keyword arguments of
+            :func:`kindling.triggers.sqs.events.settlement` (``dlq_urls``, ``dlq_url``).
     """
 
     def __init__(self, runner: Runner, client: Callable[[float | None], object], *, route: Callable[[Job], str],
                  queue_url: Callable[[str], str], errors: tuple[type[BaseException], ...] = (Exception,),
-                 deletes: bool = False):
+                 deletes: bool = False, source: tuple[str, str] | None = None,
+                 dead_letters: Callable[[Sequence[Outcome]], dict] | None = None):
         self.runner = runner
         self.client = client
         self.route = route
         self.queue_url = queue_url
         self.errors = errors
         self.deletes = deletes
+        self.source = source
+        self.dead_letters = dead_letters
         self._max_bytes: dict[str, int] = {}
+        self._received_at: float | None = None  # when the last batch was received (monotonic)
+
+    def fetch(self, wait_ms: int | None) -> list[Delivery]:
+        """Receive up to 10 messages from the queue the port serves, long-polling up to
+        ``wait_ms`` (SQS waits whole seconds, at most 20). Only a port with a ``source`` has
+        one: in Lambda the event source mapping receives them (:meth:`LambdaWorker
+        <kindling.triggers.sqs.handler.LambdaWorker>` reads the event with :func:`events.deliveries
+        <kindling.triggers.sqs.events.deliveries>`)."""
+        if self.source is None:
+            raise KindlingError("SqsPort: no queue to receive from (in Lambda, the event carries the messages)")
+        from kindling.core.envelope import SIGNATURE_ATTRIBUTE
+
+        wait = min(MAX_WAIT_S, -(-wait_ms // 1000)) if wait_ms else 0
+        messages = self.client(None).receive_message(
+            QueueUrl=self.source[0], MaxNumberOfMessages=MAX_BATCH, WaitTimeSeconds=wait,
+            # A FIFO message's group: the runner keeps each group in order, and a dead job's
+            # message needs it to be sent to the FIFO dead-letter queue. The trace header: the
+            # record keeps the producer's trace, as in Lambda.
+            MessageSystemAttributeNames=["ApproximateReceiveCount", "MessageGroupId", "AWSTraceHeader"],
+            MessageAttributeNames=[SIGNATURE_ATTRIBUTE],
+        ).get("Messages", [])
+        return self.received(messages)
+
+    def received(self, messages: list[dict]) -> list[Delivery]:
+        """The deliveries of messages just received from the port's ``source`` (ReceiveMessage's
+        shape), read as the Lambda event's records are; SQS counts their hiding from now."""
+        from kindling.triggers.sqs import events
+
+        self._received_at = time.monotonic()
+        arn = self.source[1] if self.source else ""
+        event = {"Records": [
+            {"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+             "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs", "eventSourceARN": arn,
+             "messageAttributes": {name: {"stringValue": a.get("StringValue"), "dataType": a.get("DataType")}
+                                   for name, a in m.get("MessageAttributes", {}).items()}}
+            for m in messages
+        ]}
+        return events.deliveries(event, signed=self.runner.verifier is not None)
+
+    def settle(self, outcomes: Sequence[Outcome], deliveries: Sequence[Delivery], *, deadline: float | None = None,
+               in_flight_s: float | None = None) -> dict:
+        """Settle a batch: what becomes of each message is decided by
+        :func:`kindling.triggers.sqs.events.settlement` and carried out by :meth:`apply`; the
+        partial batch response. ``in_flight_s``: how long the messages have been in flight
+        (default: since :meth:`received`)."""
+        from kindling.triggers.sqs import events
+
+        if in_flight_s is None:
+            in_flight_s = 0.0 if self._received_at is None else time.monotonic() - self._received_at
+        dead = self.dead_letters(outcomes) if self.dead_letters is not None else {}
+        return self.apply(events.settlement(deliveries, outcomes, **dead, in_flight_s=in_flight_s), deadline)
 
     def _log(self, entry: dict) -> None:
         if self.runner.log:

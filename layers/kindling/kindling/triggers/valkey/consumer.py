@@ -1,4 +1,5 @@
-"""The stream as a port: a consumer group's reads, the settlement of outcomes, follow-ups.
+"""The stream as a port: a consumer group's reads, the settlement of outcomes, follow-ups
+(:class:`kindling.core.port.TriggerPort`, the contract the SQS port keeps too).
 
 What SQS is to the Lambda handler, this is to the stream worker (:mod:`kindling.triggers.valkey.worker`)
 and the Lambda drain: it turns entries into :class:`~kindling.engine.runner.Delivery` s and the
@@ -139,8 +140,9 @@ class StreamConsumer:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def fetch(self, block_ms: int | None, settle: Sequence[Settled] = (), *, together: bool = False) -> list[Delivery]:
-        """Reclaimed entries first (idle past the visibility timeout), else new ones.
+    def fetch(self, wait_ms: int | None, settle: Sequence[Settled] = (), *, together: bool = False) -> list[Delivery]:
+        """Reclaimed entries first (idle past the visibility timeout), else new ones, blocking
+        up to ``wait_ms`` for them (:class:`kindling.core.port.TriggerPort`'s ``fetch``).
 
         ``settle``: batches (outcomes, deliveries) to settle first, in the same pipelined
         round trip as the reclaim (:meth:`settle` for each, in order): their entries are
@@ -154,7 +156,7 @@ class StreamConsumer:
                 return self._reclaim(settle, read=True)
             deliveries = self._reclaim(settle)
             if not deliveries:
-                deliveries = self._read(block_ms)
+                deliveries = self._read(wait_ms)
         except errors.response_errors() as exc:
             if "NOGROUP" not in str(exc):
                 raise

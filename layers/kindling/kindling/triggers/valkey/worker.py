@@ -18,8 +18,8 @@ is never run into a store outage) and before any of its entries is acknowledged.
 Under a backlog of quick jobs it reads larger batches, round by round
 (:mod:`kindling.core.valkey.readsize`), so that round trip is spread over more jobs.
 
-What is the worker's own: containment (a runner that raises anyway runs its entries one by
-one, and an entry that still breaks it is recorded ``rejected``), and the long-running loop:
+What is the worker's own is the long-running loop (a batch that breaks the runner is the
+runner's to contain, :mod:`kindling.engine.contain`, phase by phase here):
 the next batch read (and its duplicate check sent) while the running one is executed and
 its write is in flight, SIGTERM/SIGINT finishing the batch in hand, and pauses
 with a backoff while Valkey or the result store is down.
@@ -32,10 +32,8 @@ import time
 from kindling.core import codec
 from kindling.core.backoff import Pauses
 from kindling.core.batch import STORE_OUTAGE, STORE_UNAVAILABLE, Budget, Delivery, Outcome
-from kindling.core.envelope import now_ms
 from kindling.core.errors import KindlingError, StoreUnavailable
-from kindling.core.records import build_record, describe_error, rejected_key
-from kindling.core.status import DEFERRED, REJECTED
+from kindling.core.status import DEFERRED
 from kindling.core.valkey.keys import DEFAULT_GROUP, DEFAULT_STREAM
 from kindling.drivers.valkey import errors
 from kindling.engine.runner import Runner
@@ -250,49 +248,14 @@ class StreamWorker:
         return deliveries
 
     def _contain(self, b: _Batch, phase: Callable[[], object]) -> None:
-        """One phase of the runner. The runner contains whatever one job or body does, so
-        if it raises anyway (a bug in kindling), each entry is run again on its own: an
-        entry that still breaks it is recorded ``rejected`` with its body and acknowledged
-        (:meth:`_poisoned`) rather than failing its batch-mates on every delivery forever.
-        Batch-mates that had already run may run twice (at least once, as always)."""
+        """One phase of the runner; if it raises anyway (a bug in kindling), the runner's
+        containment runs the entries one by one (:func:`kindling.engine.contain.one_by_one`)."""
         try:
             phase()
         except Exception as exc:  # noqa: BLE001 - one entry must not wedge the stream
-            b.outcomes = self._one_by_one(b.runnable, exc, b.remaining_ms, b.request_id)
+            from kindling.engine.contain import one_by_one  # the rare path
 
-    def _one_by_one(self, deliveries: list[Delivery], exc: Exception, remaining_ms: Callable[[], int] | None,
-                    request_id: str | None) -> list[Outcome]:
-        if len(deliveries) == 1:
-            return [self._poisoned(deliveries[0], exc)]
-        if self.runner.log:
-            error = describe_error(exc)
-            self.runner.log({"kindling": "batch_failed", "error": f"{error['type']}: {error['message']}"[:300],
-                             "rerun_one_by_one": len(deliveries)})
-        outcomes = []
-        for d in deliveries:
-            try:
-                outcomes.extend(self.runner.run([d], remaining_ms, request_id, send=self.send))
-            except Exception as exc:  # noqa: BLE001
-                outcomes.append(self._poisoned(d, exc))
-        return outcomes
-
-    def _poisoned(self, d: Delivery, exc: Exception) -> Outcome:
-        """An entry that breaks the runner, recorded ``rejected`` under a key of its own with
-        its body (never decoded again); handed back instead if the store is down."""
-        at = now_ms()
-        o = Outcome(d.ref, rejected_key(d.ref), None, REJECTED, d.attempts)
-        error = describe_error(exc)  # never raises, whatever the exception's __str__ does
-        o.reason = f"the message broke the worker: {error['type']}: {error['message']}"[:1000]
-        o.record = build_record(key=o.job_id, task=None, status=REJECTED, attempts=d.attempts, started_at=at,
-                                finished_at=at, error=dict(error, message=o.reason), raw=d.body,
-                                worker=self.runner.worker, ttl_s=self.runner.ttl_s)
-        try:
-            self.runner.store.write([o.record])
-        except StoreUnavailable as down:
-            return _deferred(d, f"{STORE_UNAVAILABLE}: {down}", cause=STORE_OUTAGE)
-        if self.runner.log:
-            self.runner.log({"kindling": REJECTED, "job": o.job_id, "ref": d.ref, "error": o.reason})
-        return o
+            b.outcomes = one_by_one(self.runner, b.runnable, exc, b.remaining_ms, b.request_id, self.send)
 
     # -- the loop ------------------------------------------------------------------------
 
