@@ -27,16 +27,16 @@ if TYPE_CHECKING:
 
     from kindling.core.batch import Delivery
     from kindling.core.envelope import Job
-    from kindling.engine.runner import Runner
 
 __all__ = ["one_by_one", "poisoned"]
 
 
-def one_by_one(runner: Runner, deliveries: Sequence[Delivery], exc: Exception,
+def one_by_one(runner, deliveries: Sequence[Delivery], exc: Exception,
                remaining_ms: Callable[[], int] | None = None, request_id: str | None = None,
                send: Callable[[list[Job]], object] | None = None) -> list[Outcome]:
-    """The outcomes of a batch whose run raised ``exc``: each delivery run again alone
-    (:meth:`Runner.run`, itself contained), a lone one that raised recorded :func:`poisoned`."""
+    """The outcomes of a batch whose run by ``runner`` (a :class:`kindling.engine.runner.Runner`,
+    not imported: it imports this module) raised ``exc``: each delivery run again alone
+    (``Runner.run``, itself contained), a lone one that raised recorded :func:`poisoned`."""
     if len(deliveries) == 1:
         return [poisoned(runner, deliveries[0], exc, request_id)]
     if runner.log:
@@ -49,7 +49,7 @@ def one_by_one(runner: Runner, deliveries: Sequence[Delivery], exc: Exception,
     return outcomes
 
 
-def poisoned(runner: Runner, d: Delivery, exc: Exception, request_id: str | None = None) -> Outcome:
+def poisoned(runner, d: Delivery, exc: Exception, request_id: str | None = None) -> Outcome:
     """A delivery that breaks the runner on its own: recorded ``rejected`` at once (it never
     reaches the batch's write), or handed back if the store cannot be reached."""
     error = describe_error(exc)  # never raises, whatever the exception's __str__ does
@@ -63,5 +63,5 @@ def poisoned(runner: Runner, d: Delivery, exc: Exception, request_id: str | None
         hand_back([o], f"{STORE_UNAVAILABLE}: {down}")
         return o
     if runner.log:
-        runner.log({"level": "ERROR", "kindling": "rejected", "job": o.job_id, "ref": d.ref, "error": o.reason})
+        runner.log({"level": "WARNING", "kindling": "rejected", "job": o.job_id, "ref": d.ref, "error": o.reason})
     return o
