@@ -86,6 +86,8 @@ STACK_NOT_RUN = {
     "model_argument_invalid": NO_PYDANTIC,
     "over_the_rate_limit": "its 1/h window is counted in the stack's table: a second run within the hour finds it used",
     "configured_result_ttl": "a second deployment (ResultTtlDays=2): the stack reads it as sqs_handler does",
+    "rejected_delivery_that_breaks_the_runner": ("the runner is broken by patching it in the test's process; the "
+                                                 "deployed function's runs in LocalStack's"),
 }
 STACK_UNSEEN_DELAYS = ("the deployed function asks for its delays inside LocalStack (its ChangeMessageVisibility "
                        "calls): the test sees the outcome, not the delay; sqs_handler runs the same LambdaWorker "
