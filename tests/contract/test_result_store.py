@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import socket
 import time
-import uuid
 
 import pytest
 from kindling.core.errors import KindlingError, StoreUnavailable
@@ -26,18 +25,8 @@ def rec(job_id: str, status: str, attempts: int = 1, **extra) -> dict:
     return {"id": job_id, "task": "echo", "status": status, "attempts": attempts, **extra}
 
 
-@pytest.fixture(params=["memory", "dynamo", pytest.param("valkey", marks=pytest.mark.valkey)])
-def store(request):
-    if request.param == "memory":
-        yield MemoryResultStore()
-    elif request.param == "dynamo":
-        s = DynamoResultStore(request.getfixturevalue("table"))
-        yield s
-        s.close()
-    else:
-        s = ValkeyResultStore(request.getfixturevalue("valkey_url"), ttl_s=60, prefix=f"c-{uuid.uuid4().hex[:8]}")
-        yield s
-        s.client.close()
+# Every test runs on each store (support.fixtures' ``store``).
+pytestmark = pytest.mark.stores("memory", "dynamo", pytest.param("valkey", marks=pytest.mark.valkey))
 
 
 # -- the protocol ------------------------------------------------------------------------------

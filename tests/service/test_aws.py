@@ -423,7 +423,7 @@ class ScriptedHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server():
+def scripted_server():
     srv = ScriptedServer()
     thread = threading.Thread(target=srv.serve_forever, args=(0.02,), daemon=True)
     thread.start()
@@ -436,14 +436,14 @@ def client_for(server, **kw):
     return aws.JsonClient("dynamodb", "DynamoDB_20120810", endpoint=server.url, **kw)
 
 
-def test_request_shape_and_signature_verify_with_botocore(env, server):
+def test_request_shape_and_signature_verify_with_botocore(env, scripted_server):
     env.setenv("AWS_SESSION_TOKEN", "session-token")
-    server.replies = [Reply(body={"TableNames": ["t"]})]
+    scripted_server.replies = [Reply(body={"TableNames": ["t"]})]
     client = aws.JsonClient(
-        "dynamodb", "DynamoDB_20120810", endpoint=server.url + "/prefix", json_version="1.1"
+        "dynamodb", "DynamoDB_20120810", endpoint=scripted_server.url + "/prefix", json_version="1.1"
     )
     assert client.call("ListTables", {"Limit": 1, "Name": "é"}) == {"TableNames": ["t"]}
-    (req,) = server.requests
+    (req,) = scripted_server.requests
     headers = req["headers"]
     assert (req["method"], req["path"]) == ("POST", "/prefix")
     assert headers["X-Amz-Target"] == "DynamoDB_20120810.ListTables"
@@ -460,7 +460,7 @@ def test_request_shape_and_signature_verify_with_botocore(env, server):
     when = datetime.datetime.strptime(headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ")
     again = botocore_sign(
         "POST",
-        server.url + req["path"],
+        scripted_server.url + req["path"],
         wire,
         req["body"],
         service="dynamodb",
@@ -476,14 +476,14 @@ def test_request_shape_and_signature_verify_with_botocore(env, server):
     )
 
 
-def test_works_with_orjson_codec(env, server, monkeypatch):
+def test_works_with_orjson_codec(env, scripted_server, monkeypatch):
     """Long-lived processes switch kindling.core.codec to orjson; the client follows."""
     monkeypatch.setattr(codec, "loads", codec.loads)
     monkeypatch.setattr(codec, "dumps", codec.dumps)
     assert codec.use_orjson()
-    server.replies = [Reply(body={"Item": {"pk": {"S": "é"}}})]
-    assert client_for(server).call("GetItem", {"Key": {"pk": {"S": "é"}}}) == {"Item": {"pk": {"S": "é"}}}
-    assert json.loads(server.requests[0]["body"]) == {"Key": {"pk": {"S": "é"}}}
+    scripted_server.replies = [Reply(body={"Item": {"pk": {"S": "é"}}})]
+    assert client_for(scripted_server).call("GetItem", {"Key": {"pk": {"S": "é"}}}) == {"Item": {"pk": {"S": "é"}}}
+    assert json.loads(scripted_server.requests[0]["body"]) == {"Key": {"pk": {"S": "é"}}}
 
 
 @given(st.integers(-62135596800, 253402300799))  # years 1..9999
@@ -494,37 +494,37 @@ def test_parse_utc_matches_calendar(seconds):
     assert temporary.parse_utc(stamp) == calendar.timegm(time.gmtime(seconds))
 
 
-def test_keep_alive_reuses_one_connection(env, server):
-    server.replies = [Reply()]
-    client = client_for(server)
+def test_keep_alive_reuses_one_connection(env, scripted_server):
+    scripted_server.replies = [Reply()]
+    client = client_for(scripted_server)
     for _ in range(3):
         client.call("ListTables", {})
-    assert len({r["peer"] for r in server.requests}) == 1
+    assert len({r["peer"] for r in scripted_server.requests}) == 1
 
 
-def test_retry_500_then_200(env, server, sleeps):
-    server.replies = [
+def test_retry_500_then_200(env, scripted_server, sleeps):
+    scripted_server.replies = [
         Reply(500, {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError"}),
         Reply(200, {"ok": True}),
     ]
-    assert client_for(server).call("GetItem", {}) == {"ok": True}
-    assert len(server.requests) == 2
+    assert client_for(scripted_server).call("GetItem", {}) == {"ok": True}
+    assert len(scripted_server.requests) == 2
     assert len(sleeps) == 1 and 0 <= sleeps[0] <= aws.JsonClient.backoff_base
 
 
-def test_retry_throttling_then_200(env, server, sleeps):
+def test_retry_throttling_then_200(env, scripted_server, sleeps):
     throttled = {
         "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
         "message": "slow down",
     }
-    server.replies = [Reply(400, throttled), Reply(400, throttled), Reply(200, {"ok": 1})]
-    assert client_for(server).call("PutItem", {}) == {"ok": 1}
-    assert len(server.requests) == 3
+    scripted_server.replies = [Reply(400, throttled), Reply(400, throttled), Reply(200, {"ok": 1})]
+    assert client_for(scripted_server).call("PutItem", {}) == {"ok": 1}
+    assert len(scripted_server.requests) == 3
     assert len(sleeps) == 2 and sleeps[1] <= 2 * aws.JsonClient.backoff_base
 
 
-def test_validation_error_raises_at_once(env, server, sleeps):
-    server.replies = [
+def test_validation_error_raises_at_once(env, scripted_server, sleeps):
+    scripted_server.replies = [
         Reply(
             400,
             {"__type": "com.amazon.coral.validate#ValidationException", "message": "bad key"},
@@ -532,7 +532,7 @@ def test_validation_error_raises_at_once(env, server, sleeps):
         )
     ]
     with pytest.raises(aws.AwsError) as info:
-        client_for(server).call("GetItem", {})
+        client_for(scripted_server).call("GetItem", {})
     err = info.value
     assert (err.code, err.message, err.status, err.retryable) == (
         "ValidationException",
@@ -541,7 +541,7 @@ def test_validation_error_raises_at_once(env, server, sleeps):
         False,
     )
     assert err.request_id == "RID1" and "RID1" in str(err)
-    assert len(server.requests) == 1 and sleeps == []
+    assert len(scripted_server.requests) == 1 and sleeps == []
 
 
 @pytest.mark.parametrize(
@@ -580,50 +580,50 @@ def test_validation_error_raises_at_once(env, server, sleeps):
         (429, b"", {"x-amzn-ErrorType": "TooManyRequestsException"}, "TooManyRequestsException", True),
     ],
 )
-def test_error_parsing(env, server, sleeps, status, body, headers, code, retryable):
-    server.replies = [Reply(status, body, headers)]
+def test_error_parsing(env, scripted_server, sleeps, status, body, headers, code, retryable):
+    scripted_server.replies = [Reply(status, body, headers)]
     with pytest.raises(aws.AwsError) as info:
-        client_for(server, max_attempts=2).call("Op", {})
+        client_for(scripted_server, max_attempts=2).call("Op", {})
     assert (info.value.code, info.value.status, info.value.retryable) == (code, status, retryable)
-    assert len(server.requests) == (2 if retryable else 1)
+    assert len(scripted_server.requests) == (2 if retryable else 1)
 
 
-def test_stale_keep_alive_connection_is_reopened_without_costing_an_attempt(env, server, sleeps):
-    server.replies = [
+def test_stale_keep_alive_connection_is_reopened_without_costing_an_attempt(env, scripted_server, sleeps):
+    scripted_server.replies = [
         Reply(body={"n": 1}, close=True),
         Reply(body={"n": 2}, close=True),
         Reply(body={"n": 3}),
     ]
-    client = client_for(server, max_attempts=1)
+    client = client_for(scripted_server, max_attempts=1)
     assert client.call("GetItem", {}) == {"n": 1}
-    assert server.closed.acquire(timeout=5)  # the server has closed the idle connection
+    assert scripted_server.closed.acquire(timeout=5)  # the server has closed the idle connection
     assert client.call("GetItem", {}) == {"n": 2}
-    assert server.closed.acquire(timeout=5)
+    assert scripted_server.closed.acquire(timeout=5)
     assert client.call("GetItem", {}) == {"n": 3}
-    assert len({r["peer"] for r in server.requests}) == 3
+    assert len({r["peer"] for r in scripted_server.requests}) == 3
     assert sleeps == []
 
 
-def test_connection_close_header_reconnects(env, server):
-    server.replies = [Reply(headers={"Connection": "close"}), Reply()]
-    client = client_for(server)
+def test_connection_close_header_reconnects(env, scripted_server):
+    scripted_server.replies = [Reply(headers={"Connection": "close"}), Reply()]
+    client = client_for(scripted_server)
     client.call("A", {})
     client.call("B", {})
-    assert len({r["peer"] for r in server.requests}) == 2
+    assert len({r["peer"] for r in scripted_server.requests}) == 2
 
 
-def test_max_attempts_exhausted(env, server, sleeps):
-    server.replies = [Reply(503, {"__type": "ServiceUnavailable", "message": "busy"})]
+def test_max_attempts_exhausted(env, scripted_server, sleeps):
+    scripted_server.replies = [Reply(503, {"__type": "ServiceUnavailable", "message": "busy"})]
     with pytest.raises(aws.AwsError) as info:
-        client_for(server, max_attempts=4).call("GetItem", {})
+        client_for(scripted_server, max_attempts=4).call("GetItem", {})
     err = info.value
     assert (err.code, err.status, err.retryable, err.attempts) == ("ServiceUnavailable", 503, True, 4)
-    assert len(server.requests) == 4 and len(sleeps) == 3
+    assert len(scripted_server.requests) == 4 and len(sleeps) == 3
     caps = [min(2.0, 0.05 * 2**i) for i in range(3)]
     assert all(0 <= d <= cap for d, cap in zip(sleeps, caps, strict=True))
 
 
-def test_retries_wait_kindlings_one_backoff(env, server, sleeps, monkeypatch):
+def test_retries_wait_kindlings_one_backoff(env, scripted_server, sleeps, monkeypatch):
     asked = []
 
     def compute_backoff(attempt, *, base, cap):
@@ -631,9 +631,9 @@ def test_retries_wait_kindlings_one_backoff(env, server, sleeps, monkeypatch):
         return 0.125
 
     monkeypatch.setattr(policy, "compute_backoff", compute_backoff)
-    server.replies = [Reply(503, {"__type": "ServiceUnavailable"})]
+    scripted_server.replies = [Reply(503, {"__type": "ServiceUnavailable"})]
     with pytest.raises(aws.AwsError):
-        client_for(server, max_attempts=3).call("GetItem", {})
+        client_for(scripted_server, max_attempts=3).call("GetItem", {})
     assert asked == [(1, 0.05, 2.0), (2, 0.05, 2.0)] and sleeps == [0.125, 0.125]
 
 
@@ -748,34 +748,34 @@ def test_request_bytes_on_the_wire(env):
     assert "SignedHeaders=content-type;host;x-amz-date;x-amz-target," in headers["Authorization"]
 
 
-def test_crc32_mismatch_is_retried(env, server, sleeps):
-    server.replies = [
+def test_crc32_mismatch_is_retried(env, scripted_server, sleeps):
+    scripted_server.replies = [
         Reply(body=b'{"a":1}', headers={"x-amz-crc32": "1"}),
         Reply(body=b'{"a":2}', headers={"x-amz-crc32": str(zlib.crc32(b'{"a":2}'))}),
     ]
-    assert client_for(server).call("GetItem", {}) == {"a": 2}
+    assert client_for(scripted_server).call("GetItem", {}) == {"a": 2}
     assert len(sleeps) == 1
 
 
-def test_credentials_reread_each_call(env, server):
-    server.replies = [Reply()]
-    client = client_for(server)
+def test_credentials_reread_each_call(env, scripted_server):
+    scripted_server.replies = [Reply()]
+    client = client_for(scripted_server)
     client.call("A", {})
     env.setenv("AWS_ACCESS_KEY_ID", "AKIDROTATED")
     env.setenv("AWS_SESSION_TOKEN", "tok2")
     client.call("B", {})
-    first, second = (r["headers"] for r in server.requests)
+    first, second = (r["headers"] for r in scripted_server.requests)
     assert "Credential=AKIDTEST/" in first["Authorization"]
     assert "X-Amz-Security-Token" not in first
     assert "Credential=AKIDROTATED/" in second["Authorization"]
     assert second["X-Amz-Security-Token"] == "tok2"
 
 
-def test_container_credentials(env, server, tmp_path):
+def test_container_credentials(env, scripted_server, tmp_path):
     """SnapStart functions get credentials from the container endpoint, not key variables."""
     env.delenv("AWS_ACCESS_KEY_ID")
     env.delenv("AWS_SECRET_ACCESS_KEY")
-    env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url + "/2021-04-23/credentials")
+    env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", scripted_server.url + "/2021-04-23/credentials")
     token_file = tmp_path / "token"
     token_file.write_text("auth-token\n")
     env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", str(token_file))
@@ -785,12 +785,12 @@ def test_container_credentials(env, server, tmp_path):
         "Token": "boxtok",
         "Expiration": "2999-01-01T00:00:00Z",
     }
-    server.replies = [Reply(body=creds), Reply()]
+    scripted_server.replies = [Reply(body=creds), Reply()]
     container._container_cache.clear()
-    client = client_for(server)
+    client = client_for(scripted_server)
     client.call("A", {})
     client.call("B", {})  # credentials cached: no second fetch
-    fetch, first, second = server.requests
+    fetch, first, second = scripted_server.requests
     assert (fetch["method"], fetch["path"]) == ("GET", "/2021-04-23/credentials")
     assert fetch["headers"]["Authorization"] == "auth-token"
     for req in (first, second):

@@ -180,7 +180,8 @@ class ObjectHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def store():
+def start_object_store():
+    """``start_object_store(objects)``: a loopback S3 of these objects, shut down after the test."""
     servers = []
 
     def start(objects):
@@ -198,8 +199,8 @@ def store():
 EIGHT_MIB = b"x" * (8 * MiB)
 
 
-def test_a_get_bounded_to_100_bytes_asks_for_101_and_refuses_a_larger_object(env, store, sleeps):
-    server = store({"args/big": EIGHT_MIB})
+def test_a_get_bounded_to_100_bytes_asks_for_101_and_refuses_a_larger_object(env, start_object_store, sleeps):
+    server = start_object_store({"args/big": EIGHT_MIB})
     with pytest.raises(aws.AwsError) as info:
         S3Client(endpoint=server.url).get_object("bkt", "args/big", max_bytes=100)
     assert server.ranges == ["bytes=0-100"] and server.sent <= 101
@@ -207,8 +208,8 @@ def test_a_get_bounded_to_100_bytes_asks_for_101_and_refuses_a_larger_object(env
     assert "8,388,608 bytes" in info.value.message and "100" in info.value.message
 
 
-def test_a_bounded_get_returns_an_object_within_the_bound_whole(env, store):
-    server = store({"k": b"0123456789", "empty": b""})
+def test_a_bounded_get_returns_an_object_within_the_bound_whole(env, start_object_store):
+    server = start_object_store({"k": b"0123456789", "empty": b""})
     s3 = S3Client(endpoint=server.url)
     assert s3.get_object("bkt", "k", max_bytes=10) == b"0123456789"
     assert s3.get_object("bkt", "k", max_bytes=100) == b"0123456789"
@@ -229,7 +230,7 @@ def test_a_server_ignoring_the_range_is_cut_off_at_the_bound(env):
         assert sock.pos <= 2 * 65536, sock.pos  # what the head's read brought along, never the 8 MiB
 
 
-def test_a_pointer_naming_100_bytes_to_an_8_mib_object_is_refused_having_read_101(env, store):
+def test_a_pointer_naming_100_bytes_to_an_8_mib_object_is_refused_having_read_101(env, start_object_store):
     reg = Registry()
 
     @reg.task(name="size")
@@ -239,7 +240,7 @@ def test_a_pointer_naming_100_bytes_to_an_8_mib_object_is_refused_having_read_10
     digest = hashlib.sha256(EIGHT_MIB[:100]).hexdigest()
     job = new_job("size", job_id="J", payload={"bucket": "bkt", "key": argument_key("J", digest), "size": 100,
                                                "sha256": digest})
-    server = store({argument_key("J", digest): EIGHT_MIB})
+    server = start_object_store({argument_key("J", digest): EIGHT_MIB})
     runner = Runner(reg, MemoryResultStore(), log=None, metrics=False, s3=S3Client(endpoint=server.url),
                     payload_bucket="bkt")
     (outcome,) = runner.run([Delivery(job.id, encode_job(job).decode(), 1)])

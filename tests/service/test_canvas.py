@@ -13,6 +13,7 @@ from kindling import chain, group
 from kindling.core import codec
 from kindling.core.envelope import MAX_ID_LENGTH, decode_job, encode_job, new_job
 from kindling.core.errors import JobFailed, StoreUnavailable
+from kindling.core.registry import Registry
 from kindling.engine import followups
 from kindling.engine.followups import callback_id, chord_key, member_id, next_id
 from kindling.engine.runner import Delivery, Runner
@@ -24,9 +25,9 @@ from support import chords
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def reg():
-    r = chords.registry()  # add and total, noting their runs
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
+    chords.chord_tasks(r)  # add and total, noting their runs
 
     @r.task(name="boom", max_attempts=1)
     def boom(*args):
@@ -39,8 +40,6 @@ def reg():
         if current_job().attempt == 1:
             raise RuntimeError("first attempt fails")
         return x
-
-    return r
 
 
 class Sent(list):
@@ -83,11 +82,6 @@ class _RecordingPipe(list):
     def execute(self):
         self.pipes.append(list(self))
         return [0 if command == "xlen" else None for command, _ in self]
-
-
-@pytest.fixture
-def store():
-    return MemoryResultStore()
 
 
 @pytest.fixture

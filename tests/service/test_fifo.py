@@ -15,9 +15,8 @@ from kindling.triggers.sqs.loop import SqsWorker
 from support.sqs import fifo_queue_with_dlq
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
     r.ran = []
 
     @r.task(name="step")
@@ -32,8 +31,6 @@ def reg():
     def fail(n):
         r.ran.append(n)
         raise RuntimeError(f"step {n} broke")
-
-    return r
 
 
 def fifo_event(*items):

@@ -25,7 +25,7 @@ NOW = 1_800_000_000_000
 
 
 @pytest.fixture
-def server(stack):  # noqa: F811
+def dash_port(stack):  # noqa: F811
     srv = make_server(stack, host="127.0.0.1", port=0, tasks=["ops.ok"], token=TOKEN, sample_backlog=False)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
@@ -153,41 +153,41 @@ def test_search_filters_by_task_status_time_and_error_text_and_pages_through_eve
     assert set(STATUSES) == set(RECORDED) | {"chord"}
 
 
-def test_the_api_pages_jobs_shows_a_job_with_its_arguments_and_a_chain_with_links(stack, server):  # noqa: F811
+def test_the_api_pages_jobs_shows_a_job_with_its_arguments_and_a_chain_with_links(stack, dash_port):  # noqa: F811
     client = Client(queue_url=stack.queue_url, table=stack.table)
     client.send(Call("emails.send", ["ada@example.com"], job_id="dash-dead"))
     client.enqueue("ops.ok", 1)
     work(stack)
 
-    status, page = request(server, "GET", "/")
+    status, page = request(dash_port, "GET", "/")
     assert status == 200 and 'id="chart-status"' in page and "<script>" in page
     assert "https://" not in page and "<script src" not in page and "<link" not in page  # nothing from elsewhere
-    status, meta = request(server, "GET", "/api/meta")
+    status, meta = request(dash_port, "GET", "/api/meta")
     assert status == 200 and meta["statuses"] == list(STATUSES)
-    status, s = request(server, "GET", "/api/summary?window=900")
+    status, s = request(dash_port, "GET", "/api/summary?window=900")
     assert status == 200 and sum(s["by_status"]["dead"]) == 1 and sum(s["by_status"]["succeeded"]) == 1
     assert s["backlog"]["dlq"]["visible"] == 1 and s["backlog"]["queue"]["visible"] == 0
     assert s["backlog_series"]["dlq"][-1] == 1
-    status, found = request(server, "GET", "/api/search?status=dead")
+    status, found = request(dash_port, "GET", "/api/search?status=dead")
     assert status == 200 and [f["id"] for f in found["items"]] == ["dash-dead"]
     assert "smtp refused ada@example.com" in found["items"][0]["error"]["message"]
-    assert request(server, "GET", "/api/search?status=dead&token=not-a-token")[0] == 400
+    assert request(dash_port, "GET", "/api/search?status=dead&token=not-a-token")[0] == 400
     forged = base64.urlsafe_b64encode(b'{"by_status|dead#0": {"id": {"S": "x"}}}').decode()
-    assert request(server, "GET", f"/api/search?status=dead&token={forged}")[0] == 400
-    status, job = request(server, "GET", "/api/job/dash-dead")
+    assert request(dash_port, "GET", f"/api/search?status=dead&token={forged}")[0] == 400
+    status, job = request(dash_port, "GET", "/api/job/dash-dead")
     assert status == 200 and job["status"] == "dead" and job["generation"] == 1
     assert codec.loads(job["args_preview"]) == {"args": ["ada@example.com"], "kwargs": {}}
-    assert request(server, "GET", "/api/job/nobody")[0] == 404
+    assert request(dash_port, "GET", "/api/job/nobody")[0] == 404
 
     first = new_job("ops.ok", [1])
     steps = [first.id, next_id(first.id), next_id(next_id(first.id))]
     DynamoResultStore(stack.table).write([build_record(key=i, task="ops.ok", status="succeeded", attempts=1,
                                                        started_at=NOW, finished_at=NOW) for i in steps])
-    status, middle = request(server, "GET", f"/api/job/{steps[1]}")
+    status, middle = request(dash_port, "GET", f"/api/job/{steps[1]}")
     assert status == 200 and [s["id"] for s in middle["chain"]] == steps
 
 
-def test_a_chord_is_found_by_its_handles_id_and_retried_by_its_dead_members(stack, server):  # noqa: F811
+def test_a_chord_is_found_by_its_handles_id_and_retried_by_its_dead_members(stack, dash_port):  # noqa: F811
     client = Client(queue_url=stack.queue_url, table=stack.table)
     handle = GroupHandle("dash-chord", 2, True)
     then = {"task": "ops.ok", "args": [], "kwargs": {}}
@@ -195,35 +195,35 @@ def test_a_chord_is_found_by_its_handles_id_and_retried_by_its_dead_members(stac
         client.send(Call(task, args, job_id=member_id(handle.id, i),
                          parent={"id": handle.id, "index": i, "size": 2, "then": then}))
     work(stack)
-    status, found = request(server, "GET", f"/api/lookup?id={handle.id}")
+    status, found = request(dash_port, "GET", f"/api/lookup?id={handle.id}")
     assert status == 200 and found == {"kind": "chord", "id": handle.id}
-    status, chord = request(server, "GET", f"/api/chord/{handle.id}")
+    status, chord = request(dash_port, "GET", f"/api/chord/{handle.id}")
     assert status == 200 and chord["status"] == "dead" and chord["size"] == 2
     assert [(m["id"], m["status"]) for m in chord["members"]] == [(handle.member_ids[0], "succeeded"),
                                                                   (handle.member_ids[1], "dead")]
-    status, member = request(server, "GET", f"/api/job/{handle.member_ids[1]}")
+    status, member = request(dash_port, "GET", f"/api/job/{handle.member_ids[1]}")
     assert member["chord"] == {"id": handle.id, "status": "dead", "size": 2, "index": 1, "callback": False}
     # chords are searchable by status
-    status, chords = request(server, "GET", "/api/search?status=chord")
+    status, chords = request(dash_port, "GET", "/api/search?status=chord")
     assert [c["id"] for c in chords["items"]] == [chord_key(handle.id)]
 
     post = {"X-Kindling-Dashboard": "1"}
-    status, refused = request(server, "POST", f"/api/job/{chord_key(handle.id).replace('#', '%23')}/retry", post)
+    status, refused = request(dash_port, "POST", f"/api/job/{chord_key(handle.id).replace('#', '%23')}/retry", post)
     assert status == 409 and "chord page" in refused["error"]
-    status, done = request(server, "POST", f"/api/chord/{handle.id}/retry", post)
+    status, done = request(dash_port, "POST", f"/api/chord/{handle.id}/retry", post)
     assert status == 200 and [r["id"] for r in done["retried"]] == [handle.member_ids[1]]
     assert client.record(chord_key(handle.id))["status"] == "waiting"  # reopened for the member's next run
-    status, again = request(server, "POST", f"/api/chord/{handle.id}/retry", post)
+    status, again = request(dash_port, "POST", f"/api/chord/{handle.id}/retry", post)
     assert status == 409
 
 
-def test_every_api_path_needs_the_token_or_a_session_from_the_login(stack, server):  # noqa: F811
+def test_every_api_path_needs_the_token_or_a_session_from_the_login(stack, dash_port):  # noqa: F811
     for path in ("/api/meta", "/api/summary", "/api/search?status=dead", "/api/job/x", "/metrics"):
-        assert request(server, "GET", path, headers=False)[0] == 401, path
-    assert request(server, "GET", "/api/meta", {"Authorization": "Bearer wrong"})[0] == 401
+        assert request(dash_port, "GET", path, headers=False)[0] == 401, path
+    assert request(dash_port, "GET", "/api/meta", {"Authorization": "Bearer wrong"})[0] == 401
     post = {"X-Kindling-Dashboard": "1", "Content-Type": "application/json"}
-    assert request(server, "POST", "/api/login", post, body=b'{"token": "wrong"}')[0] == 401
-    conn = http.client.HTTPConnection("127.0.0.1", server, timeout=30)
+    assert request(dash_port, "POST", "/api/login", post, body=b'{"token": "wrong"}')[0] == 401
+    conn = http.client.HTTPConnection("127.0.0.1", dash_port, timeout=30)
     conn.request("POST", "/api/login", body=codec.dumps({"token": TOKEN}), headers=post)
     resp = conn.getresponse()
     resp.read()
@@ -255,14 +255,14 @@ def test_behind_a_proxy_the_header_is_trusted_only_when_enabled(stack):  # noqa:
         token_server.server_close()
 
 
-def test_metrics_are_prometheus_text_that_its_parser_reads(stack, server):  # noqa: F811
+def test_metrics_are_prometheus_text_that_its_parser_reads(stack, dash_port):  # noqa: F811
     from prometheus_client.parser import text_string_to_metric_families
 
     client = Client(queue_url=stack.queue_url, table=stack.table)
     client.send(Call("emails.send", ['a "quoted"\nname'], job_id="m-dead"))
     client.enqueue("ops.ok", 1)
     work(stack)
-    status, text = request(server, "GET", "/metrics")
+    status, text = request(dash_port, "GET", "/metrics")
     assert status == 200
     families = {f.name: f for f in text_string_to_metric_families(text)}
     jobs = {(s.labels["task"], s.labels["status"]): s.value for s in families["kindling_jobs"].samples}
@@ -273,21 +273,21 @@ def test_metrics_are_prometheus_text_that_its_parser_reads(stack, server):  # no
     assert depth[("dlq", "visible")] == 1
 
 
-def test_retry_needs_the_pages_header_and_its_own_origin_then_revives_the_job(stack, server):  # noqa: F811
+def test_retry_needs_the_pages_header_and_its_own_origin_then_revives_the_job(stack, dash_port):  # noqa: F811
     client = Client(queue_url=stack.queue_url, table=stack.table)
     client.send(Call("emails.send", ["x@y"], job_id="dash-retry"))
     work(stack)
     path = "/api/job/dash-retry/retry"
-    assert request(server, "POST", path)[0] == 403  # a plain cross-site form post
-    assert request(server, "POST", path, {"X-Kindling-Dashboard": "1", "Origin": "http://evil.example"})[0] == 403
-    assert request(server, "GET", "/api/summary", {"Host": "evil.example:80"})[0] == 403  # DNS rebinding
+    assert request(dash_port, "POST", path)[0] == 403  # a plain cross-site form post
+    assert request(dash_port, "POST", path, {"X-Kindling-Dashboard": "1", "Origin": "http://evil.example"})[0] == 403
+    assert request(dash_port, "GET", "/api/summary", {"Host": "evil.example:80"})[0] == 403  # DNS rebinding
     assert client.status("dash-retry") == "dead"
 
-    status, done = request(server, "POST", path, {"X-Kindling-Dashboard": "1",
-                                                  "Origin": f"http://127.0.0.1:{server}"})
+    status, done = request(dash_port, "POST", path, {"X-Kindling-Dashboard": "1",
+                                                  "Origin": f"http://127.0.0.1:{dash_port}"})
     assert status == 200 and done["generation"] == 2 and done["previous_status"] == "dead"
     assert client.record("dash-retry")["status"] == "queued"
-    status, refused = request(server, "POST", path, {"X-Kindling-Dashboard": "1"})
+    status, refused = request(dash_port, "POST", path, {"X-Kindling-Dashboard": "1"})
     assert status == 409 and "already sent again" in refused["error"]
 
 

@@ -16,16 +16,12 @@ from support.s3 import CountingS3
 SECRET = b'{"db_password": "hunter2-hunter2-hunter2"}'  # 43 bytes
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
 
     @r.task(name="size")
     def size(blob):
         return len(blob)
-
-    return r
-
 
 
 @pytest.fixture

@@ -33,9 +33,8 @@ def queue(moto_endpoint):
     return make
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
 
     @r.task(name="size")
     def size(blob, *, pad=""):
@@ -56,8 +55,6 @@ def reg():
     @r.task(name="secret", redact=True)
     def secret(n):
         return "s" * n
-
-    return r
 
 
 def receive(queue_url):

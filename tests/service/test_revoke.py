@@ -14,14 +14,10 @@ import pytest
 from kindling.core.envelope import encode_job, new_job
 from kindling.core.registry import Registry
 from kindling.engine.runner import Delivery, Runner
-from kindling.stores.results import DynamoResultStore, MemoryResultStore
+from kindling.stores.results import MemoryResultStore
 
-
-@pytest.fixture(params=["memory", "dynamodb"])
-def store(request):
-    if request.param == "memory":
-        return MemoryResultStore()
-    return DynamoResultStore(request.getfixturevalue("table"))
+# A test that takes ``store`` runs on the in-memory store and on DynamoDB (moto).
+pytestmark = pytest.mark.stores("memory", "dynamo")
 
 
 class Blocking:

@@ -12,7 +12,6 @@ import uuid
 import pytest
 from kindling.core.errors import JobFailed, KindlingError
 from kindling.producer import dispatch
-from support.tasks import recording_registry
 
 pytestmark = pytest.mark.valkey
 
@@ -20,11 +19,6 @@ pytestmark = pytest.mark.valkey
 @pytest.fixture
 def stream() -> str:
     return f"handles:{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def reg():
-    return recording_registry()
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import uuid
 import pytest
 from support.valkey_proxy import Interposer, command
 
-pytestmark = pytest.mark.valkey
+pytestmark = [pytest.mark.valkey, pytest.mark.valkey_options("--requirepass", "secret")]  # its own server's
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -43,14 +43,9 @@ def connects(monkeypatch) -> list[str]:
     return hosts
 
 
-@pytest.fixture(scope="module")
-def server(start_valkey):
-    return start_valkey("--requirepass", "secret")
-
-
 @pytest.fixture
-def proxy(server):
-    with Interposer(server.port) as proxy:
+def proxy(own_valkey):
+    with Interposer(own_valkey.port) as proxy:
         yield proxy
 
 
@@ -92,8 +87,8 @@ def test_an_allow_list_lets_the_client_follow_a_redirect_to_its_networks(proxy, 
         client.get("k")
 
 
-def test_a_redirect_within_the_network_is_followed(proxy, server, connects):
-    proxy.answer(command("SET"), f"-ASK 866 127.0.0.1:{server.port}\r\n".encode())
+def test_a_redirect_within_the_network_is_followed(proxy, own_valkey, connects):
+    proxy.answer(command("SET"), f"-ASK 866 127.0.0.1:{own_valkey.port}\r\n".encode())
     client = _client(proxy.url + "?cluster=true")
     key = f"r:{uuid.uuid4().hex[:8]}"
     assert client.set(key, "v") is True

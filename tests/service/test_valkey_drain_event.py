@@ -20,24 +20,19 @@ from kindling.core.valkey.keys import dead_key, flag_key
 pytestmark = pytest.mark.valkey
 
 
-@pytest.fixture(scope="module")
-def server(start_valkey):
-    return start_valkey()
-
-
 @pytest.fixture
 def stream() -> str:
     return f"ev:{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
-def configured(server, stream, monkeypatch) -> str:
+def configured(own_valkey, stream, monkeypatch) -> str:
     """The deployment: this server, this stream (and a second one), the default group."""
-    monkeypatch.setenv("KINDLING_VALKEY_URL", server.url)
+    monkeypatch.setenv("KINDLING_VALKEY_URL", own_valkey.url)
     monkeypatch.setenv("KINDLING_VALKEY_STREAMS", f"{stream},{stream}-b")
     for name in ("KINDLING_VALKEY_GROUP", "KINDLING_DRAIN_VISIBILITY_MS", "KINDLING_VALKEY_URL_SECRET"):
         monkeypatch.delenv(name, raising=False)
-    return server.url
+    return own_valkey.url
 
 
 class Ledger:

@@ -19,15 +19,10 @@ from kindling.core.valkey.keys import flag_key
 pytestmark = pytest.mark.valkey
 
 
-@pytest.fixture(scope="module")
-def server(start_valkey):
-    return start_valkey()
-
-
 @pytest.fixture
-def stream(server, monkeypatch) -> str:
+def stream(own_valkey, monkeypatch) -> str:
     name = f"lost:{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("KINDLING_VALKEY_URL", server.url)
+    monkeypatch.setenv("KINDLING_VALKEY_URL", own_valkey.url)
     monkeypatch.setenv("KINDLING_VALKEY_STREAMS", name)
     return name
 
@@ -74,12 +69,12 @@ def _drain(event: dict) -> dict:
 
 
 def test_a_lost_reply_is_an_uncertain_outcome_naming_the_jobs_and_the_drain_is_still_kicked(
-        server, stream, lose_next_pipeline_reply):
+        own_valkey, stream, lose_next_pipeline_reply):
     from kindling.core.errors import EnqueueError, EnqueueUncertain
     from kindling.valkey import StreamProducer
 
     kicks: list[dict] = []
-    producer = StreamProducer(server.url, stream=stream, invoker=kicks.append)
+    producer = StreamProducer(own_valkey.url, stream=stream, invoker=kicks.append)
     with pytest.raises(EnqueueUncertain) as caught:
         producer.enqueue_many([("job", [i], {}) for i in range(5)])
 
@@ -94,32 +89,33 @@ def test_a_lost_reply_is_an_uncertain_outcome_naming_the_jobs_and_the_drain_is_s
     # The drain it kicked holds and frees the flag; the next producer's kick works.
     assert _drain(kicks[0])["processed"] == 5
     others: list[dict] = []
-    StreamProducer(server.url, stream=stream, invoker=others.append).enqueue_many([("job", [i], {}) for i in range(3)])
+    StreamProducer(own_valkey.url, stream=stream, invoker=others.append).enqueue_many(
+        [("job", [i], {}) for i in range(3)])
     assert len(others) == 1
     assert _drain(others[0])["processed"] == 3
 
 
 def test_a_lost_reply_and_a_failed_invoke_release_the_flag_for_the_next_producer(
-        server, stream, lose_next_pipeline_reply):
+        own_valkey, stream, lose_next_pipeline_reply):
     from kindling.core.errors import EnqueueUncertain
     from kindling.valkey import StreamProducer
 
     def unreachable(event):
         raise OSError("Lambda is unreachable")
 
-    producer = StreamProducer(server.url, stream=stream, invoker=unreachable)
+    producer = StreamProducer(own_valkey.url, stream=stream, invoker=unreachable)
     with pytest.raises(EnqueueUncertain):
         producer.enqueue_many([("job", [i], {}) for i in range(5)])
 
     assert producer.client.exists(flag_key(stream)) == 0
     others: list[dict] = []
-    StreamProducer(server.url, stream=stream, invoker=others.append).enqueue("job", 9)
+    StreamProducer(own_valkey.url, stream=stream, invoker=others.append).enqueue("job", 9)
     assert len(others) == 1
     assert _drain(others[0])["processed"] == 6
 
 
 def test_a_canvas_send_through_a_stream_producer_reports_the_same_uncertain_outcome(
-        server, stream, lose_next_pipeline_reply):
+        own_valkey, stream, lose_next_pipeline_reply):
     from kindling.core.errors import EnqueueUncertain
     from kindling.core.registry import Registry
     from kindling.producer import dispatch
@@ -127,7 +123,7 @@ def test_a_canvas_send_through_a_stream_producer_reports_the_same_uncertain_outc
     from kindling.valkey import StreamProducer
 
     kicks: list[dict] = []
-    dispatch.set_producer(StreamProducer(server.url, stream=stream, invoker=kicks.append))
+    dispatch.set_producer(StreamProducer(own_valkey.url, stream=stream, invoker=kicks.append))
     try:
         with pytest.raises(EnqueueUncertain) as caught:
             dispatch.send_many([Call("job", [i]) for i in range(4)], Registry())
@@ -149,12 +145,12 @@ def test_a_server_that_cannot_be_reached_means_not_sent_and_no_kick():
     assert len(caught.value.failed) == 3 and kicks == []
 
 
-def test_refused_additions_are_not_sent_but_a_flag_taken_is_still_kicked(server, stream):
+def test_refused_additions_are_not_sent_but_a_flag_taken_is_still_kicked(own_valkey, stream):
     from kindling.core.errors import EnqueueError, EnqueueUncertain
     from kindling.valkey import StreamProducer
 
     kicks: list[dict] = []
-    producer = StreamProducer(server.url, stream=stream, invoker=kicks.append)
+    producer = StreamProducer(own_valkey.url, stream=stream, invoker=kicks.append)
     producer.client.set(stream, b"not a stream")  # every XADD is refused (WRONGTYPE); the SET NX is not
     with pytest.raises(EnqueueError) as caught:
         producer.enqueue_many([("job", [i], {}) for i in range(3)])
@@ -163,11 +159,11 @@ def test_refused_additions_are_not_sent_but_a_flag_taken_is_still_kicked(server,
     assert producer.client.exists(flag_key(stream)) == 0 or len(kicks) == 1
 
 
-def test_a_lost_reply_to_the_extra_drains_flags_still_kicks_those_drains(server, stream, lose_next_pipeline_reply):
+def test_a_lost_reply_to_the_extra_drains_flags_still_kicks_those_drains(own_valkey, stream, lose_next_pipeline_reply):
     from kindling.valkey import StreamProducer
 
     kicks: list[dict] = []
-    producer = StreamProducer(server.url, stream=stream, invoker=kicks.append, max_drains=3, backlog_per_drain=2)
+    producer = StreamProducer(own_valkey.url, stream=stream, invoker=kicks.append, max_drains=3, backlog_per_drain=2)
     lose_next_pipeline_reply["skip"] = 1  # the XADDs' round trip goes through; the extra flags' is lost
     sent = producer.enqueue_many([("job", [i], {}) for i in range(6)])
 

@@ -15,14 +15,9 @@ from kindling.shared.valkey.connection import connect
 from kindling.stores.results import MemoryResultStore
 from kindling.valkey import StreamProducer, StreamWorker
 
-pytestmark = pytest.mark.valkey
+pytestmark = [pytest.mark.valkey, pytest.mark.stores("valkey")]
 
 PRODUCER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
-
-
-@pytest.fixture(scope="module")
-def url(start_valkey) -> str:
-    return start_valkey().url
 
 
 @pytest.fixture
@@ -47,13 +42,13 @@ def registry() -> Registry:
 # -- spans ----------------------------------------------------------------------------------
 
 
-def test_the_stream_worker_opens_a_span_per_job_with_the_producers_trace(url, stream, spans, monkeypatch):
+def test_the_stream_worker_opens_a_span_per_job_with_the_producers_trace(valkey_url, stream, spans, monkeypatch):
     monkeypatch.setenv("_X_AMZN_TRACE_ID", PRODUCER)
-    sent = StreamProducer(url, stream).enqueue_many([("ok", (1,), {}), ("doomed", (2,), {})])
+    sent = StreamProducer(valkey_url, stream).enqueue_many([("ok", (1,), {}), ("doomed", (2,), {})])
     monkeypatch.delenv("_X_AMZN_TRACE_ID")
-    fields = connect(url).xrange(stream)[0][1]
+    fields = connect(valkey_url).xrange(stream)[0][1]
     assert fields[b"trace"] == PRODUCER.encode()
-    worker = StreamWorker(url, registry=registry(), store=MemoryResultStore(), stream=stream, log=False,
+    worker = StreamWorker(valkey_url, registry=registry(), store=MemoryResultStore(), stream=stream, log=False,
                           heartbeat=False, otel=True)
     counts = worker.run(burst=True)
     assert counts == {"succeeded": 1, "dead": 1}
@@ -69,14 +64,14 @@ def test_the_stream_worker_opens_a_span_per_job_with_the_producers_trace(url, st
     assert got["doomed"].attributes["kindling.job.status"] == "dead"
     assert got["doomed"].events[0].attributes["exception.message"] == "doomed 2"
     # the dead stream keeps the trace, for a redrive
-    (_, dead), = connect(url).xrange(dead_key(stream))
+    (_, dead), = connect(valkey_url).xrange(dead_key(stream))
     assert dead[b"trace"] == PRODUCER.encode()
 
 
-def test_without_a_trace_the_entry_has_only_its_job(url, stream, monkeypatch):
+def test_without_a_trace_the_entry_has_only_its_job(valkey_url, stream, monkeypatch):
     monkeypatch.delenv("_X_AMZN_TRACE_ID", raising=False)
-    StreamProducer(url, stream).enqueue("ok", 1)
-    assert set(connect(url).xrange(stream)[0][1]) == {b"job"}
+    StreamProducer(valkey_url, stream).enqueue("ok", 1)
+    assert set(connect(valkey_url).xrange(stream)[0][1]) == {b"job"}
 
 
 # -- the dead stream from the command line ---------------------------------------------------
@@ -101,29 +96,29 @@ def flaky_registry() -> Registry:
     return reg
 
 
-def kill_jobs(url: str, stream: str, store, *targets: str) -> list:
+def kill_jobs(valkey_url: str, stream: str, store, *targets: str) -> list:
     """Send a ``mail`` job per target while it is broken; run them into the dead stream."""
     _broken.update(targets)
-    sent = StreamProducer(url, stream).enqueue_many([("mail", (t,), {}) for t in targets])
-    counts = StreamWorker(url, registry=flaky_registry(), store=store, stream=stream, log=False,
+    sent = StreamProducer(valkey_url, stream).enqueue_many([("mail", (t,), {}) for t in targets])
+    counts = StreamWorker(valkey_url, registry=flaky_registry(), store=store, stream=stream, log=False,
                           heartbeat=False).run(burst=True)
     assert counts == {"dead": len(targets)}
     _broken.clear()
     return sent
 
 
-def drain(url: str, stream: str, store) -> dict:
-    return StreamWorker(url, registry=flaky_registry(), store=store, stream=stream, log=False,
+def drain(valkey_url: str, stream: str, store) -> dict:
+    return StreamWorker(valkey_url, registry=flaky_registry(), store=store, stream=stream, log=False,
                         heartbeat=False).run(burst=True)
 
 
-def cli(monkeypatch, capsys, url: str | None, *argv: str) -> tuple[int, str, str]:
+def cli(monkeypatch, capsys, valkey_url: str | None, *argv: str) -> tuple[int, str, str]:
     from kindling.tools.cli import main
 
-    if url is None:
+    if valkey_url is None:
         monkeypatch.delenv("KINDLING_VALKEY_URL", raising=False)
     else:
-        monkeypatch.setenv("KINDLING_VALKEY_URL", url)
+        monkeypatch.setenv("KINDLING_VALKEY_URL", valkey_url)
     monkeypatch.delenv("KINDLING_RESULTS", raising=False)
     monkeypatch.delenv("KINDLING_TABLE", raising=False)
     monkeypatch.setenv("COLUMNS", "120")
@@ -134,28 +129,22 @@ def cli(monkeypatch, capsys, url: str | None, *argv: str) -> tuple[int, str, str
 
 
 @pytest.fixture
-def store(url):
-    from kindling.valkey import ValkeyResultStore
-
-    return ValkeyResultStore(url, prefix=f"ops{uuid.uuid4().hex[:6]}")
-
-
-@pytest.fixture
 def prefix_env(store, monkeypatch):
     # the CLI reads records under the worker's prefix; tests keep theirs apart
     import kindling.tools.ops.dead_stream as dead_stream
 
     original = dead_stream.ValkeyRecords.__init__
 
-    def init(self, url, *, prefix="kindling", client=None):
-        original(self, url, prefix=store.prefix, client=client)
+    def init(self, valkey_url, *, prefix="kindling", client=None):
+        original(self, valkey_url, prefix=store.prefix, client=client)
 
     monkeypatch.setattr(dead_stream.ValkeyRecords, "__init__", init)
 
 
-def test_peek_shows_the_dead_entries_with_their_records(url, stream, store, prefix_env, monkeypatch, capsys):
-    sent = kill_jobs(url, stream, store, "ada@example.com", "bob@example.com")
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--results", "valkey")
+def test_peek_shows_the_dead_entries_with_their_records(valkey_url, stream, store, prefix_env, monkeypatch, capsys):
+    sent = kill_jobs(valkey_url, stream, store, "ada@example.com", "bob@example.com")
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "peek", "--valkey", "--stream", stream, "--results",
+                       "valkey")
     assert code == 0
     lines = out.splitlines()
     assert lines[0].startswith(f"dead stream {dead_key(stream)}: 2 entries; oldest dead ")
@@ -166,7 +155,8 @@ def test_peek_shows_the_dead_entries_with_their_records(url, stream, store, pref
     assert "RuntimeError: smtp refused ada@example.com" in lines[2] or "smtp refused ada@example.com" in lines[2]
     assert all(len(line) <= 120 for line in lines)
 
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--results", "valkey",
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "peek", "--valkey", "--stream", stream, "--results",
+                       "valkey",
                        "--json", "--limit", "1")
     from kindling.core import codec
 
@@ -177,88 +167,89 @@ def test_peek_shows_the_dead_entries_with_their_records(url, stream, store, pref
     assert entry["entry"] == sent[0].entry
 
 
-def test_redrive_revives_dead_jobs_and_they_run_again(url, stream, store, prefix_env, monkeypatch, capsys):
-    sent = kill_jobs(url, stream, store, "ada@example.com", "bob@example.com", "cy@example.com")
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
+def test_redrive_revives_dead_jobs_and_they_run_again(valkey_url, stream, store, prefix_env, monkeypatch, capsys):
+    sent = kill_jobs(valkey_url, stream, store, "ada@example.com", "bob@example.com", "cy@example.com")
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
                        "valkey")
     assert code == 0, out
     assert "3 entries in" in out and "moved 3 of 3" in out and "revived 3" in out
-    client = connect(url)
+    client = connect(valkey_url)
     assert client.xlen(dead_key(stream)) == 0 and client.xlen(stream) == 3
     for job in sent:
         assert store.get(job.id)["status"] == "queued"
-    assert drain(url, stream, store) == {"succeeded": 3}
+    assert drain(valkey_url, stream, store) == {"succeeded": 3}
     for job in sent:
         record = store.get(job.id)
         assert (record["status"], record["attempts"]) == ("succeeded", 1)
 
-    code, out, _ = cli(monkeypatch, capsys, url, "jobs", "show", sent[0].id, "--valkey", "--results", "valkey")
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "jobs", "show", sent[0].id, "--valkey", "--results", "valkey")
     assert code == 0
     assert "succeeded (generation 2)" in out and "generation 1  dead after 1 attempt(s)" in out
     assert "smtp refused ada@example.com" in out
 
 
-def test_valkey_is_a_flag_that_never_takes_the_job_id_after_it_for_a_url(url, stream, store, prefix_env, monkeypatch,
+def test_valkey_is_a_flag_that_never_takes_the_job_id_after_it_for_a_url(valkey_url, stream, store, prefix_env,
+                                                                         monkeypatch,
                                                                           capsys):
     import json
 
-    job_id = kill_jobs(url, stream, store, "ada@example.com")[0].id
-    code, out, err = cli(monkeypatch, capsys, url, "jobs", "show", "--valkey", job_id, "--results", "valkey")
+    job_id = kill_jobs(valkey_url, stream, store, "ada@example.com")[0].id
+    code, out, err = cli(monkeypatch, capsys, valkey_url, "jobs", "show", "--valkey", job_id, "--results", "valkey")
     assert (code, err) == (0, "") and "smtp refused ada@example.com" in out
-    code, out, _ = cli(monkeypatch, capsys, None, "jobs", "show", f"--valkey={url}", job_id, "--results", "valkey",
-                       "--json")
+    code, out, _ = cli(monkeypatch, capsys, None, "jobs", "show", f"--valkey={valkey_url}", job_id, "--results",
+                       "valkey", "--json")
     assert code == 0 and json.loads(out)["id"] == job_id
 
 
-def test_without_revive_a_dead_job_goes_straight_back(url, stream, store, prefix_env, monkeypatch, capsys):
-    (job,) = kill_jobs(url, stream, store, "ada@example.com")
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+def test_without_revive_a_dead_job_goes_straight_back(valkey_url, stream, store, prefix_env, monkeypatch, capsys):
+    (job,) = kill_jobs(valkey_url, stream, store, "ada@example.com")
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 0 and "moved 1 of 1" in out
-    assert drain(url, stream, store) == {"dead": 1}  # "already dead; not run again"
-    (_, fields), = connect(url).xrange(dead_key(stream))
+    assert drain(valkey_url, stream, store) == {"dead": 1}  # "already dead; not run again"
+    (_, fields), = connect(valkey_url).xrange(dead_key(stream))
     assert fields[b"error"] == b"already dead; not run again"
 
 
-def test_redrive_keeps_the_trace_and_the_body_unchanged(url, stream, store, monkeypatch, capsys):
+def test_redrive_keeps_the_trace_and_the_body_unchanged(valkey_url, stream, store, monkeypatch, capsys):
     monkeypatch.setenv("_X_AMZN_TRACE_ID", PRODUCER)
-    kill_jobs(url, stream, store, "ada@example.com")
+    kill_jobs(valkey_url, stream, store, "ada@example.com")
     monkeypatch.delenv("_X_AMZN_TRACE_ID")
-    client = connect(url)
+    client = connect(valkey_url)
     (_, dead), = client.xrange(dead_key(stream))
-    code, _, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+    code, _, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 0
     (_, fields), = client.xrange(stream)
     assert fields == {b"job": dead[b"job"], b"trace": PRODUCER.encode()}
 
 
-def test_redrive_keeps_a_signed_jobs_signature(url, stream, monkeypatch, capsys):
-    client = connect(url)
+def test_redrive_keeps_a_signed_jobs_signature(valkey_url, stream, monkeypatch, capsys):
+    client = connect(valkey_url)
     client.xadd(dead_key(stream), {"job": b'{"id": "j1"}', "sig": b"v1:abc", "error": b"x", "job_id": b"j1"})
-    code, _, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+    code, _, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 0
     (_, fields), = client.xrange(stream)
     assert fields == {b"job": b'{"id": "j1"}', b"sig": b"v1:abc"}
 
 
-def test_an_entry_is_deleted_only_once_its_copy_was_added(url, stream, store, monkeypatch, capsys):
-    kill_jobs(url, stream, store, "ada@example.com", "bob@example.com")
-    client = connect(url)
+def test_an_entry_is_deleted_only_once_its_copy_was_added(valkey_url, stream, store, monkeypatch, capsys):
+    kill_jobs(valkey_url, stream, store, "ada@example.com", "bob@example.com")
+    client = connect(valkey_url)
     client.delete(stream)
     client.set(stream, "not a stream")  # every XADD to it fails
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--no-revive")
     assert code == 1
     assert "2 entries could not be added" in out and "WRONGTYPE" in out
     assert client.xlen(dead_key(stream)) == 2
     client.delete(stream)
 
 
-def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(url, stream, store, monkeypatch):
+def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(valkey_url, stream, store, monkeypatch):
     from kindling.tools.ops.dead_stream import DeadStream, redrive
 
-    kill_jobs(url, stream, store, *(f"u{n}@example.com" for n in range(7)))
+    kill_jobs(valkey_url, stream, store, *(f"u{n}@example.com" for n in range(7)))
     lines = []
-    dead = DeadStream(url, stream)
-    client = connect(url)
+    dead = DeadStream(valkey_url, stream)
+    client = connect(valkey_url)
     original = client.xdel
 
     def xdel_then_die_again(name, *ids):
@@ -273,17 +264,18 @@ def test_redrive_moves_only_what_was_dead_when_it_started_in_chunks(url, stream,
     assert client.xlen(stream) == 7 and client.xlen(dead_key(stream)) == 3
 
 
-def test_redrive_revives_records_in_the_results_table(url, stream, table, monkeypatch, capsys):
+def test_redrive_revives_records_in_the_results_table(valkey_url, stream, table, monkeypatch, capsys):
     from kindling.stores.results import DynamoResultStore
 
     dynamo = DynamoResultStore(table)
-    (job,) = kill_jobs(url, stream, dynamo, "ada@example.com")
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "peek", "--valkey", "--stream", stream, "--table", table)
+    (job,) = kill_jobs(valkey_url, stream, dynamo, "ada@example.com")
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "peek", "--valkey", "--stream", stream, "--table", table)
     assert code == 0 and job.id in out and " dead " in out
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", table)
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--table",
+                       table)
     assert code == 0 and "revived 1" in out
     assert dynamo.read_states([job.id])[job.id][0] == "queued"
-    assert drain(url, stream, dynamo) == {"succeeded": 1}
+    assert drain(valkey_url, stream, dynamo) == {"succeeded": 1}
     code, out, _ = cli(monkeypatch, capsys, None, "jobs", "show", job.id, "--table", table)
     assert "succeeded (generation 2)" in out
 
@@ -304,24 +296,25 @@ def test_a_missing_url_file_is_said_clearly(monkeypatch, capsys):
         cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url-file", "/nonexistent/kindling-url")
 
 
-def test_a_url_file_is_read(url, stream, store, monkeypatch, capsys, tmp_path):
-    kill_jobs(url, stream, store, "ada@example.com")
+def test_a_url_file_is_read(valkey_url, stream, store, monkeypatch, capsys, tmp_path):
+    kill_jobs(valkey_url, stream, store, "ada@example.com")
     path = tmp_path / "url"
-    path.write_text(url + "\n")
+    path.write_text(valkey_url + "\n")
     code, out, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url-file", str(path), "--stream", stream)
     assert code == 0 and f"dead stream {dead_key(stream)}: 1 entries" in out
     assert " - " in out.splitlines()[2]  # no results named: the record column says nothing
-    code, again, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url", url, "--stream", stream)
+    code, again, _ = cli(monkeypatch, capsys, None, "dlq", "peek", "--valkey-url", valkey_url, "--stream", stream)
     assert code == 0 and again.splitlines()[2:] == out.splitlines()[2:]  # a URL without a password may be given
 
 
-def test_redrive_without_records_asks_for_them_or_no_revive(url, stream, monkeypatch, capsys):
+def test_redrive_without_records_asks_for_them_or_no_revive(valkey_url, stream, monkeypatch, capsys):
     monkeypatch.delenv("KINDLING_TABLE", raising=False)
-    code, _, err = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", "")
+    code, _, err = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--table", "")
     assert code == 2 and "--no-revive" in err  # a setting neither passed nor set: usage
 
 
-def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, store, prefix_env, monkeypatch, capsys):
+def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(valkey_url, stream, store, prefix_env, monkeypatch,
+                                                                 capsys):
     import base64
     import json
 
@@ -333,26 +326,27 @@ def test_a_signed_traced_job_dies_is_redriven_and_still_verifies(url, stream, st
         return Keyring("arn:test", fetch=lambda ref, deadline: value)
 
     def worker():
-        return StreamWorker(url, registry=flaky_registry(), store=store, stream=stream, log=False, heartbeat=False,
+        return StreamWorker(valkey_url, registry=flaky_registry(), store=store, stream=stream, log=False,
+                            heartbeat=False,
                             verifier=Verifier(keyring()), metrics=False)
 
     monkeypatch.setenv("_X_AMZN_TRACE_ID", PRODUCER)
     _broken.add("ada@example.com")
-    (job,) = StreamProducer(url, stream, signing=keyring()).enqueue_many([("mail", ("ada@example.com",), {})])
+    (job,) = StreamProducer(valkey_url, stream, signing=keyring()).enqueue_many([("mail", ("ada@example.com",), {})])
     monkeypatch.delenv("_X_AMZN_TRACE_ID")
-    assert set(connect(url).xrange(stream)[0][1]) == {b"job", b"sig", b"trace"}
+    assert set(connect(valkey_url).xrange(stream)[0][1]) == {b"job", b"sig", b"trace"}
     assert worker().run(burst=True) == {"dead": 1}
     _broken.clear()
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
                        "valkey")
     assert code == 0 and "revived 1" in out
-    assert set(connect(url).xrange(stream)[0][1]) == {b"job", b"sig", b"trace"}
+    assert set(connect(valkey_url).xrange(stream)[0][1]) == {b"job", b"sig", b"trace"}
     assert worker().run(burst=True) == {"succeeded": 1}
     record = store.get(job.id)
     assert record["status"] == "succeeded" and record["trace_id"] == "1-5759e988-bd862e3fe1be46a994272793"
 
 
-def test_redrive_reopens_the_chord_of_a_member_it_revives(url, stream, store, prefix_env, monkeypatch, capsys):
+def test_redrive_reopens_the_chord_of_a_member_it_revives(valkey_url, stream, store, prefix_env, monkeypatch, capsys):
     """Results in Valkey: the chord a dead member failed completes once the member runs again."""
     from kindling.engine.followups import callback_id, chord_key
     from kindling.producer.client import Call
@@ -360,95 +354,97 @@ def test_redrive_reopens_the_chord_of_a_member_it_revives(url, stream, store, pr
     chord = f"ch{uuid.uuid4().hex[:6]}"
     parent = {"id": chord, "size": 2, "then": {"task": "join", "args": [], "kwargs": {}}}
     _broken.add("bob@example.com")
-    StreamProducer(url, stream).enqueue_many([
+    StreamProducer(valkey_url, stream).enqueue_many([
         Call("mail", [to], job_id=f"{chord}.{i}", parent=dict(parent, index=i))
         for i, to in enumerate(["ada@example.com", "bob@example.com"])])
-    assert drain(url, stream, store) == {"succeeded": 1, "dead": 1}
+    assert drain(valkey_url, stream, store) == {"succeeded": 1, "dead": 1}
     assert store.record(chord_key(chord))["status"] == "dead"
     _broken.clear()
-    code, out, _ = cli(monkeypatch, capsys, url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
+    code, out, _ = cli(monkeypatch, capsys, valkey_url, "dlq", "redrive", "--valkey", "--stream", stream, "--results",
                        "valkey")
     assert code == 0 and "revived 1" in out
     record = store.record(chord_key(chord))
     assert record["status"] == "waiting" and "dead" not in record and "error" not in record
-    assert drain(url, stream, store) == {"succeeded": 2}  # the member, then the callback
+    assert drain(valkey_url, stream, store) == {"succeeded": 2}  # the member, then the callback
     assert store.record(chord_key(chord))["status"] == "completed"
     assert store.get(callback_id(chord))["result"] == '"sent ada@example.com, sent bob@example.com"'
 
 
-def test_a_job_revoked_in_the_valkey_result_store_is_never_run(url, stream, store, prefix_env, monkeypatch, capsys):
-    (doomed,) = StreamProducer(url, stream).enqueue_many([("mail", ("ada@example.com",), {})])
-    code, out, err = cli(monkeypatch, capsys, url, "jobs", "revoke", doomed.id, "--valkey", "--results", "valkey")
+def test_a_job_revoked_in_the_valkey_result_store_is_never_run(valkey_url, stream, store, prefix_env, monkeypatch,
+                                                               capsys):
+    (doomed,) = StreamProducer(valkey_url, stream).enqueue_many([("mail", ("ada@example.com",), {})])
+    code, out, err = cli(monkeypatch, capsys, valkey_url, "jobs", "revoke", doomed.id, "--valkey", "--results",
+                         "valkey")
     assert code == 0 and f"{doomed.id} revoked" in out, err
     assert store.get(doomed.id)["status"] == "revoked"
-    counts = drain(url, stream, store)
+    counts = drain(valkey_url, stream, store)
     assert counts.get("succeeded") is None and store.get(doomed.id)["status"] == "revoked", counts
-    assert connect(url).xlen(stream) == 0  # acknowledged, not left to come back
+    assert connect(valkey_url).xlen(stream) == 0  # acknowledged, not left to come back
 
-    (done,) = StreamProducer(url, stream).enqueue_many([("mail", ("bob@example.com",), {})])
-    assert drain(url, stream, store) == {"succeeded": 1}
-    code, _, err = cli(monkeypatch, capsys, url, "jobs", "revoke", done.id, "--valkey", "--results", "valkey")
+    (done,) = StreamProducer(valkey_url, stream).enqueue_many([("mail", ("bob@example.com",), {})])
+    assert drain(valkey_url, stream, store) == {"succeeded": 1}
+    code, _, err = cli(monkeypatch, capsys, valkey_url, "jobs", "revoke", done.id, "--valkey", "--results", "valkey")
     assert code == 1 and "already succeeded: not revoked" in err
-    code, _, err = cli(monkeypatch, capsys, url, "jobs", "revoke", done.id, "--valkey")
+    code, _, err = cli(monkeypatch, capsys, valkey_url, "jobs", "revoke", done.id, "--valkey")
     assert code == 1 and "add --results valkey" in err
 
 
-def test_one_dead_job_is_retried_from_the_dead_stream_and_runs_again(url, stream, store, prefix_env, monkeypatch,
+def test_one_dead_job_is_retried_from_the_dead_stream_and_runs_again(valkey_url, stream, store, prefix_env, monkeypatch,
                                                                       capsys):
-    ada, bob = kill_jobs(url, stream, store, "ada@example.com", "bob@example.com")
-    code, out, err = cli(monkeypatch, capsys, url, "jobs", "retry", bob.id, "--valkey", "--stream", stream,
+    ada, bob = kill_jobs(valkey_url, stream, store, "ada@example.com", "bob@example.com")
+    code, out, err = cli(monkeypatch, capsys, valkey_url, "jobs", "retry", bob.id, "--valkey", "--stream", stream,
                          "--results", "valkey")
     assert code == 0, err
     assert f"job {bob.id} enqueued again on stream {stream} (revived as generation 2; entry " in out
-    client = connect(url)
+    client = connect(valkey_url)
     assert client.xlen(stream) == 1 and client.xlen(dead_key(stream)) == 1  # ada's entry stays dead
-    assert drain(url, stream, store) == {"succeeded": 1}
+    assert drain(valkey_url, stream, store) == {"succeeded": 1}
     assert (store.get(bob.id)["status"], store.get(bob.id)["generation"]) == ("succeeded", 2)
     assert store.get(ada.id)["status"] == "dead"
 
-    code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", bob.id, "--valkey", "--stream", stream,
+    code, _, err = cli(monkeypatch, capsys, valkey_url, "jobs", "retry", bob.id, "--valkey", "--stream", stream,
                        "--results", "valkey")
     assert code == 1 and "already succeeded" in err
-    code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", "nobody", "--valkey", "--stream", stream,
+    code, _, err = cli(monkeypatch, capsys, valkey_url, "jobs", "retry", "nobody", "--valkey", "--stream", stream,
                        "--results", "valkey")
     assert code == 1 and "not in" in err and "looked at 1 entries" in err
 
 
-def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_results_table(url, stream, table,
+def test_a_dead_job_is_retried_from_the_dead_stream_with_its_record_in_the_results_table(valkey_url, stream, table,
                                                                                           monkeypatch, capsys):
     from kindling.stores.results import DynamoResultStore
 
     dynamo = DynamoResultStore(table)
-    (job,) = kill_jobs(url, stream, dynamo, "ada@example.com")
-    code, out, err = cli(monkeypatch, capsys, url, "jobs", "retry", job.id, "--valkey", "--stream", stream,
+    (job,) = kill_jobs(valkey_url, stream, dynamo, "ada@example.com")
+    code, out, err = cli(monkeypatch, capsys, valkey_url, "jobs", "retry", job.id, "--valkey", "--stream", stream,
                          "--table", table, "--json")
     assert code == 0, err
     from kindling.core import codec
 
     done = codec.loads(out)
     assert (done["previous_status"], done["generation"], done["stream"]) == ("dead", 2, stream)
-    assert drain(url, stream, dynamo) == {"succeeded": 1}
-    code, _, err = cli(monkeypatch, capsys, url, "jobs", "retry", job.id, "--valkey", "--stream", stream)
+    assert drain(valkey_url, stream, dynamo) == {"succeeded": 1}
+    code, _, err = cli(monkeypatch, capsys, valkey_url, "jobs", "retry", job.id, "--valkey", "--stream", stream)
     assert code == 2 and "--table / KINDLING_TABLE, or --results valkey" in err  # usage
 
 
-def test_a_job_that_dies_while_retry_searches_the_dead_stream_is_revived(url, stream, store, monkeypatch):
+def test_a_job_that_dies_while_retry_searches_the_dead_stream_is_revived(valkey_url, stream, store, monkeypatch):
     """The retry read no record, then the worker recorded ``dead`` and added the entry its
     search finds: the job must be revived, not added back beside its ``dead`` record."""
     from kindling.tools.ops import dead_stream
 
     _broken.add("ada@example.com")
-    (job,) = StreamProducer(url, stream).enqueue_many([("mail", ("ada@example.com",), {})])
+    (job,) = StreamProducer(valkey_url, stream).enqueue_many([("mail", ("ada@example.com",), {})])
     search = dead_stream._entries
 
     def worker_finishes_first(*args, **kwargs):
         if store.get(job.id) is None:
-            assert drain(url, stream, store) == {"dead": 1}
+            assert drain(valkey_url, stream, store) == {"dead": 1}
         return search(*args, **kwargs)
 
     monkeypatch.setattr(dead_stream, "_entries", worker_finishes_first)
-    records = dead_stream.ValkeyRecords(url, prefix=store.prefix)
-    done = dead_stream.retry(dead_stream.DeadStream(url, stream), records, job.id)
+    records = dead_stream.ValkeyRecords(valkey_url, prefix=store.prefix)
+    done = dead_stream.retry(dead_stream.DeadStream(valkey_url, stream), records, job.id)
     assert (done["previous_status"], done["generation"]) == ("dead", 2)
     _broken.clear()
-    assert drain(url, stream, store) == {"succeeded": 1}
+    assert drain(valkey_url, stream, store) == {"succeeded": 1}

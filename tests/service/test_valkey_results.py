@@ -3,18 +3,9 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-pytestmark = pytest.mark.valkey
-
-
-@pytest.fixture
-def store(valkey_url):
-    from kindling.valkey import ValkeyResultStore
-
-    return ValkeyResultStore(valkey_url, ttl_s=60, prefix=f"t-{uuid.uuid4().hex[:8]}")
+pytestmark = [pytest.mark.valkey, pytest.mark.stores("valkey")]
 
 
 def ttl(store, job_id: str) -> int:

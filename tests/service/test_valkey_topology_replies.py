@@ -29,14 +29,9 @@ REPLIES = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(start_valkey):
-    return start_valkey()
-
-
 @pytest.fixture
-def proxy(server):
-    with Interposer(server.port) as proxy:
+def proxy(own_valkey):
+    with Interposer(own_valkey.port) as proxy:
         yield proxy
 
 
@@ -56,12 +51,12 @@ def _send(url: str, stream: str, n: int) -> None:
 
 @pytest.mark.parametrize("cluster", [False, True], ids=["one node", "cluster client"])
 @pytest.mark.parametrize("code", list(REPLIES))
-def test_a_worker_whose_blocking_read_is_answered_with_a_topology_change_goes_on(server, proxy, code, cluster):
+def test_a_worker_whose_blocking_read_is_answered_with_a_topology_change_goes_on(own_valkey, proxy, code, cluster):
     from kindling.stores.results import MemoryResultStore
     from kindling.valkey import StreamWorker
 
     stream = f"topo:{uuid.uuid4().hex[:8]}"
-    _send(server.url, stream, 5)
+    _send(own_valkey.url, stream, 5)
     proxy.answer(blocking_read, REPLIES[code])
     ran: list = []
     url = proxy.url + ("?cluster=true" if cluster else "")
@@ -78,7 +73,7 @@ def test_a_worker_whose_blocking_read_is_answered_with_a_topology_change_goes_on
 
 
 @pytest.mark.parametrize("code", list(REPLIES))
-def test_a_cluster_producer_answered_with_a_topology_change_sends_again_once_the_map_is_read(server, proxy, code):
+def test_a_cluster_producer_answered_with_a_topology_change_sends_again_once_the_map_is_read(own_valkey, proxy, code):
     from kindling.valkey import StreamProducer
 
     stream = f"topo:{uuid.uuid4().hex[:8]}"
@@ -91,7 +86,7 @@ def test_a_cluster_producer_answered_with_a_topology_change_sends_again_once_the
 
 
 @pytest.mark.parametrize("code", list(REPLIES))
-def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(server, proxy, code):
+def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(own_valkey, proxy, code):
     from kindling.core.errors import EnqueueError, EnqueueUncertain
     from kindling.valkey import StreamProducer
 
@@ -109,7 +104,7 @@ def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(ser
 
 
 @pytest.mark.parametrize("code", list(REPLIES))
-def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_on(server, proxy, code, monkeypatch):
+def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_on(own_valkey, proxy, code, monkeypatch):
     from kindling.core.valkey.keys import flag_key
     from kindling.engine.runner import Runner
     from kindling.stores.results import MemoryResultStore
@@ -118,7 +113,7 @@ def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_o
     stream = f"topo:{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("KINDLING_VALKEY_URL", proxy.url)
     monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
-    _send(server.url, stream, 4)
+    _send(own_valkey.url, stream, 4)
     proxy.answer(blocking_read, REPLIES[code])
     ran: list = []
     runner = Runner(_registry(ran), MemoryResultStore(), safety_ms=100, cutoff_ms=50, log=None)

@@ -71,11 +71,17 @@ class Trap:
 
 
 def registry():
-    """``add`` for the members and ``total`` for the callback; ``runs`` notes every run."""
+    """A fresh registry of :func:`chord_tasks`, its runs in ``reg.runs``."""
     from kindling.core.registry import Registry
 
     reg = Registry()
     reg.runs = []
+    chord_tasks(reg)
+    return reg
+
+
+def chord_tasks(reg) -> None:
+    """``add`` for the members and ``total`` for the callback, each noting its run in ``reg.runs``."""
 
     @reg.task(name="add")
     def add(a, b=0):
@@ -86,8 +92,6 @@ def registry():
     def total(results, extra=0):
         reg.runs.append(("total", results, extra))
         return sum(results) + extra
-
-    return reg
 
 
 def chord_of_two(chord_id: str):

@@ -12,9 +12,8 @@ from kindling.producer.handles import JobHandle
 from kindling.tools.testing import eager
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
     r.calls = []
 
     @r.task(name="add")
@@ -36,8 +35,6 @@ def reg():
     def whoami():
         job = current_job()
         return {"id": job.id, "task": job.task, "attempt": job.attempt}
-
-    return r
 
 
 class Recorder:

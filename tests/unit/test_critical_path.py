@@ -1,25 +1,17 @@
 """What the first batch waits for: the duplicate check goes out before admission ends, and a
 batch of tasks that opted out of duplicate skipping makes only the write."""
 
-import pytest
-from kindling.core.envelope import encode_job, new_job
 from kindling.core.registry import Registry, Task
 from kindling.engine.runner import Delivery, Runner
 from kindling.stores.results import MemoryResultStore
+from support.tasks import delivery
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
     r.task(name="add")(lambda a, b: a + b)
     r.task(name="count", skip_succeeded=False)(lambda n: n)
     r.task(name="flop", skip_succeeded=False, max_attempts=2)(lambda: 1 / 0)
-    return r
-
-
-def delivery(task, *args, attempts=1, job_id=None):
-    job = new_job(task, args, job_id=job_id)
-    return Delivery(job.id, encode_job(job).decode(), attempts)
 
 
 def test_the_read_is_sent_before_admission_ends_and_collected_after(reg, monkeypatch):

@@ -13,10 +13,8 @@ from kindling.producer import dispatch, handles
 from kindling.tools.testing import eager
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
-    r.runs = []
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
 
     @r.task(name="add")
     def add(a, b=0):
@@ -41,8 +39,6 @@ def reg():
         if current_job().attempt < 3:
             raise RuntimeError("not yet")
         return x
-
-    return r
 
 
 @pytest.fixture

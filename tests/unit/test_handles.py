@@ -15,9 +15,8 @@ from kindling.tools.testing import eager
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
 
     @r.task(name="resize")
     def resize(key: str, width: int = 256) -> str:
@@ -32,7 +31,6 @@ def reg():
         return f"hello {name}"
 
     r.resize, r.boom, r.ahello = resize, boom, ahello
-    return r
 
 
 class Recorder:

@@ -24,13 +24,14 @@ def deliver(name, *args, deliveries=1):
 
 
 @pytest.fixture
-def calls():
-    return []
+def calls(reg):
+    """The hook calls the module's registry noted: (hook, job id, task, attempt, max attempts, error)."""
+    return reg.calls
 
 
-@pytest.fixture
-def reg(calls):
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks and hooks, on the fresh registry the shared ``reg`` fixture gives each test."""
+    r.calls = calls = []
 
     @r.task(name="ok")
     def ok():
@@ -43,7 +44,6 @@ def reg(calls):
     for name in ("on_success", "on_failure", "on_dead"):
         getattr(r, name)(lambda job, error, name=name: calls.append((name, job.id, job.task, job.attempt,
                                                                       job.max_attempts, error)))
-    return r
 
 
 def test_each_hook_gets_the_jobs_context_and_its_error(reg, calls):

@@ -165,12 +165,10 @@ def run_batch(reg, bodies, **runner):
     return outcomes
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
     r.task(name="resize")(lambda: 1)
     r.task(name="boom")(lambda: 1 / 0)
-    return r
 
 
 def test_one_document_per_registered_task_and_one_of_totals(reg, lambda_env):

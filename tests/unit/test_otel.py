@@ -4,7 +4,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from kindling.core.errors import StoreUnavailable
 from kindling.core.registry import Registry
 from kindling.engine.runner import Delivery, Runner
 from kindling.stores.results import MemoryResultStore
+from support.tasks import delivery
 
 trace = pytest.importorskip("opentelemetry.trace")
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
@@ -51,20 +51,13 @@ def registry() -> Registry:
     return reg
 
 
-def delivery(task: str, *args, trace_header: str | None = None, enqueued_at: int | None = None) -> Delivery:
-    job = new_job(task, args)
-    if enqueued_at is not None:
-        job.enqueued_at = enqueued_at
-    return Delivery(f"m-{uuid.uuid4().hex[:6]}", encode_job(job), trace=trace_header)
-
-
 def by_task(exporter) -> dict:
     return {s.name: s for s in exporter.get_finished_spans() if s.name != "inside"}
 
 
 def test_one_span_per_job_run_with_its_attributes_and_status(spans):
     runner = Runner(registry(), MemoryResultStore(), log=None, otel=True)
-    batch = [delivery("ok", 1, trace_header=PRODUCER, enqueued_at=1_700_000_000_000),
+    batch = [delivery("ok", 1, trace=PRODUCER, enqueued_at=1_700_000_000_000),
              delivery("flaky"), delivery("doomed"),
              delivery("later", 2)]
     outcomes = runner.run(batch)
@@ -100,7 +93,7 @@ def test_the_task_runs_inside_its_jobs_span(spans):
 
 
 def test_the_producers_trace_is_the_parent_and_a_link(spans):
-    Runner(registry(), MemoryResultStore(), log=None, otel=True).run([delivery("ok", 1, trace_header=PRODUCER)])
+    Runner(registry(), MemoryResultStore(), log=None, otel=True).run([delivery("ok", 1, trace=PRODUCER)])
     span = by_task(spans)["ok"]
     assert span.context.trace_id == PRODUCER_TRACE_ID
     assert span.parent.span_id == PRODUCER_SPAN_ID and span.parent.is_remote
@@ -111,7 +104,7 @@ def test_the_producers_trace_is_the_parent_and_a_link(spans):
 def test_inside_an_active_span_the_job_is_its_child_and_links_to_the_producer(spans):
     runner = Runner(registry(), MemoryResultStore(), log=None, otel=True)
     with trace.get_tracer("test").start_as_current_span("invocation") as invocation:
-        runner.run([delivery("ok", 1, trace_header=PRODUCER)])
+        runner.run([delivery("ok", 1, trace=PRODUCER)])
     span = by_task(spans)["ok"]
     assert span.parent.span_id == invocation.get_span_context().span_id
     assert [link.context.trace_id for link in span.links] == [PRODUCER_TRACE_ID]
@@ -125,7 +118,7 @@ def test_a_header_without_a_usable_parent_starts_a_trace_of_its_own(spans, heade
     from kindling.shared.otel import producer_context
 
     assert producer_context(header) is None
-    Runner(registry(), MemoryResultStore(), log=None, otel=True).run([delivery("ok", 1, trace_header=header)])
+    Runner(registry(), MemoryResultStore(), log=None, otel=True).run([delivery("ok", 1, trace=header)])
     span = by_task(spans)["ok"]
     assert span.parent is None and not span.links
     assert span.context.trace_id != PRODUCER_TRACE_ID

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 from kindling.core import codec
 from kindling.core.envelope import encode_job, new_job
 from kindling.core.registry import Registry
@@ -28,9 +27,8 @@ class Receipt(BaseModel):
     total: float
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
     r.seen = []
 
     @r.task(name="shop.place")
@@ -42,8 +40,6 @@ def reg():
     def by_keyword(*, order: Order | None = None) -> int:
         r.seen.append(order)
         return 0 if order is None else order.qty
-
-    return r
 
 
 def test_a_model_argument_is_sent_as_its_json():

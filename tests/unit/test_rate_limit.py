@@ -33,10 +33,8 @@ def test_a_limit_that_does_not_read_is_refused_at_import(spec):
         Registry().task(name="t", rate_limit=spec)(lambda: None)
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
-    r.runs = []
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
 
     @r.task(name="rated", rate_limit="1/h")
     def rated(n):
@@ -45,8 +43,6 @@ def reg():
     @r.task(name="plain")
     def plain(n):
         r.runs.append(("plain", n))
-
-    return r
 
 
 def _batch(task, n, start=0):

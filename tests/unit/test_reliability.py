@@ -12,20 +12,7 @@ from kindling.core import codec
 from kindling.core.envelope import new_job
 from kindling.core.registry import Registry
 from kindling.engine.runner import STORE_OUTAGE, Delivery, Runner
-from kindling.stores.results import MemoryResultStore
-from support.tasks import delivery, recording_registry, statuses
-
-
-@pytest.fixture
-def reg():
-    return recording_registry()
-
-
-@pytest.fixture
-def store():
-    return MemoryResultStore()
-
-
+from support.tasks import delivery, statuses
 
 
 def record_of(store, outcome):

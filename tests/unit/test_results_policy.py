@@ -13,22 +13,16 @@ from kindling.engine.runner import Delivery, Runner
 from kindling.stores.dynamo import DynamoResultStore
 from kindling.stores.results import MemoryResultStore
 from kindling.tools.testing import eager
+from support.tasks import delivery
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
     r.task(name="plain")(lambda n: n)
     r.task(name="quiet", results="failures")(lambda n: n)
     r.task(name="silent", results="none")(lambda n: n)
     r.task(name="quiet_flop", results="failures", max_attempts=2)(lambda: 1 / 0)
     r.task(name="silent_flop", results="none", max_attempts=2)(lambda: 1 / 0)
-    return r
-
-
-def delivery(task, *args, attempts=1, job_id=None, parent=None):
-    job = new_job(task, args, job_id=job_id, parent=parent)
-    return Delivery(job.id, encode_job(job).decode(), attempts)
 
 
 def run(reg, deliveries, **options):

@@ -16,11 +16,6 @@ def run_once(reg, store, task, *args, ref=None, **runner):
     return Runner(reg, store, log=None, metrics=False, **runner).run([Delivery(job.id, encode_job(job).decode(), 1)])[0]
 
 
-@pytest.fixture
-def store():
-    return MemoryResultStore()
-
-
 def test_no_retry_on_makes_the_first_failure_dead(store):
     reg = Registry()
     reg.task(name="charge", no_retry_on=(ValueError,))(lambda: int("card declined"))

@@ -2,24 +2,10 @@
 
 import time
 
-import pytest
 from kindling.core import codec
 from kindling.core.registry import Registry
 from kindling.engine.runner import Delivery, Runner
-from kindling.stores.results import MemoryResultStore
-from support.tasks import delivery, recording_registry, statuses
-
-
-@pytest.fixture
-def reg():
-    return recording_registry()
-
-
-@pytest.fixture
-def store():
-    return MemoryResultStore()
-
-
+from support.tasks import delivery, statuses
 
 
 def test_mixed_batch(reg, store):

@@ -18,13 +18,11 @@ from kindling.tools.ops.fmt import job_detail
 HOUR_MS = 3_600_000
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
     r.task(name="add")(lambda a, b: a + b)
     r.task(name="quiet_add", results="failures")(lambda a, b: a + b)
     r.task(name="silent_add", results="none")(lambda a, b: a + b)
-    return r
 
 
 def early(task="add", due_in_ms=2 * HOUR_MS, job_id=None):

@@ -9,7 +9,6 @@ from kindling.core.envelope import encode_job, new_job
 from kindling.engine.runner import Delivery, Runner
 from kindling.shared.signed import Keyring, Verifier
 from kindling.stores.results import MemoryResultStore
-from support.tasks import recording_registry
 
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:jobs"
@@ -33,11 +32,6 @@ class FakeSecret:
         if self.fail:
             raise OSError("secrets manager down")
         return self.value
-
-
-@pytest.fixture
-def reg():
-    return recording_registry()
 
 
 def body(*args) -> str:

@@ -19,7 +19,9 @@ OTHER = "arn:aws:sqs:us-east-1:123456789012:reports"
 DLQ = "https://sqs.us-east-1.amazonaws.com/123456789012/jobs-dead"
 
 
-def delivery(ref: str, *, queue: str = ARN, group: str | None = None, signature: str | None = None) -> Delivery:
+def received(ref: str, *, queue: str = ARN, group: str | None = None, signature: str | None = None) -> Delivery:
+    """SQS message ``ref`` as the trigger received it (settling never reads its body ``body of <ref>``):
+    its receipt handle ``rh-<ref>``, its queue, group and signature."""
     return Delivery(ref, f"body of {ref}", 1, group=group, signature=signature, receipt=f"rh-{ref}", queue_arn=queue)
 
 
@@ -43,7 +45,7 @@ def test_a_delivery_carries_its_receipt_queue_group_and_signature_read_once_from
 
 
 def test_settled_messages_are_deleted_and_handed_back_ones_reported_due_when_the_runner_says():
-    batch = [delivery("ok"), delivery("skip"), delivery("bad"), delivery("late"), delivery("later"), delivery("plain")]
+    batch = [received("ok"), received("skip"), received("bad"), received("late"), received("later"), received("plain")]
     outcomes = [outcome("ok", "succeeded"), outcome("skip", "skipped"), outcome("bad", "rejected"),
                 outcome("late", "failed", retry_in=20), outcome("later", "deferred", retry_in=10**6),
                 outcome("plain", "failed")]
@@ -58,7 +60,7 @@ def test_settled_messages_are_deleted_and_handed_back_ones_reported_due_when_the
 
 
 def test_a_dead_job_is_moved_to_its_dlq_with_why_its_job_id_and_its_signature_then_deleted():
-    batch = [delivery("d", signature="v1:k:mac"), delivery("f", group="g", queue=OTHER)]
+    batch = [received("d", signature="v1:k:mac"), received("f", group="g", queue=OTHER)]
     outcomes = [outcome("d", "dead", reason="boom"), outcome("f", "dead")]
     fifo_dlq = "https://sqs.us-east-1.amazonaws.com/123456789012/reports-dead.fifo"
     s = sqs.settlement(batch, outcomes, dlq_urls={ARN: DLQ, OTHER: fifo_dlq})
@@ -75,7 +77,7 @@ def test_a_dead_job_is_moved_to_its_dlq_with_why_its_job_id_and_its_signature_th
 
 
 def test_a_dead_job_with_no_dlq_for_its_queue_is_reported_back_at_once_for_the_redrive_policy():
-    batch = [delivery("d"), delivery("e", queue=OTHER)]
+    batch = [received("d"), received("e", queue=OTHER)]
     outcomes = [outcome("d", "dead"), outcome("e", "dead")]
     for s in (sqs.settlement(batch, outcomes), sqs.settlement(batch, outcomes, dlq_urls={ARN: DLQ})):
         assert "e" in [f["itemIdentifier"] for f in s.response["batchItemFailures"]]
@@ -85,7 +87,7 @@ def test_a_dead_job_with_no_dlq_for_its_queue_is_reported_back_at_once_for_the_r
 
 
 def test_a_move_that_did_not_go_through_is_reported_back_at_once_and_not_deleted():
-    batch = [delivery("ok"), delivery("d1"), delivery("d2")]
+    batch = [received("ok"), received("d1"), received("d2")]
     outcomes = [outcome("ok", "succeeded"), outcome("d1", "dead"), outcome("d2", "dead")]
     s = sqs.settlement(batch, outcomes, dlq_url=DLQ).unmoved(["d2"])
     assert s.response == {"batchItemFailures": [{"itemIdentifier": "d2"}]}
@@ -142,7 +144,7 @@ def port(client: FakeSqs, runner: FakeRunner | None = None, *, deletes: bool, ro
 
 
 def batch_with_every_fate():
-    batch = [delivery("ok"), delivery("late"), delivery("d1"), delivery("d2")]
+    batch = [received("ok"), received("late"), received("d1"), received("d2")]
     outcomes = [outcome("ok", "succeeded"), outcome("late", "failed", retry_in=5), outcome("d1", "dead"),
                 outcome("d2", "dead")]
     return sqs.settlement(batch, outcomes, dlq_url=DLQ)
@@ -174,7 +176,7 @@ def test_a_failed_dlq_call_or_visibility_change_is_logged_and_the_rest_of_the_ba
 
 
 def test_settlement_calls_go_ten_entries_at_a_time():
-    batch = [delivery(f"m{i}") for i in range(23)]
+    batch = [received(f"m{i}") for i in range(23)]
     client = FakeSqs()
     port(client, deletes=True).apply(sqs.settlement(batch, [outcome(d.ref, "failed", retry_in=1) for d in batch]))
     assert [len(p["Entries"]) for _, p in client.calls] == [10, 10, 3]

@@ -5,11 +5,11 @@ The stream worker pauses, and the Lambda drain stops, when the store is down
 worker, for an entry it records itself) set where it handed the batch back."""
 
 import pytest
-from kindling.core.envelope import encode_job, new_job
 from kindling.core.errors import StoreUnavailable
 from kindling.core.registry import Registry
-from kindling.engine.runner import STORE_OUTAGE, Delivery, Outcome, Runner
+from kindling.engine.runner import STORE_OUTAGE, Outcome, Runner
 from kindling.stores.results import MemoryResultStore
+from support.tasks import delivery
 
 
 class DownStore(MemoryResultStore):
@@ -30,19 +30,12 @@ class DownStore(MemoryResultStore):
         return super().write(records, deadline=deadline)
 
 
-@pytest.fixture
-def reg():
-    r = Registry()
+def registry_tasks(r: Registry) -> None:
+    """This module's tasks, on the fresh registry the shared ``reg`` fixture gives each test."""
 
     @r.task(name="add")
     def add(a, b):
         return a + b
-
-    return r
-
-
-def delivery(ref="1-0"):
-    return Delivery(ref, encode_job(new_job("add", [1, 2], {})), 1)
 
 
 @pytest.mark.parametrize("down", ["read", "write"])
@@ -50,7 +43,7 @@ def test_the_runner_names_a_store_outage_as_the_cause_of_every_hand_back(reg, do
     from kindling.triggers.valkey.worker import store_down
 
     store = DownStore(read=down == "read", write=True)
-    outcomes = Runner(reg, store, log=None).run([delivery("1-0"), delivery("2-0")])
+    outcomes = Runner(reg, store, log=None).run([delivery("add", 1, 2, ref="1-0"), delivery("add", 1, 2, ref="2-0")])
     assert [o.status for o in outcomes] == ["deferred", "deferred"]
     assert [o.handed_back_because for o in outcomes] == [STORE_OUTAGE, STORE_OUTAGE]
     assert store_down(outcomes) == outcomes[0].reason
@@ -75,7 +68,7 @@ def test_a_batch_handed_back_for_want_of_signing_keys_is_not_a_store_outage(reg)
         def prepare(self, read_by=None):
             return "signing keys could not be read"
 
-    outcomes = Runner(reg, MemoryResultStore(), log=None, verifier=NoKeys()).run([delivery()])
+    outcomes = Runner(reg, MemoryResultStore(), log=None, verifier=NoKeys()).run([delivery("add", 1, 2, ref="1-0")])
     assert [o.status for o in outcomes] == ["deferred"]
     assert outcomes[0].handed_back_because == "signing_keys_unavailable"
     assert store_down(outcomes) is None
