@@ -108,16 +108,12 @@ def bucket(moto_endpoint):
 
 @pytest.fixture
 def table(moto_endpoint) -> str:
-    """A fresh results table (partition key ``id``) on the moto server."""
+    """A fresh results table on the moto server, as template.yaml deploys it (its keys and
+    by_task, by_status indexes)."""
     import boto3
+    from support import create_results_table
 
-    name = f"results-{uuid.uuid4().hex[:8]}"
-    boto3.client("dynamodb").create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
-    return name
+    return create_results_table(boto3.client("dynamodb"), f"results-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="session")

@@ -64,9 +64,10 @@ def main() -> int:
 
     client = dynamodb()
     table = f"kindling-call-costs-{time.time_ns()}"
+    from kindling.tools.localcloud import results_table_schema
+
     client.call("CreateTable", {"TableName": table, "BillingMode": "PAY_PER_REQUEST",
-                                "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
-                                "AttributeDefinitions": [{"AttributeName": "id", "AttributeType": "S"}]})
+                                **results_table_schema(ROOT / "template.yaml")})
     localstack, java = servers()
     now = time.time_ns() // 1_000_000
 

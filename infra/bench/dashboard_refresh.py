@@ -36,27 +36,16 @@ from kindling.core.envelope import new_job  # noqa: E402
 from kindling.core.records import build_record, revoked_record  # noqa: E402
 from kindling.stores.dynamo import to_item  # noqa: E402
 from kindling.tools.dashboard import make_server  # noqa: E402
+from kindling.tools.localcloud import results_table_schema  # noqa: E402
 from kindling.tools.ops import Stack  # noqa: E402
 
 STATUSES = [("succeeded", 90), ("failed", 4), ("dead", 3), ("rejected", 2), ("revoked", 1)]
 
 
 def create_table(ddb, name: str) -> None:
-    include = ["task", "status", "attempts", "enqueued_at", "started_at", "duration_ms"]
-    ddb.create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, t in
-                              [("id", "S"), ("task_shard", "S"), ("status_shard", "S"), ("finished_at", "N")]],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[
-            {"IndexName": "by_task", "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": include},
-             "KeySchema": [{"AttributeName": "task_shard", "KeyType": "HASH"},
-                           {"AttributeName": "finished_at", "KeyType": "RANGE"}]},
-            {"IndexName": "by_status",
-             "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": [*include, "error"]},
-             "KeySchema": [{"AttributeName": "status_shard", "KeyType": "HASH"},
-                           {"AttributeName": "finished_at", "KeyType": "RANGE"}]},
-        ])
+    """The results table as template.yaml deploys it (by_task and by_status indexes)."""
+    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                     **results_table_schema(Path(__file__).resolve().parents[2] / "template.yaml"))
     ddb.get_waiter("table_exists").wait(TableName=name)
 
 

@@ -58,9 +58,9 @@ def main() -> None:
     sqs, ddb = boto3.client("sqs"), boto3.client("dynamodb")
     url = sqs.create_queue(QueueName=f"rate-bench-{suffix}", Attributes={"VisibilityTimeout": "30"})["QueueUrl"]
     table = f"rate-bench-{suffix}"
-    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+    from kindling.tools.localcloud import results_table_schema
+
+    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST", **results_table_schema(ROOT / "template.yaml"))
     ddb.get_waiter("table_exists").wait(TableName=table)
     Client(queue_url=url, table=table).enqueue_many([Call("bench.rated", [i], {}) for i in range(args.jobs)])
 

@@ -614,9 +614,9 @@ def fresh_table(svc: Services) -> str:
 
     name = f"kindling-bench-{time.time_ns()}"
     ddb = boto3.client("dynamodb")
-    ddb.create_table(TableName=name, KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     BillingMode="PAY_PER_REQUEST")
+    from kindling.tools.localcloud import results_table_schema
+
+    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST", **results_table_schema(ROOT / "template.yaml"))
     ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2})
     return name
 

@@ -77,9 +77,10 @@ class Services:
 
         ddb = boto3.client("dynamodb")
         try:
-            ddb.create_table(TableName=self.table, KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-                             AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                             BillingMode="PAY_PER_REQUEST")
+            from kindling.tools.localcloud import results_table_schema
+
+            ddb.create_table(TableName=self.table, BillingMode="PAY_PER_REQUEST",
+                             **results_table_schema(ROOT / "template.yaml"))
             ddb.get_waiter("table_exists").wait(TableName=self.table)
         except ddb.exceptions.ResourceInUseException:
             pass

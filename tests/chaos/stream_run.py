@@ -34,6 +34,7 @@ from pathlib import Path
 
 from chaos_support import RESULTS, ROOT, Net, record_summary
 from kindling.core.valkey.keys import dead_key
+from support import create_results_table
 
 TASKS = Path(__file__).resolve().parent / "chaos_tasks.py"
 MAX_RESTARTS = 5
@@ -54,11 +55,7 @@ class StreamRun:
         self.ledger = tmp_path / "ledger.txt"
         self.ledger.touch()
         self.ddb = net.aws_client("dynamodb")
-        self.ddb.create_table(
-            TableName=self.table, BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        )
+        create_results_table(self.ddb, self.table)
         self.producer = StreamProducer(net.valkey_direct, stream=self.stream)
         self.valkey = self.producer.client
         self.env = self._worker_env(visibility_ms, block_ms)

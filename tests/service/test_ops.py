@@ -21,6 +21,7 @@ from kindling.tools.ops.dlq import peek, redrive
 from kindling.tools.ops.query import get_job, list_jobs, parse_since
 from kindling.tools.ops.revive import RetryRefused, retry_job, revive
 from kindling.triggers.sqs.loop import SqsWorker
+from support import create_results_table
 from support.sqs import fifo_queue_with_dlq
 
 BROKEN = {"on": True}
@@ -54,26 +55,8 @@ def indexed_table(moto_endpoint) -> str:
 
 def _results_table(task_index: bool) -> str:
     """template.yaml's results table, with its by_task index or (TaskIndex=false) without."""
-    name = f"results-{uuid.uuid4().hex[:8]}"
-    include = {"ProjectionType": "INCLUDE",
-               "NonKeyAttributes": ["task", "status", "attempts", "enqueued_at", "started_at", "duration_ms"]}
-    boto3.client("dynamodb").create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, t in
-                              [("id", "S"), ("task_shard", "S"), ("status_shard", "S"), ("finished_at", "N")]
-                              if task_index or a != "task_shard"],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[
-            {"IndexName": "by_task", "Projection": include,
-             "KeySchema": [{"AttributeName": "task_shard", "KeyType": "HASH"},
-                           {"AttributeName": "finished_at", "KeyType": "RANGE"}]},
-            {"IndexName": "by_status",
-             "Projection": dict(include, NonKeyAttributes=include["NonKeyAttributes"] + ["error"]),
-             "KeySchema": [{"AttributeName": "status_shard", "KeyType": "HASH"},
-                           {"AttributeName": "finished_at", "KeyType": "RANGE"}]},
-        ][0 if task_index else 1:],
-    )
-    return name
+    return create_results_table(boto3.client("dynamodb"), f"results-{uuid.uuid4().hex[:8]}",
+                                TaskIndex=str(task_index).lower())
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from kindling.core.envelope import encode_job, new_job
 from kindling.core.registry import Registry
 from kindling.stores.dynamo import DynamoResultStore
 from kindling.triggers.sqs.handler import LambdaWorker
+from support import create_results_table
 
 _PATH = Path(__file__).resolve().parents[2] / "infra/bench/costmodel.py"
 _spec = importlib.util.spec_from_file_location("costmodel", _PATH)
@@ -60,17 +61,9 @@ class Charged:
 
 
 def _table(task_index: bool) -> str:
-    name = f"results-{uuid.uuid4().hex[:8]}"
-    include = {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["task", "status", "attempts"]}
-    indexes = [("by_task", "task_shard")] * task_index + [("by_status", "status_shard")]
-    boto3.client("dynamodb").create_table(
-        TableName=name, BillingMode="PAY_PER_REQUEST", KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": a, "AttributeType": t} for a, t in
-                              [("id", "S"), ("finished_at", "N"), *((key, "S") for _, key in indexes)]],
-        GlobalSecondaryIndexes=[{"IndexName": index, "Projection": include, "KeySchema": [
-            {"AttributeName": key, "KeyType": "HASH"}, {"AttributeName": "finished_at", "KeyType": "RANGE"}]}
-            for index, key in indexes])
-    return name
+    """template.yaml's results table, with its by_task index or (TaskIndex=false) without."""
+    return create_results_table(boto3.client("dynamodb"), f"results-{uuid.uuid4().hex[:8]}",
+                                TaskIndex=str(task_index).lower())
 
 
 @pytest.mark.parametrize(("results", "task_index"), COMBINATIONS)

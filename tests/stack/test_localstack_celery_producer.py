@@ -18,7 +18,7 @@ import pytest
 from kindling.core.registry import Registry
 from kindling.producer.client import Client
 from kindling.triggers.sqs.loop import SqsWorker
-from support import ROOT
+from support import ROOT, create_results_table
 
 pytestmark = pytest.mark.localstack
 
@@ -74,9 +74,7 @@ def queue_and_table(localstack, monkeypatch):
     sqs, ddb = boto3.client("sqs"), boto3.client("dynamodb")
     url = sqs.create_queue(QueueName=f"celery-bridge-{suffix}")["QueueUrl"]
     table = f"celery-bridge-{suffix}"
-    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+    create_results_table(ddb, table)
     ddb.get_waiter("table_exists").wait(TableName=table)
     yield url, table, localstack
     sqs.delete_queue(QueueUrl=url)

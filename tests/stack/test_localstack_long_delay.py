@@ -22,6 +22,7 @@ from kindling.producer import client as client_module
 from kindling.producer.client import Call, Client
 from kindling.triggers.sqs import events as sqs
 from kindling.triggers.sqs.loop import SqsWorker
+from support import create_results_table
 
 pytestmark = pytest.mark.localstack
 
@@ -55,9 +56,7 @@ def queue_and_table(localstack, monkeypatch):
         "VisibilityTimeout": "30",
         "RedrivePolicy": f'{{"deadLetterTargetArn":"{dlq_arn}","maxReceiveCount":"100"}}'})["QueueUrl"]
     table = f"long-delay-{suffix}"
-    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+    create_results_table(ddb, table)
     ddb.get_waiter("table_exists").wait(TableName=table)
     yield url, table
     sqs_client.delete_queue(QueueUrl=url)

@@ -17,6 +17,7 @@ from kindling.tools.ops import OpsError, Stack
 from kindling.tools.ops.dlq import redrive
 from kindling.tools.ops.revive import RetryRefused, retry_job
 from kindling.triggers.sqs.loop import SqsWorker
+from support import create_results_table
 
 pytestmark = pytest.mark.localstack
 
@@ -45,9 +46,7 @@ def deployment(aws, monkeypatch):
     url = sqs.create_queue(QueueName=name, Attributes={
         "VisibilityTimeout": "5", "RedrivePolicy": json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "10"})})[
         "QueueUrl"]
-    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}])
+    create_results_table(ddb, name)
     ddb.get_waiter("table_exists").wait(TableName=name)
     keys = {"current": "k1", "keys": {"k1": base64.b64encode(uuid.uuid4().bytes * 2).decode()}}
     secret = sm.create_secret(Name=name, SecretString=json.dumps(keys))["ARN"]

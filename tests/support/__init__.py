@@ -14,6 +14,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def create_results_table(ddb, name: str, **parameters: str) -> str:
+    """The results table ``name``, made with ``ddb`` (a boto3 DynamoDB client) as template.yaml
+    deploys it: its keys and indexes read from the template, with its parameters' defaults or
+    these (``TaskIndex="false"``)."""
+    from kindling.tools.localcloud import results_table_schema
+
+    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                     **results_table_schema(ROOT / "template.yaml", parameters))
+    return name
+
+
 def free_port() -> int:
     """A loopback port nobody listens on right now."""
     with socket.socket() as s:
