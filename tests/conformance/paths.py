@@ -402,10 +402,9 @@ class SqsLoop(_Sqs):
         return True
 
     def close(self) -> None:
-        pool = getattr(self.worker.runner, "_pool", None)
+        pool = self.worker.runner.thread_pool  # no default: a renamed attribute fails here
         if pool is not None:
-            with contextlib.suppress(Exception):
-                pool.shutdown(wait=False)
+            pool.close()
 
 
 class Context:
@@ -547,10 +546,9 @@ class StreamWorkerPath(_Stream):
         return True
 
     def close(self) -> None:
-        pool = getattr(self.worker.runner, "_pool", None)
+        pool = self.worker.runner.thread_pool  # no default: a renamed attribute fails here
         if pool is not None:
-            with contextlib.suppress(Exception):
-                pool.shutdown(wait=False)
+            pool.close()
 
 
 class StreamValkeyStore(StreamWorkerPath):

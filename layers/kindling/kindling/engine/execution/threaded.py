@@ -70,6 +70,17 @@ class Gang:
             self._round += 1
             self._wake.notify(wanted)
 
+    def close(self) -> None:
+        """End the threads once their jobs under way return; the runner makes new ones at
+        its next threaded batch."""
+        with self._wake:
+            self._batch = None
+            self._round += 1
+            self._wake.notify_all()
+        self._threads = []
+        if self.runner.thread_pool is self:
+            self.runner.thread_pool = None
+
     def _work(self) -> None:
         seen = 0
         while True:
@@ -77,6 +88,8 @@ class Gang:
                 while self._round == seen:
                     self._wake.wait()
                 seen, batch = self._round, self._batch
+            if batch is None:  # closed
+                return
             ran = False  # one lock round per job: the end of one job and the take of the next
             while True:
                 with batch.lock:  # type: ignore[union-attr]
