@@ -184,14 +184,3 @@ def test_a_handles_result_has_the_return_type_of_its_task(tmp_path):
     assert [int(line.split(":")[1]) for line in errors] == [wrong], done.stdout
     assert 'No overload variant of "enqueue" of "Client" matches argument types "Task[[str, int], str]", "int"' \
         in errors[0], done.stdout
-
-
-def test_handles_cost_the_worker_nothing(layer_python):
-    probe = f"""
-import sys
-sys.path[:0] = [{str(ROOT / 'functions/worker')!r}, {str(layer_python)!r}]
-import app
-assert not ({{"kindling.producer.dispatch", "kindling.tools.testing", "kindling.producer.client", "typing"}}
-            & set(sys.modules))
-"""
-    subprocess.run([sys.executable, "-S", "-c", probe], check=True)

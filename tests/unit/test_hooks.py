@@ -3,7 +3,6 @@ hook does changes a job's outcome. Every trigger's calls: tests/conformance/test
 
 import asyncio
 import io
-import subprocess
 import sys
 import threading
 import time
@@ -129,29 +128,6 @@ def test_a_hook_must_be_callable(option):
         Registry().task(name="t", **{option: "sentry"})(lambda: 1)
     with pytest.raises(TaskDefinitionError, match=option):
         getattr(Registry(), option)("sentry")
-
-
-def test_without_hooks_the_hooks_module_is_never_imported(layer_python):
-    probe = f"""
-import sys
-import threading
-import time
-sys.path[:0] = [{str(layer_python)!r}]
-from kindling.core.envelope import encode_job, new_job
-from kindling.core.registry import Registry
-from kindling.engine.runner import Delivery, Runner
-from kindling.stores.memory import MemoryResultStore
-reg = Registry()
-reg.task(name="boom")(lambda: 1 / 0)
-Runner(reg, MemoryResultStore(), log=None, metrics=False).run(
-    [Delivery("m", encode_job(new_job("boom")).decode(), 1)])
-assert "kindling.engine.hooks" not in sys.modules, "loaded without a hook"
-reg.on_failure(lambda job, error: None)
-Runner(reg, MemoryResultStore(), log=None, metrics=False).run(
-    [Delivery("m", encode_job(new_job("boom")).decode(), 1)])
-assert "kindling.engine.hooks" in sys.modules
-"""
-    subprocess.run([sys.executable, "-S", "-c", probe], check=True)
 
 
 @pytest.mark.parametrize("results", ["failures", "none"])

@@ -3,8 +3,6 @@
 import io
 import logging
 import re
-import subprocess
-import sys
 
 import pytest
 from kindling.core import codec
@@ -240,17 +238,6 @@ def test_the_worker_writes_emf_lines_when_enabled(reg, lambda_env, capsys):
         [Delivery("m", encode_job(new_job("resize")).decode(), 1)])
     docs = [codec.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [d.get("task") for d in docs] == ["resize", None] and docs[1]["ColdStart"] == [1]
-
-
-def test_logs_and_metrics_load_at_the_first_batch_not_at_import(layer_python):
-    probe = f"""
-import sys
-sys.path[:0] = [{str(layer_python)!r}]
-import kindling.triggers.sqs.handler
-assert "kindling.shared.logs" not in sys.modules and "kindling.shared.metrics" not in sys.modules
-assert "logging" not in sys.modules
-"""
-    subprocess.run([sys.executable, "-S", "-c", probe], check=True)
 
 
 def test_task_code_logs_carry_the_running_jobs_fields(lambda_env, monkeypatch):

@@ -110,23 +110,6 @@ def test_celerys_pydantic_option_is_accepted():
         assert place.delay({"id": 1, "sku": "a", "qty": 5}).result() == 5
 
 
-def test_a_worker_of_plain_tasks_never_imports_pydantic_or_the_model_rule():
-    probe = """
-import sys
-from kindling.core.registry import Registry
-from kindling.tools.testing import eager
-r = Registry()
-@r.task(name="add")
-def add(a: int, b: int) -> int:
-    return a + b
-with eager():
-    assert add.delay(1, 2).result() == 3
-print(sorted(m for m in ("pydantic", "kindling.core.models") if m in sys.modules))
-"""
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 def test_the_typed_handle_accepts_the_model_and_reads_the_result_as_one(tmp_path):
     import shutil
     import textwrap

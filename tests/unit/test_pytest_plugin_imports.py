@@ -1,6 +1,7 @@
 """kindling's pytest plugin is loaded by every pytest run where kindling is installed, so
 loading it costs what ``import kindling`` costs and no more: each fixture imports what it
-uses when a test asks for it. No worker reaches it, so the Lambda layer leaves it out."""
+uses when a test asks for it (held by tests/unit/test_import_budgets.py). No worker reaches it,
+so the Lambda layer leaves it out."""
 
 from __future__ import annotations
 
@@ -8,21 +9,6 @@ import subprocess
 import sys
 
 from support import ROOT
-
-PROBE = "import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] in ('kindling', 'boto3', "\
-        "'botocore', 'moto')))"
-
-
-def loaded(module: str) -> str:
-    return subprocess.run([sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True,
-                          check=True, timeout=60).stdout.strip()
-
-
-def test_loading_the_plugin_imports_nothing_beyond_the_kindling_package():
-    package = eval(loaded("kindling"))
-    # tools/ is a namespace folder: no file, no code
-    assert eval(loaded("kindling.tools.pytest_plugin")) == sorted({*package, "kindling.tools",
-                                                                   "kindling.tools.pytest_plugin"})
 
 
 def test_the_plugin_is_left_out_of_the_layer():

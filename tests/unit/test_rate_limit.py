@@ -4,8 +4,6 @@ handed back unrun, using no attempt, and come back spread over the next windows.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
@@ -75,23 +73,6 @@ def test_eager_mode_runs_every_job_as_celerys_eager_mode_does(reg):
     with eager():
         handles = [reg.get("rated").delay(i) for i in range(3)]
         assert [h.status() for h in handles] == ["succeeded"] * 3
-
-
-def test_a_worker_of_plain_tasks_never_imports_the_rate_limit():
-    probe = """
-import sys
-import time
-from kindling.core.registry import Registry
-from kindling.engine.runner import Delivery, Runner
-from kindling.stores.memory import MemoryResultStore
-from kindling.core.envelope import encode_job, new_job
-r = Registry()
-r.task(name="add")(lambda a, b: a + b)
-Runner(r, MemoryResultStore(), log=None, metrics=False).run([Delivery("m", encode_job(new_job("add", [1, 2])), 1)])
-print("kindling.core.ratelimit" in sys.modules)
-"""
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def _fifo(task, group, n):

@@ -7,28 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
-PROBE = """
-import os, sys
-sys.path[:0] = [{layer!r}]
-if {kind!r}:
-    os.environ["AWS_LAMBDA_INITIALIZATION_TYPE"] = {kind!r}
-os.environ["KINDLING_TABLE"] = "t"
-from kindling.triggers.sqs.handler import LambdaWorker
-LambdaWorker()
-print("kindling.shared.snapstart" in sys.modules, "snapshot_restore_py" in sys.modules)
-"""
-
-
-@pytest.mark.parametrize("kind, loaded", [("", "False"), ("on-demand", "False"), ("snap-start", "True")])
-def test_only_a_snapstart_init_loads_the_hooks_and_without_the_runtime_s_module_none_is_registered(
-        layer_python, kind, loaded):
-    out = subprocess.run([sys.executable, "-S", "-c", PROBE.format(layer=str(layer_python), kind=kind)],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [loaded, "False"]
-
 
 def test_after_a_restore_cached_credentials_are_read_again(monkeypatch):
     from kindling.drivers.aws import chain
