@@ -112,6 +112,11 @@ def deploy_cdk_stack(localstack) -> Iterator[Callable[..., dict]]:
 
 @pytest.fixture(scope="session")
 def stack(localstack) -> Iterator[dict[str, str]]:
-    """template.yaml deployed into LocalStack (sam build + sam deploy): the stack outputs."""
+    """template.yaml deployed into LocalStack (sam build + sam deploy): the stack outputs.
+
+    With SnapStart on and the jobs queue's trigger in provisioned mode (2 to 10 pollers, no
+    concurrency limit), so that every test of the drawer on this stack runs its jobs through
+    the published "live" alias those options deploy."""
     with _environ(localstack):
-        yield _deploy("kindling-it", {"MaxAttempts": "4", "MaxReceiveCount": "20"})
+        yield _deploy("kindling-it", {"MaxAttempts": "4", "MaxReceiveCount": "20", "SnapStart": "true",
+                                      "MaxConcurrency": "0", "MinimumPollers": "2", "MaximumPollers": "10"})

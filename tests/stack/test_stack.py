@@ -1,7 +1,7 @@
 """template.yaml deployed into LocalStack; LocalStack's SQS event source mapping invokes the
 worker (a local python3.13 process with the layer on its path) and results land in
 DynamoDB Local. Local parameters: FunctionTimeout 10 s, RetryDelay 1 s, MaxAttempts 4,
-MaxReceiveCount 20.
+MaxReceiveCount 20, SnapStart true, MaxConcurrency 0, MinimumPollers 2, MaximumPollers 10.
 """
 
 import io
@@ -140,3 +140,24 @@ def test_the_worker_runs_kindling_from_its_layer(stack):
         names = zipfile.ZipFile(io.BytesIO(resp.read())).namelist()
     assert "app.py" in names and "tasks.py" in names
     assert not [n for n in names if n.startswith(("kindling", "orjson"))], names
+
+
+def test_the_stack_deploys_with_snapstart_and_provisioned_pollers_and_its_jobs_run_through_the_alias(client, stack):
+    """The session's stack is deployed with SnapStart=true, MaxConcurrency=0 and 2 to 10
+    provisioned pollers: the jobs queue's trigger invokes the published "live" alias, whose
+    version has SnapStart on, in provisioned mode with no concurrency limit."""
+    lam = boto3.client("lambda")
+    name = stack["WorkerFunctionName"]
+    alias = lam.get_alias(FunctionName=name, Name="live")
+    version = lam.get_function_configuration(FunctionName=name, Qualifier=alias["FunctionVersion"])
+    assert alias["FunctionVersion"] != "$LATEST"
+    assert version["SnapStart"] == {"ApplyOn": "PublishedVersions", "OptimizationStatus": "On"}
+    queue_arn = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=stack["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    [mapping] = [m for m in lam.list_event_source_mappings(FunctionName=name)["EventSourceMappings"]
+                 if m["EventSourceArn"] == queue_arn]
+    assert mapping["FunctionArn"] == alias["AliasArn"]
+    assert mapping["ProvisionedPollerConfig"] == {"MinimumPollers": 2, "MaximumPollers": 10}
+    assert not mapping.get("ScalingConfig", {}).get("MaximumConcurrency")
+    job = client.enqueue("echo", "through the alias")
+    assert records(client, [job.id])[job.id]["status"] == "succeeded"

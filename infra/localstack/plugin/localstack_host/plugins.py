@@ -101,3 +101,42 @@ def sqs_bodies_as_sent():
 
     sqs_poller.transform_into_events = transform_into_events
     sqs_poller.SqsPoller.filter_events = filter_events_then_restore_bodies
+
+
+@hooks.on_infra_start()
+def function_snapstart_from_templates():
+    """Give a function the SnapStart a template declares for it, as CloudFormation does.
+
+    LocalStack's AWS::Lambda::Function provider (services/lambda_/resource_providers/
+    aws_lambda_function.py) leaves SnapStart out of the CreateFunction call it makes, although
+    its Lambda API takes it: a stack deployed with SnapStart gets a function and versions
+    without it. Here the provider's create and update, once the function is active, set the
+    template's SnapStart through UpdateFunctionConfiguration and wait for that update, before
+    the stack goes on to publish the version (whose configuration is the function's then)."""
+    import time
+
+    from localstack.services.lambda_.resource_providers import aws_lambda_function as provider
+
+    cls = provider.LambdaFunctionProvider
+
+    def with_snapstart(handler):
+        def run(self, request):
+            event = handler(self, request)
+            wanted = (request.desired_state or {}).get("SnapStart")
+            name = (request.desired_state or {}).get("FunctionName")
+            if wanted and name and event.status == provider.OperationStatus.SUCCESS:
+                client = request.aws_client_factory.lambda_
+                if client.get_function_configuration(FunctionName=name).get("SnapStart", {}).get("ApplyOn") != \
+                        wanted.get("ApplyOn"):
+                    client.update_function_configuration(FunctionName=name, SnapStart=wanted)
+                    for _ in range(300):  # up to 30 s: a configuration update is quick here
+                        if client.get_function_configuration(FunctionName=name).get("LastUpdateStatus") != \
+                                "InProgress":
+                            break
+                        time.sleep(0.1)
+            return event
+
+        return run
+
+    cls.create = with_snapstart(cls.create)
+    cls.update = with_snapstart(cls.update)
