@@ -138,10 +138,8 @@ BENCH_VENV := .venv-bench
 BENCH_PEERS_VENV := infra/bench/.venv
 BENCH_PEERS := 'arq==0.28.0' 'dramatiq[redis]==2.2.1' 'psutil>=6'
 bench: install
-	@test -x $(BENCH_VENV)/bin/python || $(PYTHON313) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
-	@test -x $(BENCH_PEERS_VENV)/bin/python || $(PYTHON313) -m venv $(BENCH_PEERS_VENV)
-	$(BENCH_PEERS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(BENCH_PEERS)
+	$(VENV_INSTALL) $(BENCH_VENV) $(PYTHON313) -e '.[bench]'
+	$(VENV_INSTALL) $(BENCH_PEERS_VENV) $(PYTHON313) $(BENCH_PEERS)
 	$(BENCH_VENV)/bin/python infra/bench/run.py $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) --out bench-results
 
 clean:

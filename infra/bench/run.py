@@ -67,6 +67,25 @@ def build_layer(out: Path) -> str:
     return str(art / "python")
 
 
+def build_whole_layer(out: Path, layer: str) -> str:
+    """The layer as it shipped before it held only what a worker imports: every module of the
+    package (the command line, ops, dashboard, scaffold and demo included) as source with its
+    unchecked-hash bytecode beside it, and the same orjson, in <out>/layer-whole/python. The cold
+    scenario runs the handler from it and from the split layer in the same rounds."""
+    import compileall
+    import py_compile
+
+    dest = out / "layer-whole/python"
+    shutil.rmtree(dest.parent, ignore_errors=True)
+    shutil.copytree(layer, dest, ignore=lambda d, names: ["kindling"] if Path(d) == Path(layer) else [])
+    shutil.copytree(ROOT / "layers/kindling/kindling", dest / "kindling",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if not compileall.compile_dir(dest / "kindling", quiet=1,
+                                  invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH):
+        raise RuntimeError(f"compileall failed in {dest}")
+    return str(dest)
+
+
 def build_function(out: Path) -> str:
     """Build the worker function from the source (as sam build does) into <out>/function: its
     modules with their bytecode, which Lambda's read-only /var/task could not write."""
@@ -301,9 +320,13 @@ def cold_peer(kind: str, env: dict, svc: Services) -> float:
 
 
 def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> None:
+    from cold_child import kindling_cmd
+
     pkg = install_package(Path(layer).parents[1])
+    whole = build_whole_layer(Path(layer).parents[1], layer)
     systems = {
         **cold_handlers(layer, env, svc),
+        KINDLING_COLD_WHOLE: lambda: cold_child(kindling_cmd(PY, whole), env, svc, new_job()),
         KINDLING_WORKER_COLD: lambda: cold_worker(pkg, env, svc),
         "Celery threads c=10": lambda: cold_celery("threads", 10, env, svc),
         "Celery prefork c=2": lambda: cold_celery("prefork", 2, env, svc),
@@ -329,6 +352,7 @@ def scenario_cold(ns, svc: Services, layer: str, env: dict, results: dict) -> No
 MEMORY_SIZES = (128, 512, 1024, 1769)
 MEMORY_SIZES_QUICK = (128, 1769)
 KINDLING_COLD = "kindling (SQS handler, -S + layer)"
+KINDLING_COLD_WHOLE = "kindling (SQS handler, -S + whole-package layer, as before the split)"
 POWERTOOLS_COLD = "boto3 + Powertools handler"
 FLOOR_COLD = "floor (bare -S + 1 PutItem)"
 
@@ -1087,6 +1111,9 @@ def ratio_lines(results: dict) -> list[str]:
         for other, target in (("Celery threads c=10", 1 / 8), ("Celery prefork c=2", 1 / 8),
                               ("boto3 + Powertools handler", 1 / 10)):
             lines.append(stats.verdict(f"cold start kindling / {other}", stats.ratio(k, med(s[other])), target))
+        if KINDLING_COLD_WHOLE in s:
+            lines.append(f"cold start kindling, layer of what a worker imports / whole-package layer = "
+                         f"{stats.fmt_ratio(stats.ratio(k, med(s[KINDLING_COLD_WHOLE])))}")
         floor = med(s["floor (bare -S + 1 PutItem)"])
         lines.append(stats.verdict("cold start kindling / floor", stats.ratio(k, floor), 2))
         if KINDLING_WORKER_COLD in s:
@@ -1101,7 +1128,7 @@ def ratio_lines(results: dict) -> list[str]:
             if peers:
                 best = min(peers, key=peers.get)
                 lines.append(stats.verdict(f"cold start kindling worker --valkey / best peer ({best})",
-                                           stats.ratio(med(s[KINDLING_WORKER_COLD]), peers[best]), 0.3))
+                                           stats.ratio(med(s[KINDLING_WORKER_COLD]), peers[best]), 0.2))
     if "memory" in results and "sizes" in results["memory"]:
         for mb, s in results["memory"]["sizes"].items():
             k = med(s[KINDLING_COLD])

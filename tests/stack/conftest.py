@@ -120,3 +120,18 @@ def stack(localstack) -> Iterator[dict[str, str]]:
     with _environ(localstack):
         yield _deploy("kindling-it", {"MaxAttempts": "4", "MaxReceiveCount": "20", "SnapStart": "true",
                                       "MaxConcurrency": "0", "MinimumPollers": "2", "MaximumPollers": "10"})
+
+
+NAMED_QUEUES = ["reports:3", "bulk_2", "thumb-nails", "emails", "exports:4"]
+"""The named queues of the named-queues stack (infra/queues/render.py's name[:max concurrency])."""
+
+
+@pytest.fixture(scope="session")
+def named_queues_stack(localstack) -> Iterator[dict[str, str]]:
+    """template.yaml rendered with :data:`NAMED_QUEUES` and deployed as ``kindling-five``
+    (MaxAttempts 2, two producer accounts, 8 status shards, a warm table): the stack outputs.
+    The named-queue and routing drawers share it, one deploy for both."""
+    with _environ(localstack):
+        yield _deploy("kindling-five", {"MaxAttempts": "2", "ProducerAccountIds": "111111111111,222222222222",
+                                        "StatusIndexShards": "8", "TableWarmReadUnitsPerSecond": "13000"},
+                      queues=NAMED_QUEUES)

@@ -19,10 +19,8 @@ QUEUES = {"reports": "Reports", "bulk_2": "Bulk2", "thumb-nails": "ThumbNails", 
 
 
 @pytest.fixture(scope="module")
-def five(deploy_stack):
-    return deploy_stack("kindling-five", {"MaxAttempts": "2", "ProducerAccountIds": "111111111111,222222222222",
-                                          "StatusIndexShards": "8", "TableWarmReadUnitsPerSecond": "13000"},
-                        queues=["reports:3", "bulk_2", "thumb-nails", "emails", "exports:4"])
+def five(named_queues_stack):
+    return named_queues_stack
 
 
 @pytest.fixture
