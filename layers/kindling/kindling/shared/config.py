@@ -107,6 +107,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              ("shared.config",)),
     Variable("KINDLING_VALKEY_MAX_BATCH", "2000", "the most entries `kindling worker --valkey` reads per round "
              "once quick rounds have grown its reads", ("shared.config",)),
+    Variable("KINDLING_VALKEY_CHUNK", "500", "the most entries `kindling worker --valkey` runs as one batch: a "
+             "larger read is run this many at a time, so what it holds is bounded by this, not the read size",
+             ("shared.config",)),
     Variable("KINDLING_VALKEY_BLOCK_MS", "1000", "how long one read of `kindling worker --valkey` blocks",
              ("shared.config",)),
     Variable("KINDLING_VALKEY_VISIBILITY_MS", "30000", "how long an entry of `kindling worker --valkey` stays "
@@ -162,7 +165,7 @@ def result_ttl_days(environ: Mapping[str, str] | None = None) -> float:
 def valkey_worker_options(environ: Mapping[str, str] | None = None) -> dict:
     """``kindling worker --valkey``'s settings from the environment, as
     :class:`kindling.valkey.StreamWorker` takes them: the consumer group (when set), entries
-    per round (the first reads' and the most), block and visibility (ms), attempts,
+    per round (the first reads' and the most) and run at once, block and visibility (ms), attempts,
     per-batch log lines, and how long outcomes are kept (``ttl_days``, for the records and
     the Valkey result store alike)."""
     from kindling.core.policy import configured_max_attempts
@@ -172,6 +175,7 @@ def valkey_worker_options(environ: Mapping[str, str] | None = None) -> dict:
 
     options = {
         "batch": number("KINDLING_VALKEY_BATCH"), "max_batch": number("KINDLING_VALKEY_MAX_BATCH"),
+        "chunk": number("KINDLING_VALKEY_CHUNK"),
         "block_ms": number("KINDLING_VALKEY_BLOCK_MS"),
         "visibility_ms": number("KINDLING_VALKEY_VISIBILITY_MS"),
         "max_attempts": configured_max_attempts(os.environ if environ is None else environ),

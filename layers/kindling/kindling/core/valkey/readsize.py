@@ -14,14 +14,24 @@ and took less than ``quick_s``, and halves (down to ``batch``) after a round tha
 more than four times that. Quick jobs under a backlog end in batches of ``quick_s`` or so;
 jobs slow enough that ``batch`` of them outlast it keep ``batch``; a record waits at most
 about ``quick_s`` longer than it would have.
+
+What a worker holds does not grow with its reads: a read larger than :data:`CHUNK` (the
+worker's ``chunk``) is run that many entries at a time, the rest waiting undecoded (a few
+hundred bytes each) until their turn. Larger reads still save the reads' round trips.
 """
 
 from __future__ import annotations
 
-__all__ = ["MOST", "QUICK_S", "ReadSize"]
+__all__ = ["CHUNK", "MOST", "QUICK_S", "ReadSize"]
 
 MOST = 2000
 """The default largest read: a few hundred kilobytes of typical bodies held at once."""
+
+CHUNK = 500
+"""The most entries the long-running loop runs at once by default, whatever its read size:
+decoded, run and recorded, an entry holds a few kilobytes until its batch is settled, and
+about three batches are alive at once (the one settled beside the running one, the running
+one, and the next one admitted beside it)."""
 
 QUICK_S = 0.1
 """A round quicker than this, with a backlog waiting, reads twice as many next time."""

@@ -17,6 +17,8 @@ waits for one round trip per batch: its write, read back before the next batch r
 is never run into a store outage) and before any of its entries is acknowledged.
 Under a backlog of quick jobs it reads larger batches, round by round
 (:mod:`kindling.core.valkey.readsize`), so that round trip is spread over more jobs.
+What it holds is bounded by ``chunk`` whatever the read size: a larger read is run ``chunk``
+entries at a time, the rest waiting undecoded, and a settled batch lets go of everything.
 
 What is the worker's own is the long-running loop (a batch that breaks the runner is the
 runner's to contain, :mod:`kindling.engine.contain`, phase by phase here):
@@ -77,6 +79,10 @@ class StreamWorker:
             back full and rounds are quick (under 0.1 s), it reads twice as many each round,
             up to this (default 2,000, and never less than ``batch``); slow rounds halve it
             back toward ``batch`` (:mod:`kindling.core.valkey.readsize`). Equal to ``batch``: a fixed size.
+        chunk: the most entries the long-running loop runs as one batch (default 500,
+            :data:`kindling.core.valkey.readsize.CHUNK`): a larger read is run this many at a
+            time, so that what the worker holds (decoded entries, records, outcomes) is
+            bounded by it, not by the read size.
         block_ms: how long one ``XREADGROUP`` blocks waiting for entries.
         visibility_ms: how long an entry may stay pending before another consumer reclaims it.
         max_attempts: deliveries before a failing job is dead (a job or task may say less or
@@ -92,8 +98,8 @@ class StreamWorker:
 
     def __init__(self, url: str, table: str | None = None, registry=None, *, store=None, runner: Runner | None = None,
                  stream: str = DEFAULT_STREAM, group: str = DEFAULT_GROUP, consumer: str | None = None,
-                 batch: int = 100, max_batch: int | None = None, block_ms: int = 1000, visibility_ms: int = 30_000,
-                 max_attempts: int | None = None,
+                 batch: int = 100, max_batch: int | None = None, chunk: int | None = None, block_ms: int = 1000,
+                 visibility_ms: int = 30_000, max_attempts: int | None = None,
                  dead_maxlen: int | None = None, heartbeat: bool = True, client=None, log=True, **runner_options):
         consumer = consumer or default_consumer()
         if runner is None:
@@ -106,6 +112,7 @@ class StreamWorker:
                                    dead_maxlen=dead_maxlen, verifier=runner.verifier, log=self._log)
         self.block_ms = block_ms
         self.max_batch = max_batch
+        self.chunk = chunk  # None: readsize.CHUNK, read when the loop starts
         self._read_full = False  # whether the last read took as many entries as it asked for
         self.runner = runner
         # A store on one connection (DynamoResultStore's default) cannot have the next batch's
@@ -118,10 +125,14 @@ class StreamWorker:
         self._ahead: _Batch | list[Delivery] | None = None
         self._ahead_held = None  # the heartbeat's hold on entries read ahead but not admitted
         self._ahead_error: BaseException | None = None
+        # What the last read took beyond the chunk being run, undecoded, held by the heartbeat.
+        self._unread: list[Delivery] = []
+        self._unread_held = None
+        self._chunk = 0  # the loop's chunk (run())
         # Batches completed (their writes read back) whose entries are yet to be settled, in
-        # the next read's round trip; and those settled beside a running batch, to count.
+        # the next read's round trip; and the statuses of those settled beside a running batch, to count.
         self._unsettled: list[_Batch] = []
-        self._settled_aside: list[_Batch] = []
+        self._settled_aside: dict[str, int] = {}
         self.heartbeat = None
         if heartbeat and visibility_ms > 0:
             self.heartbeat = Heartbeat(
@@ -217,14 +228,17 @@ class StreamWorker:
         if later:
             self._unsettled.append(b)
             return b.outcomes
-        self.port.settle(b.outcomes, b.deliveries)
+        outcomes = b.outcomes
+        self.port.settle(outcomes, b.deliveries)
         self._count([b])
-        return b.outcomes
+        return outcomes
 
     def _count(self, batches: list[_Batch]) -> None:
-        for b in batches:
-            for o in b.outcomes:
-                self.counts[o.status] = self.counts.get(o.status, 0) + 1
+        self._add(_tally(batches))
+
+    def _add(self, tally: dict[str, int]) -> None:
+        for status, n in tally.items():
+            self.counts[status] = self.counts.get(status, 0) + n
 
     def _take_unsettled(self) -> tuple[list[_Batch], list]:
         """The batches waiting to be settled (taken: settled at most once), and what to settle."""
@@ -236,16 +250,43 @@ class StreamWorker:
         batches, settle = self._take_unsettled()
         if batches:
             self.port.settle_all(settle)
+            del settle
             self._count(batches)
 
     def _fetch_settling(self, block_ms: int | None) -> list[Delivery]:
-        """Read the next batch, settling the batches waiting in the same round trip."""
+        """Read the next batch, settling the batches waiting in the same round trip (or the last read's next chunk)."""
+        if self._unread:
+            self._settle_pending()
+            return self._next_chunk()
         batches, settle = self._take_unsettled()
         asked = self.port.batch
         deliveries = self.port.fetch(block_ms, settle)
+        del settle
         self._read_full = len(deliveries) >= asked
         self._count(batches)
-        return deliveries
+        return self._first_chunk(deliveries)
+
+    def _first_chunk(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """A read's first ``chunk`` entries; the rest wait their turn (:meth:`_next_chunk`)."""
+        if len(deliveries) <= self._chunk:
+            return deliveries
+        self._unread = deliveries[self._chunk:]
+        self._unread_held = self._hold(self._unread)
+        return deliveries[:self._chunk]
+
+    def _next_chunk(self) -> list[Delivery]:
+        """The last read's next ``chunk`` entries (their batch holds them); the rest held anew."""
+        taken, self._unread = self._unread[:self._chunk], self._unread[self._chunk:]
+        self._unread_held = _released(self._unread_held)
+        if self._unread:
+            self._unread_held = self._hold(self._unread)
+        return taken
+
+    def _drop_unread(self) -> list[Delivery]:
+        """What the last read left unrun, taken and no longer held."""
+        unread, self._unread = self._unread, []
+        self._unread_held = _released(self._unread_held)
+        return unread
 
     def _contain(self, b: _Batch, phase: Callable[[], object]) -> None:
         """One phase of the runner; if it raises anyway (a bug in kindling), the runner's
@@ -272,7 +313,7 @@ class StreamWorker:
         import signal  # here, not at the top: it imports enum, a few ms of the drain's cold start
         import threading
 
-        from kindling.core.valkey.readsize import ReadSize
+        from kindling.core.valkey.readsize import CHUNK, ReadSize
 
         previous = None
         if threading.current_thread() is threading.main_thread():
@@ -285,8 +326,9 @@ class StreamWorker:
         sent: _Batch | None = None
         first = self.port.batch
         size = ReadSize(first, self.max_batch)
+        self._chunk = max(1, self.chunk or CHUNK)
         try:
-            while not self._stopping or sent is not None or self._ahead is not None:
+            while not self._stopping or sent is not None or self._ahead is not None or self._unread:
                 try:
                     started = time.monotonic()
                     sent = self._round(sent, burst, valkey_backoff, store_backoff)
@@ -310,6 +352,7 @@ class StreamWorker:
             if isinstance(ahead, _Batch):  # left by an error: pending, reclaimed later
                 ahead.release()
             self._ahead_held = _released(self._ahead_held)
+            self._drop_unread()  # left by an error: pending, reclaimed later
             self._complete_quietly(None)
             if previous:
                 for s, handler in zip((signal.SIGTERM, signal.SIGINT), previous, strict=True):
@@ -351,6 +394,8 @@ class StreamWorker:
             if self._stopping and ahead is not None:  # read ahead before the signal: given back unstarted
                 self._hand_back(ahead, "not started: the worker is stopping", retry_in=0)
                 admitted, deliveries = None, []
+            if self._stopping and self._unread:  # the rest of the last read, the same
+                self._hand_back(self._drop_unread(), "not started: the worker is stopping", retry_in=0)
             if admitted is None and sent is not None and deliveries and not self._overlaps:
                 if self._finish_sent(sent, store_backoff) is _DOWN:
                     self._hand_back(deliveries)
@@ -382,8 +427,8 @@ class StreamWorker:
             finally:
                 if ended is not None:
                     ended()
-            aside, self._settled_aside = self._settled_aside, []
-            self._count(aside)
+            aside, self._settled_aside = self._settled_aside, {}
+            self._add(aside)
             if _writing(executed):
                 return executed
             # nothing in flight (handed back, or nothing to write): settled now, paused if the store is down
@@ -429,18 +474,20 @@ class StreamWorker:
         by the next round, after the running batch has been settled as usual."""
         batches, settle = self._take_unsettled()
         try:
-            if self._stopping:
+            if self._stopping or self._unread:  # no read: the next chunk of the last one, if not stopping
                 if settle:
                     self.port.settle_all(settle)
-                deliveries = []
+                deliveries = [] if self._stopping else self._next_chunk()
             else:
                 asked = self.port.batch
                 deliveries = self.port.fetch(None, settle, together=True)
                 self._read_full = len(deliveries) >= asked
+                deliveries = self._first_chunk(deliveries)
         except BaseException as exc:  # noqa: BLE001 - raised by the next round, not into the running batch
             self._ahead_error = exc
             return
-        self._settled_aside = batches  # counted by the loop's thread
+        del settle
+        self._settled_aside = _tally(batches)  # counted by the loop's thread; the batches let go
         if not deliveries:
             return
         self._ahead = deliveries
@@ -505,6 +552,20 @@ class _Batch:
     def release(self) -> None:
         """Stop the heartbeat's hold (joined: no beat after this)."""
         self.held = _released(self.held)
+
+    def forget(self) -> None:
+        """Settled: its entries, outcomes and records let go, whoever still refers to the batch."""
+        self.deliveries, self.runnable, self.run, self.outcomes = [], [], None, []
+
+
+def _tally(batches: list[_Batch]) -> dict[str, int]:
+    """The settled batches' outcomes by status; each batch is then forgotten."""
+    tally: dict[str, int] = {}
+    for b in batches:
+        for o in b.outcomes:
+            tally[o.status] = tally.get(o.status, 0) + 1
+        b.forget()
+    return tally
 
 
 def _beside(work: Callable[[], object]) -> Callable[[], object]:
