@@ -1,7 +1,7 @@
 """kindling's benchmark harness: what do I gain over Celery, and over the handler I'd write myself?
 
     python infra/bench/run.py [--quick] [--only cold,memory,tls,critical,imports,throughput,dynamodb,sqs,
-                                              lambda_valkey,enqueue,latency,network]
+                                              lambda_valkey,enqueue,latency,network,read_memory]
                               [--aws localstack|moto] [--out bench-results]
 
 Every scenario runs its systems round-robin within each repetition (interleaved, same
@@ -16,7 +16,8 @@ the ratios are the result.
 ``memory`` runs the Lambda-shaped cold starts under a cgroup CPU quota per memory size
 (cpushare.py: Lambda's CPU share is proportional to memory, one vCPU at 1,769 MB).
 ``critical`` (critical_path.py), ``lambda_valkey`` (lambda_valkey.py) and ``network``
-(network.py: Valkey and DynamoDB behind a latency proxy) live in modules of their own.
+(network.py: Valkey and DynamoDB behind a latency proxy) and ``read_memory`` (read_memory.py:
+the stream worker's peak RSS against its read size) live in modules of their own.
 """
 
 from __future__ import annotations
@@ -41,12 +42,13 @@ import children  # noqa: E402
 import critical_path  # noqa: E402
 import lambda_valkey  # noqa: E402
 import network  # noqa: E402
+import read_memory  # noqa: E402
 import stats  # noqa: E402
 from services import Services  # noqa: E402
 
 PY = sys.executable
 SCENARIOS = ("cold", "memory", "tls", "critical", "imports", "throughput", "dynamodb", "sqs", "lambda_valkey",
-             "enqueue", "latency", "network")
+             "enqueue", "latency", "network", "read_memory")
 
 
 def log(msg: str) -> None:
@@ -1069,6 +1071,8 @@ def report(results: dict, out: Path, stamp: str) -> str:
         md.append("")
     if "network" in results:
         md.append(network.report(results["network"]))
+    if "read_memory" in results:
+        md.append(read_memory.report(results["read_memory"]))
     md.append("### Ratios and targets\n")
     md.extend(f"- {line}" for line in ratio_lines(results))
     return "\n".join(md) + "\n"
@@ -1246,6 +1250,8 @@ def ratio_lines(results: dict) -> list[str]:
                 lines.append(f"latency p50 enqueue->result seen: {k} / Celery = {stats.fmt_ratio(r)}")
     if "network" in results:
         lines.extend(network.ratio_lines(results["network"]))
+    if "read_memory" in results:
+        lines.extend(read_memory.ratio_lines(results["read_memory"]))
     return lines
 
 
@@ -1420,6 +1426,7 @@ def main() -> int:
             "latency": lambda: scenario_latency(ns, svc, env, results),
             # network.py drives this module's helpers (drain, the peers, the cold children)
             "network": lambda: network.scenario(ns, svc, layer, env, results, h=sys.modules[__name__]),
+            "read_memory": lambda: read_memory.scenario(ns, svc, env, results, h=sys.modules[__name__]),
         }
         for name in SCENARIOS:
             if name not in only:

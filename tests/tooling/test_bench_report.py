@@ -11,7 +11,7 @@ run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run)
 sys.path[:] = [p for p in sys.path if not p.startswith(str(_PATH.parent))]  # run.py adds its own dirs
 # run.py's own modules, kept by it, not left for other tests
-for _name in ("stats", "services", "critical_path", "lambda_valkey", "network", "children"):
+for _name in ("stats", "services", "critical_path", "lambda_valkey", "network", "children", "read_memory"):
     sys.modules.pop(_name, None)
 
 K, P, F = run.KINDLING_COLD, run.POWERTOOLS_COLD, run.FLOOR_COLD
@@ -201,3 +201,21 @@ def test_each_repetition_starts_with_the_next_system_so_none_always_runs_first()
     orders = [run.rotated(systems, i) for i in range(4)]
     assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
     assert run.rotated([], 2) == []
+
+
+def test_read_memory_gives_each_read_size_over_the_idle_worker_and_arq_beside_it():
+    rm = run.read_memory
+
+    def runs(*pairs):
+        return [{"peak_rss_mib": mib, "jobs_per_s": rate} for mib, rate in pairs]
+
+    c = {"n": 5000, "runs": {
+        rm.IDLE: runs((15.0, None), (15.2, None)), rm.fixed(100): runs((16.0, 9000.0)),
+        rm.fixed(500): runs((18.0, 11000.0)), rm.fixed(2000): runs((19.0, 12000.0), (21.0, 14000.0)),
+        rm.GROWN: runs((19.5, 12500.0)), rm.ARQ: runs((32.0, 900.0))}}
+    md = rm.report(c)
+    assert "| kindling, read size 2,000 | 20.0 | 19.0 | 21.0 | +4.9 | 13,000 |" in md
+    assert "| kindling, idle (empty stream) | 15.1 | 15.0 | 15.2 |  | - |" in md
+    assert rm.ratio_lines(c) == [
+        "peak RSS, 5,000 no-ops, read size 2,000 / 100: 1.25x (20.0 / 16.0 MiB; idle 15.1 MiB)",
+        "peak RSS, 5,000 no-ops, kindling (defaults) / arq: 0.61x (19.5 / 32.0 MiB)"]
