@@ -30,7 +30,7 @@ def test_uv_makes_the_virtualenv_and_installs_with_the_same_arguments(tmp_path):
     venv = tmp_path / "venv"
     assert calls.read_text().splitlines() == [
         f"{fake_uv} venv --quiet --seed --python {sys.executable} {venv}",  # --seed: pip is in it, as venv puts it
-        f"{fake_uv} pip install --quiet --python {venv}/bin/python -e .[dev] -c pins.txt",
+        f"{fake_uv} pip install --quiet --compile-bytecode --python {venv}/bin/python -e .[dev] -c pins.txt",
     ]
 
 
