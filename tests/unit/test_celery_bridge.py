@@ -23,7 +23,7 @@ import pytest
 from celery import group
 from celery.app.task import Context
 from kindling import current_job
-from kindling.core import envelope
+from kindling.core import envelope, policy
 from kindling.core.batch import Delivery
 from kindling.core.celery_message import MAX_BODY_BYTES
 from kindling.core.envelope import decode_job, encode_job, new_job
@@ -322,7 +322,7 @@ def test_a_scheduled_job_that_expires_while_it_waits_ends_revoked(celery, worker
     worker.run(sent)
     assert worker.store.record(sent.task_id)["status"] == "scheduled"
     later = envelope.now_ms() + 180_000
-    monkeypatch.setattr(envelope, "time", SimpleNamespace(time_ns=lambda: later * 1_000_000))
+    monkeypatch.setattr(policy, "time", SimpleNamespace(time_ns=lambda: later * 1_000_000))
     worker.run(sent)  # its redelivery, once due: past its expiry by then
     assert worker.received == []
     assert outcome_of(worker.store, sent.task_id)[0] == "revoked"
@@ -340,7 +340,7 @@ def test_a_job_that_failed_and_expired_before_its_retry_ends_revoked(celery, mon
     runner.run([Delivery(sent.message_id, sent.body)])
     assert store.record(sent.task_id)["status"] == "failed"
     later = envelope.now_ms() + 120_000
-    monkeypatch.setattr(envelope, "time", SimpleNamespace(time_ns=lambda: later * 1_000_000))
+    monkeypatch.setattr(policy, "time", SimpleNamespace(time_ns=lambda: later * 1_000_000))
     runner.run([Delivery(sent.message_id, sent.body, attempts=2)])
     assert outcome_of(store, sent.task_id)[0] == "revoked"
 

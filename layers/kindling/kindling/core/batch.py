@@ -37,10 +37,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from contextvars import Token
-    from typing import Protocol
+    from typing import Any, Protocol
 
     from kindling.core.envelope import Job
-    from kindling.core.registry import Task
+    from kindling.core.policy import TaskOptions
     from kindling.core.result_store import ResultStore
 
 __all__ = ["Alarm", "Batch", "Budget", "Delivery", "JobContext", "Outcome", "STORE_OUTAGE", "STORE_UNAVAILABLE",
@@ -470,6 +470,15 @@ def timeout_error(seconds: float, by_invocation: bool) -> JobTimeout:
 
 
 if TYPE_CHECKING:
+    class RunnableTask(TaskOptions, Protocol):
+        """What a strategy reads of a job's task (:class:`kindling.core.registry.Task`, whose
+        registry imports this module to set the job's context)."""
+
+        @property
+        def fn(self) -> Callable[..., Any]: ...
+        @property
+        def is_async(self) -> bool: ...
+
     class Steps(Protocol):
         """What an execution strategy (:mod:`kindling.engine.execution`) may do with a batch's jobs:
         the runner's public steps. A strategy decides only when and where each job runs."""
@@ -483,7 +492,7 @@ if TYPE_CHECKING:
         thread_pool: object | None  # the strategies' own, kept while the worker is warm
         event_loop: object | None
 
-        def task_of(self, o: Outcome) -> Task: ...
+        def task_of(self, o: Outcome) -> RunnableTask: ...
 
         def start_job(self, o: Outcome, deadline: float | None) -> tuple[float, bool] | None: ...
 

@@ -44,7 +44,9 @@ that id, where ``client.result(id)`` and ``kindling jobs show`` find it.
 
 Imported by :func:`kindling.core.envelope.decode_job` only for a body that is not an envelope
 and looks like one of these, so a worker of kindling producers never loads it; the
-decompressors and the argument types load only for a message that uses them.
+decompressors and the argument types load only for a message that uses them. It reads the
+message and imports nothing of the envelope: the envelope hands :func:`decode` the function
+that makes and checks the job (``build``), as it checks a kindling producer's.
 """
 
 from __future__ import annotations
@@ -53,8 +55,22 @@ import binascii
 from base64 import b64decode
 
 from kindling.core import codec
-from kindling.core.envelope import Job, decode_job, encode_job, is_job_id, job_id_error, new_job, now_ms
 from kindling.core.errors import Expired, InvalidJob
+from kindling.core.policy import is_job_id, job_id_error, now_ms
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Protocol, TypeVar
+
+    class Built(Protocol):
+        """What :func:`decode` sets on the job ``build`` made (:class:`kindling.core.envelope.Job`)."""
+
+        args: list
+        kwargs: dict
+        headers: dict | None
+
+    J = TypeVar("J", bound=Built)
 
 __all__ = ["MAX_BODY_BYTES", "decode", "is_message"]
 
@@ -88,9 +104,11 @@ def is_message(data: dict) -> bool:
     return "version" not in data and isinstance(data.get("headers"), dict) and "body" in data
 
 
-def decode(body: str | bytes | dict) -> Job:
+def decode(body: str | bytes | dict, build: Callable[..., J]) -> J:
     """The job a Celery task message asks for; :class:`InvalidJob` naming what is refused
-    (``keyed`` when the message names a valid job id)."""
+    (``keyed`` when the message names a valid job id). ``build(task, args, kwargs, *, job_id,
+    timeout, not_before)`` makes the job and checks it (raising ``InvalidJob``, ``TypeError``
+    or ``ValueError``): :func:`kindling.core.envelope.decode_job` passes its own."""
     if isinstance(body, dict):
         message = body
     else:
@@ -141,9 +159,8 @@ def decode(body: str | bytes | dict) -> Job:
                           f"{headers['eta']}: never run", job_id=job_id, task=task, keyed=True)
     timeout = _timeout(headers.get("timelimit"), bad)
     try:
-        job = new_job(task, args, kwargs, job_id=job_id, timeout=timeout, not_before=eta)
         # Through the envelope's own checks (id, task name, limits), as a kindling producer's job.
-        job = decode_job(encode_job(job))
+        job = build(task, args, kwargs, job_id=job_id, timeout=timeout, not_before=eta)
     except InvalidJob as exc:
         raise bad(exc.reason) from None
     except (TypeError, ValueError) as exc:

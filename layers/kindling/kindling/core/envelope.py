@@ -48,14 +48,25 @@ workers that read them; only on the message's last delivery is it recorded.
 from __future__ import annotations
 
 import os
-import time
 
 from kindling.core import codec
 from kindling.core.errors import InvalidJob, NewerEnvelope
-from kindling.core.policy import MAX_ATTEMPTS, MAX_TASK_LENGTH, MAX_TIMEOUT_S
+
+# A job id's limits and the clock a job's times are read by are policy's, below this module and
+# the Celery reader alike; they are imported from here as from there (ID_CHARS, MAX_ID_LENGTH).
+from kindling.core.policy import (
+    CALLBACK_SUFFIX,
+    MAX_ATTEMPTS,
+    MAX_TASK_LENGTH,
+    MAX_TIMEOUT_S,
+    is_job_id,
+    job_id_error,
+    now_ms,
+)
+from kindling.core.policy import ID_CHARS as ID_CHARS
+from kindling.core.policy import MAX_ID_LENGTH as MAX_ID_LENGTH
 
 VERSION = 2
-MAX_ID_LENGTH = 128
 MAX_CHAIN_LENGTH = 100
 MAX_GROUP_SIZE = 10_000  # members of one group (chord)
 MAX_S3_KEY_BYTES = 1024
@@ -76,7 +87,6 @@ _PARENT_FIELDS = frozenset(("id", "index", "size", "then"))
 _PAYLOAD_FIELDS = frozenset(("bucket", "key", "size", "sha256"))
 _HEX = frozenset("0123456789abcdef")
 _BUCKET_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
-ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_.:")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 MAX_CHORD_ID_LENGTH = 100
 """A chord id leaves room for ``.<index>`` and ``.then`` within the 128 characters of a job id."""
@@ -86,7 +96,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kindling.core.registry import Task
+    from kindling.core.policy import TaskOptions
 
 # The SQS message attributes kindling sets beside a job's body, never inside it: its
 # signature (kindling.core.jobsig), and, on a message the worker moved to a dead-letter queue,
@@ -143,10 +153,6 @@ class Job:
         )
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def new_job_id(at_ms: int | None = None) -> str:
     """A 26-character, time-ordered id (ULID layout: 48-bit milliseconds, 80 random bits).
 
@@ -186,10 +192,6 @@ def member_id(chord_id: str, index: int) -> str:
     return f"{chord_id}.{index}"
 
 
-CALLBACK_SUFFIX = ".then"
-"""Ends a chord's callback's job id (:func:`callback_id`)."""
-
-
 def callback_id(chord_id: str) -> str:
     """The job id of a chord's callback."""
     return f"{chord_id}{CALLBACK_SUFFIX}"
@@ -197,7 +199,7 @@ def callback_id(chord_id: str) -> str:
 
 def check_chord_id(chord_id: object) -> str:
     """``chord_id`` if it is a valid job id short enough for its members' ids; else ValueError."""
-    if not (_is_id(chord_id) and len(chord_id) <= MAX_CHORD_ID_LENGTH):  # type: ignore[arg-type]
+    if not (is_job_id(chord_id) and len(chord_id) <= MAX_CHORD_ID_LENGTH):  # type: ignore[arg-type]
         raise ValueError(f"a chord id is 1-{MAX_CHORD_ID_LENGTH} characters of letters, digits and -_.:, "
                          f"got {chord_id!r:.80}")
     return chord_id  # type: ignore[return-value]
@@ -210,7 +212,7 @@ class Call:
     __slots__ = ("task", "args", "kwargs", "delay", "job_id", "max_attempts", "timeout", "group", "queue", "chain",
                  "parent")
 
-    def __init__(self, task: str | Task, args: Sequence = (), kwargs: dict | None = None, *,
+    def __init__(self, task: str | TaskOptions, args: Sequence = (), kwargs: dict | None = None, *,
                  delay: int = 0, job_id: str | None = None, max_attempts: int | None = None,
                  timeout: float | None = None, group: str | None = None, queue: str | None = None,
                  chain: list[dict] | None = None, parent: dict | None = None):
@@ -298,16 +300,12 @@ def decode_job(body: str | bytes) -> Job:
     except codec.DecodeError as exc:
         # base64 of '{"', or the JSON text kombu's SQS transport writes without base64: a Celery producer
         if body[:3] in ("eyJ", b"eyJ") or body[:9] in ('{"body": ', b'{"body": '):
-            from kindling.core import celery_message
-
-            return celery_message.decode(body)
+            return _celery_job(body)
         raise InvalidJob(f"message body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidJob(f"message body is JSON {type(data).__name__}, expected an object")
     if "version" not in data and isinstance(data.get("headers"), dict) and "body" in data:  # kombu, no base64
-        from kindling.core import celery_message
-
-        return celery_message.decode(data)
+        return _celery_job(data)
     _validate(data)
     return Job(
         id=data["id"],
@@ -322,6 +320,22 @@ def decode_job(body: str | bytes) -> Job:
         parent=data.get("parent"),
         payload=data.get("payload"),
     )
+
+
+def _celery_job(message: str | bytes | dict) -> Job:
+    """A Celery task message's job: :mod:`kindling.core.celery_message` reads the message (loaded
+    only here, for a body that is not an envelope), and the job it asks for is made and checked
+    here, as a kindling producer's."""
+    from kindling.core import celery_message
+
+    return celery_message.decode(message, _checked_job)
+
+
+def _checked_job(task: str, args: list, kwargs: dict, *, job_id: str, timeout: float | None,
+                 not_before: int | None) -> Job:
+    """A job made as :func:`new_job` makes one and read back through :func:`decode_job`'s checks."""
+    job = new_job(task, args, kwargs, job_id=job_id, timeout=timeout, not_before=not_before)
+    return decode_job(encode_job(job))
 
 
 def _validate(data: dict) -> None:
@@ -424,7 +438,7 @@ def _v2_error(data: dict) -> str | None:
     if parent is not None:
         if not isinstance(parent, dict) or set(parent) != _PARENT_FIELDS:
             return f"parent must be an object with exactly {', '.join(sorted(_PARENT_FIELDS))}, got {parent!r:.80}"
-        if not _is_id(parent["id"]):
+        if not is_job_id(parent["id"]):
             return f"parent.id must be a job id, got {parent['id']!r:.80}"
         size, index = parent["size"], parent["index"]
         if not _is_int(size) or not 1 <= size <= MAX_GROUP_SIZE:
@@ -460,22 +474,6 @@ def _payload_error(payload: object) -> str | None:
     if not (isinstance(digest, str) and len(digest) == 64 and _HEX.issuperset(digest)):
         return f"payload.sha256 must be 64 lowercase hex digits, got {digest!r:.80}"
     return None
-
-
-def is_job_id(value: object) -> bool:
-    """Whether ``value`` is a job id: 1-128 characters of letters, digits and ``-_.:``."""
-    return _is_id(value)
-
-
-def job_id_error(value: object) -> str | None:
-    """What is wrong with ``value`` as a job id, or ``None`` if it is one."""
-    if _is_id(value):
-        return None
-    return f"id must be 1-{MAX_ID_LENGTH} characters of letters, digits and -_.:, got {value!r:.80}"
-
-
-def _is_id(value: object) -> bool:
-    return (isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and ID_CHARS.issuperset(value))
 
 
 def _is_int(value: object) -> bool:

@@ -13,20 +13,63 @@ raise :class:`kindling.core.errors.Retry` to ask for another attempt after a del
 choosing. When: ``Retry(after=...)``, else the task's :class:`Backoff`, else the worker's
 ``retry_delay`` doubling per attempt; triggers honour it (SQS through the message's
 visibility).
+
+Beside those, the limits every job is held to, whoever wrote it: its id (:func:`is_job_id`),
+its task's name, its time limit, and the clock its times are read by (:func:`now_ms`).
+
+The lowest of core's rule modules: it imports none of them, and reads a job and a task
+through what it needs of each (:class:`JobFields`, :class:`TaskOptions`), not their classes.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 from kindling.core.status import Status
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Protocol
 
-    from kindling.core.envelope import Job
-    from kindling.core.registry import Task
+    class JobFields(Protocol):
+        """What the rules read of a job (:class:`kindling.core.envelope.Job`)."""
+
+        @property
+        def id(self) -> str: ...
+        @property
+        def enqueued_at(self) -> int: ...
+        @property
+        def max_attempts(self) -> int | None: ...
+        @property
+        def timeout(self) -> float | None: ...
+        @property
+        def not_before(self) -> int | None: ...
+        @property
+        def parent(self) -> dict | None: ...
+
+    class TaskOptions(Protocol):
+        """What the rules read of a task (:class:`kindling.core.registry.Task`)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def max_attempts(self) -> int | None: ...
+        @property
+        def timeout(self) -> float | None: ...
+        @property
+        def retry_on(self) -> tuple[type[BaseException], ...] | None: ...
+        @property
+        def no_retry_on(self) -> tuple[type[BaseException], ...]: ...
+        @property
+        def backoff(self) -> Backoff | None: ...
+        @property
+        def results(self) -> str | None: ...
+        @property
+        def skip_succeeded(self) -> bool: ...
+        @property
+        def rate_limit(self) -> object | None: ...
 
 MAX_TIMEOUT_S = 86_400.0
 """The longest time limit a job or task may ask for. Longer ones are refused when the job
@@ -68,8 +111,34 @@ STORE_BACKOFF_CAP_S = 900
 """Hand-backs because kindling's own store is down come back after 2, 4, 8 ... seconds,
 at most this long, so an outage of hours costs a few dozen deliveries, not thousands."""
 
+MAX_ID_LENGTH = 128
+"""The longest job id."""
 
-def attempts_allowed(job: Job, task: Task | None, default: int, cap: int | None = None) -> int:
+ID_CHARS = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_.:")
+"""The characters of a job id: safe in a log line, a DynamoDB key and a Valkey key."""
+
+CALLBACK_SUFFIX = ".then"
+"""Ends a chord's callback's job id (:func:`kindling.core.envelope.callback_id`)."""
+
+
+def now_ms() -> int:
+    """The time, in epoch milliseconds: what a job's times are compared with."""
+    return time.time_ns() // 1_000_000
+
+
+def is_job_id(value: object) -> bool:
+    """Whether ``value`` is a job id: 1-128 characters of letters, digits and ``-_.:``."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and ID_CHARS.issuperset(value)
+
+
+def job_id_error(value: object) -> str | None:
+    """What is wrong with ``value`` as a job id, or ``None`` if it is one."""
+    if is_job_id(value):
+        return None
+    return f"id must be 1-{MAX_ID_LENGTH} characters of letters, digits and -_.:, got {value!r:.80}"
+
+
+def attempts_allowed(job: JobFields, task: TaskOptions | None, default: int, cap: int | None = None) -> int:
     allowed = job.max_attempts or (task.max_attempts if task is not None else None) or default
     return min(allowed, cap) if cap else allowed
 
@@ -91,7 +160,7 @@ def out_of_deliveries(deliveries: int, attempts_allowed: int, max_deliveries: in
     return counts_runs and deliveries > attempts_allowed
 
 
-def due_refusal(job: Job, now: int, deliveries: int, max_deliveries: int | None, retention_s: float,
+def due_refusal(job: JobFields, now: int, deliveries: int, max_deliveries: int | None, retention_s: float,
                 counts_runs: bool) -> str | None:
     """Why a job that is not due yet is refused (recorded ``rejected``) instead of waited for;
     ``None`` if it can wait. The same for every trigger and every producer (a kindling envelope's
@@ -121,7 +190,7 @@ def due_refusal(job: Job, now: int, deliveries: int, max_deliveries: int | None,
     return None
 
 
-def timeout_for(job: Job, task: Task | None, default: float) -> float:
+def timeout_for(job: JobFields, task: TaskOptions | None, default: float) -> float:
     return job.timeout or (task.timeout if task is not None else None) or default
 
 
@@ -154,7 +223,7 @@ class Backoff:
         return f"Backoff(base={self.base}, factor={self.factor}, max={self.max}, jitter={self.jitter})"
 
 
-def should_retry(task: Task | None, error: BaseException) -> bool:
+def should_retry(task: TaskOptions | None, error: BaseException) -> bool:
     """Whether this failure may be tried again (attempts permitting)."""
     from kindling.core.errors import PayloadUnavailable, Retry, UnencodableResult
 
@@ -171,7 +240,7 @@ def should_retry(task: Task | None, error: BaseException) -> bool:
     return task.retry_on is None or isinstance(error, task.retry_on)
 
 
-def retry_in_s(task: Task | None, error: BaseException, attempt: int, default_base: float) -> int | None:
+def retry_in_s(task: TaskOptions | None, error: BaseException, attempt: int, default_base: float) -> int | None:
     """Seconds before the next attempt; ``None`` leaves it to the queue's visibility timeout."""
     from kindling.core.errors import Retry
 
@@ -344,8 +413,6 @@ class Retry:
         the next attempt is made then."""
         delay = self.delay(failed)
         if deadline is not None:
-            import time  # built in: nothing loaded
-
             now = time.monotonic()
             if clip:
                 delay = min(delay, max(0.0, deadline - now))
@@ -391,7 +458,7 @@ def configured_results(environ=None) -> str:
     return check_results(value, "KINDLING_RESULTS_POLICY")
 
 
-def results_for(job: Job, task: Task | None, deployment: str, *, group: str | None = None,
+def results_for(job: JobFields, task: TaskOptions | None, deployment: str, *, group: str | None = None,
                 counts_runs: bool = True) -> str:
     """The policy a job is recorded under: its task's, else the deployment's; always
     ``"all"`` for a chord's member (``parent``) or callback (its derived id), whose records
@@ -402,8 +469,6 @@ def results_for(job: Job, task: Task | None, deployment: str, *, group: str | No
     (:func:`handed_back_by_design`, judged with its delivery's ``group`` and ``counts_runs``) is recorded under
     ``"failures"`` instead: its failed attempts are recorded, so its attempts count the runs
     of its task, not its hops and hand-backs."""
-    from kindling.core.envelope import CALLBACK_SUFFIX  # envelope imports this module: not at the top
-
     if job.parent is not None or job.id.endswith(CALLBACK_SUFFIX):
         return RESULTS_ALL  # a plain job whose id ends so is recorded too: recording more is safe
     own = task.results if task is not None else None
@@ -413,7 +478,7 @@ def results_for(job: Job, task: Task | None, deployment: str, *, group: str | No
     return chosen
 
 
-def handed_back_by_design(job: Job, task: Task | None, group: str | None, counts_runs: bool) -> bool:
+def handed_back_by_design(job: JobFields, task: TaskOptions | None, group: str | None, counts_runs: bool) -> bool:
     """Whether the worker may hand this job back unrun as a matter of course, on a trigger that
     counts each hand-back as a delivery (SQS; a Valkey stream gives it back): a job with a due
     time (hopped until due), of a rate-limited task (handed back over its limit), or in a FIFO
@@ -435,7 +500,7 @@ def keeps(results: str, status: str, attempt: int = 1) -> bool:
     return results == RESULTS_FAILURES and status == Status.SUCCEEDED and attempt > 1
 
 
-def read_first(task: Task, results: str) -> bool:
+def read_first(task: TaskOptions, results: str) -> bool:
     """Whether the duplicate check reads a job before it runs: only if its task skips
     duplicates (``skip_succeeded``) and its successes are recorded (``results="all"``)."""
     return task.skip_succeeded and results == RESULTS_ALL

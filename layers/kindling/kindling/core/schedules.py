@@ -26,13 +26,23 @@ from __future__ import annotations
 
 import time
 
-from kindling.core.envelope import ID_CHARS
+from kindling.core.policy import ID_CHARS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Protocol, TypeVar
 
-    from kindling.core.registry import Registry, Task
+    class Scheduled(Protocol):
+        """What a tick reads of a task (:class:`kindling.core.registry.Task`, whose registry
+        imports this module when a task declares a schedule)."""
+
+        @property
+        def name(self) -> str: ...
+        @property
+        def schedule(self) -> Schedule | None: ...
+
+    T = TypeVar("T", bound=Scheduled)
 
 __all__ = ["Schedule", "due", "parse", "tick_job_id"]
 
@@ -157,7 +167,7 @@ def tick_job_id(task: str, fire_ms: int) -> str:
     return f"sched:{readable}.{digest}.{fire_ms}"
 
 
-def due(registry: Registry, now_ms: int) -> list[tuple[Task, int]]:
+def due(registry: Iterable[T], now_ms: int) -> list[tuple[T, int]]:
     """The (task, fire time) pairs of this minute and the one before: every fire is seen by
     two ticks, so one tick early, late or missing loses nothing (the job id dedupes)."""
     minute_start = now_ms - now_ms % MINUTE_MS
@@ -168,5 +178,5 @@ def due(registry: Registry, now_ms: int) -> list[tuple[Task, int]]:
     return pairs
 
 
-def _scheduled(registry: Registry) -> Iterable[Task]:
+def _scheduled(registry: Iterable[T]) -> Iterable[T]:
     return [t for t in registry if t.schedule is not None]
