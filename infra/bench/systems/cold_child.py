@@ -74,7 +74,7 @@ def drain_cmd(py: str, layer: str) -> list[str]:
     code = (
         f"import sys; sys.path[:0] = [{funcdir!r}, {layer!r}]; import app, os\n"
         "import time as _t\n"
-        "from kindling.valkey import worker as _w\n"
+        "from kindling.triggers.valkey import worker as _w\n"
         "_process = _w.StreamWorker.process\n"
         "def _first(self, *a, _seen=[], **k):\n"
         " out = _process(self, *a, **k)\n"
