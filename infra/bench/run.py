@@ -1435,6 +1435,8 @@ def main() -> int:
             t0 = time.monotonic()
             runners[name]()
             log(f"== {name} done in {time.monotonic() - t0:.0f} s")
+            # What is measured so far, kept if a later scenario stops the run.
+            (out / f"bench-{stamp}.partial.json").write_text(json.dumps(results, indent=1, default=str))
     finally:
         svc.close()
     results["meta"]["loadavg_end"] = os.getloadavg()
