@@ -188,7 +188,8 @@ def cold_child(cmd: list[str], env: dict, svc: Services, job: dict, share=None, 
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
                          preexec_fn=share.join if share is not None else None)
     if out.returncode != 0 or "DONE" not in out.stdout:
-        raise RuntimeError(f"{cmd[:2]} failed ({out.returncode}): {out.stderr[-2000:]}")
+        # its stdout too: the handler logs why a job was handed back there
+        raise RuntimeError(f"{cmd[:2]} failed ({out.returncode}): {out.stderr[-2000:]}\nstdout: {out.stdout[-3000:]}")
     done = float(out.stdout.split("DONE", 1)[1].split()[0])
     import boto3
 
