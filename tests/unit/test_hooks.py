@@ -258,3 +258,23 @@ def test_with_the_budget_already_spent_no_hook_is_started(calls):
     assert calls == []
     (line,) = lines
     assert line["kindling"] == "hook_abandoned" and line["not_called"] == 2
+
+
+@pytest.mark.parametrize("deadline", [None, "a budget"], ids=["no budget", "under a budget"])
+def test_a_hook_sees_the_context_variables_of_the_batch_that_calls_it(deadline):
+    """Under a budget hooks run on a thread of their own; what the batch's context holds (an
+    error tracker's scope, a tracing span, a logger's keys: all context variables) is there
+    as when they run on the batch's thread."""
+    import contextvars
+
+    from kindling.engine import hooks
+
+    scope = contextvars.ContextVar("scope", default="none")
+    seen = []
+    reg = Registry()
+    reg.task(name="ok")(lambda: 1)
+    outcomes = Runner(reg, MemoryResultStore(), log=None, metrics=False).run([deliver("ok")])
+    reg.on_success(lambda job, error: seen.append(scope.get()))
+    scope.set("the batch's")
+    hooks.call(reg, outcomes, None, lambda o: 3, deadline=None if deadline is None else time.monotonic() + 5)
+    assert seen == ["the batch's"]

@@ -22,9 +22,10 @@ recorded) and a batch handed back unrecorded call none. A hook that raises is lo
 message is settled as it would have been, the other hooks still run; that holds for whatever it
 raises (``KeyboardInterrupt``, ``asyncio.CancelledError``, any ``BaseException``). A hook is
 no place for slow work: it holds the batch's messages until it returns, and in a batch with a
-budget (a Lambda invocation, a drain) hooks run on a thread of their own and are abandoned
-when the budget ends (:meth:`kindling.core.batch.Budget.hooks_by`): the batch is settled all the
-same, and a log line (``"kindling": "hook_abandoned"``) names the hook and the calls left.
+budget (a Lambda invocation, a drain) hooks run on a thread of their own, in a copy of the
+batch's context variables, and are abandoned when the budget ends
+(:meth:`kindling.core.batch.Budget.hooks_by`): the batch is settled all the same, and a log
+line (``"kindling": "hook_abandoned"``) names the hook and the calls left.
 
 The runner loads this module only when a registry has a hook.
 """
@@ -72,6 +73,7 @@ def call(registry: Registry, outcomes: list[Outcome], log: Callable[[dict], obje
         for each in calls:
             _call_one(each, log)
         return
+    from _contextvars import copy_context  # the C module, as kindling.core.batch imports it
     from _thread import allocate_lock, start_new_thread
 
     if Budget.seconds_to(deadline) <= 0:  # the batch's budget is spent already: none is started
@@ -94,7 +96,9 @@ def call(registry: Registry, outcomes: list[Outcome], log: Callable[[dict], obje
         finally:
             done.release()
 
-    start_new_thread(run_all, ())
+    # The thread runs in a copy of the batch's context: an error tracker's scope, a span or a
+    # logger's keys held in context variables reach the hooks as they do without a budget.
+    start_new_thread(copy_context().run, (run_all,))
     left = Budget.seconds_to(deadline)
     if done.acquire(True, left) if left > 0 else done.acquire(False):
         return
