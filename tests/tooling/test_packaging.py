@@ -144,6 +144,34 @@ def _copy_distribution(name: str, site: Path) -> None:
         shutil.copy2(source, target)
 
 
+def _copy_closure(requirement: str, site: Path) -> list[str]:
+    """Every distribution ``requirement`` needs (its extras' too, markers evaluated here),
+    copied from this virtualenv into ``site``; kindling-jobs itself is left to pip. Returns
+    their names."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: set[tuple[str, frozenset[str]]] = set()
+    names: list[str] = []
+    todo = [Requirement(requirement)]
+    while todo:
+        req = todo.pop()
+        key = (req.name.lower().replace("_", "-"), frozenset(req.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        dist = metadata.distribution(req.name)
+        for spec in dist.requires or ():
+            dep = Requirement(spec)
+            if dep.marker is None or any(dep.marker.evaluate({"extra": extra}) for extra in req.extras or {""}):
+                todo.append(dep)
+        if key[0] != "kindling-jobs" and dist.metadata["Name"] not in names:
+            names.append(dist.metadata["Name"])
+            _copy_distribution(dist.metadata["Name"], site)
+    return names
+
+
 def _clean_env() -> dict[str, str]:
     """This process's environment without what ties a child to this checkout or this pytest run."""
     return {k: v for k, v in os.environ.items()
@@ -227,3 +255,27 @@ def test_the_changelog_has_an_unreleased_section_and_its_newest_release_is_the_p
     headings = re.findall(r"^## \[([^]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
     assert headings[0] == "Unreleased"
     assert headings[1] == source_version(), headings
+
+
+@pytest.mark.slow
+def test_make_dev_from_the_installed_wheel_runs_a_job_the_dashboard_shows_outside_the_checkout(dists, tmp_path):
+    """A user's first local run before any release: the wheel installed offline with its demo
+    extra (boto3 and moto's server, copied in as pip would have installed them) into a
+    virtualenv that never saw this checkout, ``kindling init app``, then ``make dev``."""
+    from support.devflow import make_dev_runs_a_job_the_dashboard_shows
+
+    python, site = _fresh_venv(tmp_path / "venv")
+    assert "moto" in _copy_closure("kindling-jobs[demo]", site)
+    env = _clean_env()
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
+                                "--quiet", "--find-links", str(dists["wheel"].parent), "kindling-jobs[demo]"],
+                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert installed.returncode == 0, installed.stderr
+    init = subprocess.run([str(python.parent / "kindling"), "init", "app"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60)
+    assert init.returncode == 0, init.stderr
+    where = subprocess.run([str(python), "-c", "import kindling, moto; print(kindling.__file__, moto.__file__)"],
+                           check=True, capture_output=True, text=True, env=env, cwd=tmp_path / "app",
+                           timeout=60).stdout
+    assert where.count(str(site)) == 2 and str(ROOT) not in where, where  # the wheel's copy; no checkout
+    make_dev_runs_a_job_the_dashboard_shows(tmp_path / "app", str(python))
