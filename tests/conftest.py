@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from support import localstack as _localstack
-from support.fixtures import own_valkey, pytest_generate_tests, reg, store  # noqa: F401  (shared by every drawer)
+from support.fixtures import mypy, own_valkey, pytest_generate_tests, reg, store  # noqa: F401  (shared by every drawer)
 from support.valkey import ValkeyServer
 
 ROOT = Path(__file__).resolve().parent.parent

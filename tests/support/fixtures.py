@@ -9,6 +9,8 @@ A module that needs a variant says so instead of copying the fixture:
   takes ``store`` over them.
 - ``own_valkey``: a valkey-server of the module's own, started with the options of the
   module's ``valkey_options`` mark (``pytest.mark.valkey_options("--requirepass", "secret")``).
+- ``mypy``: runs ``mypy --strict`` on a file; one cache per test process, so the standard
+  library's and kindling's stubs are read once, not by every type-checking test.
 """
 
 from __future__ import annotations
@@ -74,3 +76,21 @@ def own_valkey(request, start_valkey):
     the options of the module's ``valkey_options`` mark (none by default)."""
     options = request.node.get_closest_marker("valkey_options")
     return start_valkey(*(options.args if options else ()))
+
+
+@pytest.fixture(scope="session")
+def mypy(tmp_path_factory):
+    """``mypy(path)``: ``mypy --strict`` on ``path`` (run in its folder), its CompletedProcess."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("mypy", path=str(Path(sys.executable).parent))
+    assert exe, "mypy is in the dev extras"
+    cache = tmp_path_factory.mktemp("mypy-cache")  # per xdist worker: never two writers
+
+    def check(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([exe, "--strict", "--cache-dir", str(cache), path.name], cwd=path.parent,
+                              capture_output=True, text=True, timeout=300)
+    return check

@@ -1,8 +1,5 @@
 """Task handles (delay, apply_async), where they send, eager mode, and their static types."""
 
-import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -89,10 +86,8 @@ def test_kindling_eager_turns_it_on_for_the_process(reg, recorder, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_type_checker_flags_wrong_arguments_at_the_call_site(tmp_path):
+def test_a_type_checker_flags_wrong_arguments_at_the_call_site(tmp_path, mypy):
     """registry.pyi types delay() with the function's ParamSpec (mypy, from the dev extras)."""
-    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
-    assert mypy, "mypy is in the dev extras"
     (tmp_path / "app_tasks.py").write_text(textwrap.dedent('''
         from kindling import task
 
@@ -114,8 +109,7 @@ def test_a_type_checker_flags_wrong_arguments_at_the_call_site(tmp_path):
         resize.delay("a.png", height=3)
         send_email.delay("ada@example.com")
     '''))
-    done = subprocess.run([mypy, "--no-incremental", "--strict", "app_tasks.py"], cwd=tmp_path,
-                          capture_output=True, text=True)
+    done = mypy(tmp_path / "app_tasks.py")
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert [line.split(":")[1] for line in errors] == ["18", "19", "20"], done.stdout
     assert 'incompatible type "int"; expected "str"' in errors[0]
@@ -126,12 +120,10 @@ def test_a_type_checker_flags_wrong_arguments_at_the_call_site(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_handles_result_has_the_return_type_of_its_task(tmp_path):
+def test_a_handles_result_has_the_return_type_of_its_task(tmp_path, mypy):
     """registry.pyi and handles.pyi carry the task's return type to every handle's result():
     delay, apply_async and their await forms, a Client's or a stream producer's enqueue of a
     Task, eager mode's; an async task's handle returns what its coroutine returns."""
-    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
-    assert mypy, "mypy is in the dev extras"
     source = textwrap.dedent('''
         from typing import Any, assert_type
 
@@ -177,8 +169,7 @@ def test_a_handles_result_has_the_return_type_of_its_task(tmp_path):
         client.enqueue(resize, 3)
     ''')
     (tmp_path / "app_tasks.py").write_text(source)
-    done = subprocess.run([mypy, "--no-incremental", "--strict", "app_tasks.py"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    done = mypy(tmp_path / "app_tasks.py")
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     wrong = source.splitlines().index("client.enqueue(resize, 3)") + 1  # a str is wanted: the one error
     assert [int(line.split(":")[1]) for line in errors] == [wrong], done.stdout

@@ -6,8 +6,6 @@ JSON and read back as the model on request; a body that does not validate is ``r
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from kindling.core import codec
 from kindling.core.envelope import encode_job, new_job
@@ -110,13 +108,9 @@ def test_celerys_pydantic_option_is_accepted():
         assert place.delay({"id": 1, "sku": "a", "qty": 5}).result() == 5
 
 
-def test_the_typed_handle_accepts_the_model_and_reads_the_result_as_one(tmp_path):
-    import shutil
+def test_the_typed_handle_accepts_the_model_and_reads_the_result_as_one(tmp_path, mypy):
     import textwrap
-    from pathlib import Path
 
-    mypy = shutil.which("mypy", path=str(Path(sys.executable).parent))
-    assert mypy, "mypy is in the dev extras"
     (tmp_path / "shop_tasks.py").write_text(textwrap.dedent('''
         from pydantic import BaseModel
 
@@ -136,7 +130,6 @@ def test_the_typed_handle_accepts_the_model_and_reads_the_result_as_one(tmp_path
         handle.result(timeout=5, model=Order)
         place.delay("not an order")
     '''))
-    done = subprocess.run([mypy, "--no-incremental", "--strict", "shop_tasks.py"], cwd=tmp_path,
-                          capture_output=True, text=True)
+    done = mypy(tmp_path / "shop_tasks.py")
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert [line.split(":")[1] for line in errors] == ["18"], done.stdout
