@@ -2,13 +2,14 @@
 
     .venv/bin/python infra/bench/batch_sizes.py [--jobs 30000] [--reps 3] [--sizes 500,1000,2000,grown]
 
-For each size, kindling's stream worker (``infra/bench/systems/kindling_valkey.py``'s result
-store, jobs inline, as the ``network`` scenario runs it) drains ``--jobs`` no-ops through a
-Toxiproxy with the latency toxic and through one without it, alternately, ``--reps`` times;
-``worker.run()`` is timed in its own process (no interpreter start in the figure). A fixed
-size is ``batch=N, max_batch=N``; ``grown`` is ``batch=500`` with the default ``max_batch``
-(kindling.core.valkey.readsize). Prints each size's median rates and the latency kept (with /
-without). Needs valkey-server and infra/toxiproxy/ctl (which it installs). Loopback only.
+For each size, kindling's stream worker (``infra/bench/systems/stream_burst.py``: the result
+store of ``systems/kindling_valkey.py``, jobs inline, as the ``network`` scenario runs it)
+drains ``--jobs`` no-ops through a Toxiproxy with the latency toxic and through one without
+it, alternately, ``--reps`` times; ``worker.run()`` is timed in its own process (no
+interpreter start in the figure). A fixed size is ``batch=N, max_batch=N``; ``grown`` is
+``batch=500`` with the default ``max_batch`` (kindling.core.valkey.readsize). Prints each
+size's median rates and the latency kept (with / without). Needs valkey-server and
+infra/toxiproxy/ctl (which it installs). Loopback only.
 """
 
 from __future__ import annotations
@@ -24,20 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "layers/kindling"), str(ROOT / "tests"), str(ROOT / "tests/chaos")]
 
-WORKER = """
-import sys, time
-sys.path[:0] = [{systems!r}, {functions!r}]
-import kindling_valkey
-import tasks  # noqa: F401 - registers noop
-from kindling.valkey import StreamWorker, connect
-url, batch, most = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-store = kindling_valkey.ValkeyResultStore(connect(url.rsplit("/", 1)[0] + "/1"))
-worker = StreamWorker(url, store=store, batch=batch, max_batch=most or None, block_ms=200, concurrency=200,
-                      threads=0, log=False)
-started = time.perf_counter()
-counts = worker.run(burst=True)
-print(time.perf_counter() - started, counts.get("succeeded", 0))
-"""
+CONCURRENCY = 200
 
 
 def main() -> None:
@@ -70,7 +58,7 @@ def main() -> None:
                 proxy.latency(1, stream="upstream")
             urls[kind] = f"redis://{proxy.listen}/0"
         direct = f"redis://127.0.0.1:{port}/0"
-        script = WORKER.format(systems=str(ROOT / "infra/bench/systems"), functions=str(ROOT / "functions/worker"))
+        worker = str(ROOT / "infra/bench/systems/stream_burst.py")
         for size in ns.sizes.split(","):
             batch, most = (500, 0) if size == "grown" else (int(size), int(size))
             rates: dict[str, list[float]] = {"latency": [], "none": []}
@@ -78,9 +66,9 @@ def main() -> None:
                 for kind in ("latency", "none") if rep % 2 == 0 else ("none", "latency"):
                     connect(direct).execute_command("FLUSHALL")
                     StreamProducer(direct, reader=False).enqueue_many([("noop", [], {})] * ns.jobs)
-                    out = subprocess.run([sys.executable, "-c", script, urls[kind], str(batch), str(most)],
+                    out = subprocess.run([sys.executable, worker, urls[kind], str(batch), str(most), str(CONCURRENCY)],
                                          capture_output=True, text=True, check=True)
-                    seconds, done = out.stdout.split()
+                    seconds, done, _ = out.stdout.split()
                     if int(done) != ns.jobs:
                         raise SystemExit(f"{size} {kind}: {done} of {ns.jobs} jobs succeeded")
                     rates[kind].append(ns.jobs / float(seconds))

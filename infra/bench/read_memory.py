@@ -2,14 +2,14 @@
 
     python infra/bench/run.py --only read_memory [--reps 3]      (make bench ONLY=read_memory)
 
-One worker process (kindling's stream worker with ``systems/kindling_valkey.py``'s result
-store in Valkey, jobs inline, as the throughput scenario runs it) drains 5,000 no-ops queued
-before it starts, for each read size: fixed (``batch = max_batch = N``: 100, 500, 2,000)
-and grown (the defaults: from 100, doubling to 2,000); its ``chunk`` is the default. Beside
-them: the same worker on an empty stream (idle: started, one empty read, gone) and, with
-the peers' virtualenv (``make bench`` makes it), arq on the same 5,000 no-ops (max_jobs=100,
-as in the throughput scenario; stopped once its queue is empty). Systems round-robin within
-each repetition.
+One worker process (``systems/stream_burst.py``: kindling's stream worker with
+``systems/kindling_valkey.py``'s result store in Valkey, jobs inline, as the throughput
+scenario runs it) drains 5,000 no-ops queued before it starts, for each read size: fixed
+(``batch = max_batch = N``: 100, 500, 2,000) and grown (the defaults: from 100, doubling to
+2,000); its ``chunk`` is the default. Beside them: the same worker on an empty stream (idle:
+started, one empty read, gone) and, with the peers' virtualenv (``make bench`` makes it), arq
+on the same 5,000 no-ops (max_jobs=100, as in the throughput scenario; stopped once its
+queue is empty). Systems round-robin within each repetition.
 
 Peak RSS is the kernel's high-water mark of the process's memory (``VmHWM`` in
 /proc/<pid>/status: the worker prints its own as it ends, arq's is read just before it is
@@ -34,7 +34,6 @@ import children
 import stats
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 N = 5000
 IDLE = "kindling, idle (empty stream)"
 GROWN = "kindling, reads grown from 100 to 2,000 (the defaults)"
@@ -46,23 +45,7 @@ def fixed(size: int) -> str:
     return f"kindling, read size {size:,}"
 
 
-WORKER = """
-import sys, time
-sys.path[:0] = [{systems!r}, {functions!r}]
-import kindling_valkey
-import tasks  # noqa: F401 - registers noop
-from kindling.valkey import StreamWorker, connect
-url, batch, most = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-store = kindling_valkey.ValkeyResultStore(connect(url.rsplit("/", 1)[0] + "/1"))
-worker = StreamWorker(url, store=store, batch=batch, max_batch=most or None, block_ms=200, concurrency=100,
-                      threads=0, log=False)
-started = time.perf_counter()
-counts = worker.run(burst=True)
-seconds = time.perf_counter() - started
-with open("/proc/self/status") as status:
-    hwm_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-print(seconds, counts.get("succeeded", 0), hwm_kib)
-"""
+CONCURRENCY = 100  # as the throughput scenario runs the worker
 
 
 def hwm_kib(pid: int) -> int:
@@ -98,10 +81,9 @@ def kindling_run(svc, env: dict, batch: int, most: int, n: int) -> dict:
     svc.valkey(1).flushall()
     if n:
         StreamProducer(svc.valkey_url, reader=False).enqueue_many([("noop", [], {})] * n)
-    script = WORKER.format(systems=str(HERE / "systems"), functions=str(ROOT / "functions/worker"))
     with tempfile.TemporaryFile("w+") as out:
-        proc = children.popen([sys.executable, "-c", script, svc.valkey_url, str(batch), str(most)], env=env,
-                              stdout=out, text=True, start_new_session=True)
+        proc = children.popen([sys.executable, str(HERE / "systems/stream_burst.py"), svc.valkey_url, str(batch),
+                               str(most), str(CONCURRENCY)], env=env, stdout=out, text=True, start_new_session=True)
         waited(proc, 300)
         out.seek(0)
         printed = out.read().split()
