@@ -2,7 +2,7 @@
 
 A round trip to Valkey a hop away costs a millisecond or more; a batch of 500 no-ops costs
 about 20 ms of Python. So the number of round trips a batch waits for, on the thread that
-runs its jobs, is what a worker loses to the network (infra/bench/network.py measures it).
+runs its jobs, is what a worker loses to the network (infra/bench/scenarios/network.py measures it).
 The steady state is counted here deterministically: the difference between a run of 2n
 batches and one of n, so that start-up (the group's creation, the first blocking read) and
 the end (the idle check, the consumer forgotten) cancel out. Before the stream worker

@@ -1,4 +1,4 @@
-"""The network scenario's report (infra/bench/network.py), on made-up samples: its ratios
+"""The network scenario's report (infra/bench/scenarios/network.py), on made-up samples: its ratios
 against the targets, each from the same run's medians, and a peer that failed with its
 defaults named beside the setting it was run with again."""
 
@@ -9,12 +9,13 @@ from pathlib import Path
 _DIR = Path(__file__).resolve().parents[2] / "infra" / "bench"
 sys.path.insert(0, str(_DIR))
 try:
-    _spec = importlib.util.spec_from_file_location("bench_network", _DIR / "network.py")
+    _spec = importlib.util.spec_from_file_location("bench_network", _DIR / "scenarios" / "network.py")
     network = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(network)
 finally:
     sys.path.remove(str(_DIR))
-    sys.modules.pop("stats", None)
+    for _name in ("stats", "harness", "children"):
+        sys.modules.pop(_name, None)
 
 
 def runs(*rates):

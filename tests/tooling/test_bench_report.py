@@ -1,7 +1,9 @@
-"""The harness's report (infra/bench/run.py and its scenario modules) for the memory-size, TLS,
-critical-path and Valkey-triggered Lambda scenarios and the throughput ratios, on made-up samples."""
+"""The harness's report (infra/bench/run.py and its scenario modules, infra/bench/scenarios/) for
+the memory-size, TLS, critical-path and Valkey-triggered Lambda scenarios and the throughput
+ratios, on made-up samples."""
 
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
@@ -10,11 +12,24 @@ _spec = importlib.util.spec_from_file_location("bench_run", _PATH)
 run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run)
 sys.path[:] = [p for p in sys.path if not p.startswith(str(_PATH.parent))]  # run.py adds its own dirs
+harness = sys.modules["harness"]
 # run.py's own modules, kept by it, not left for other tests
-for _name in ("stats", "services", "critical_path", "lambda_valkey", "network", "children", "read_memory"):
-    sys.modules.pop(_name, None)
+for _name in [n for n in sys.modules if n.split(".")[0] in ("stats", "services", "children", "harness", "charts",
+                                                             "scenarios")]:
+    sys.modules.pop(_name)
 
-K, P, F = run.KINDLING_COLD, run.POWERTOOLS_COLD, run.FLOOR_COLD
+K, P, F = harness.KINDLING_COLD, harness.POWERTOOLS_COLD, harness.FLOOR_COLD
+DDB = run.SCENARIOS["dynamodb"]
+
+
+def test_each_scenario_is_a_module_of_its_own_named_as_only_names_it_with_the_drivers_entry():
+    assert run.NAMES == ("cold", "memory", "tls", "critical", "imports", "throughput", "dynamodb", "sqs",
+                         "lambda_valkey", "enqueue", "latency", "network", "read_memory")
+    for name, module in run.SCENARIOS.items():
+        assert Path(module.__file__) == _PATH.parent / "scenarios" / f"{name}.py"
+        assert list(inspect.signature(module.scenario).parameters) == ["ns", "svc", "layer", "env", "results"]
+        assert list(inspect.signature(module.report).parameters) == ["c"]
+        assert list(inspect.signature(module.ratio_lines).parameters) == ["c"]
 
 
 def memory_results():
@@ -24,7 +39,7 @@ def memory_results():
 
 
 def test_memory_table_has_a_column_per_size_and_the_ratios():
-    md = run.memory_table(memory_results()["memory"])
+    md = run.SCENARIOS["memory"].report(memory_results()["memory"])
     assert "| system | 128 MB | 1,769 MB |" in md
     assert f"| {K} | 800 (700-900) | 70.0 (70.0-70.0) |" in md
     assert "| ratio kindling / boto3 + Powertools handler | 1/11 | 0.10x |" in md
@@ -32,7 +47,7 @@ def test_memory_table_has_a_column_per_size_and_the_ratios():
 
 
 def test_memory_skipped_says_why():
-    md = run.memory_table({"skipped": "no writable cgroup cpu controller"})
+    md = run.SCENARIOS["memory"].report({"skipped": "no writable cgroup cpu controller"})
     assert "Skipped: no writable cgroup cpu controller." in md
 
 
@@ -46,7 +61,7 @@ def test_ratio_lines_give_memory_and_tls_ratios():
     assert f"HTTPS - HTTP, {K}: +80.0 ms" in lines
 
 
-CP, LV = run.critical_path, run.lambda_valkey
+CP, LV = run.SCENARIOS["critical"], run.SCENARIOS["lambda_valkey"]
 
 
 def critical_samples():
@@ -146,20 +161,20 @@ def test_sleep_throughput_is_a_ratio_to_the_bare_consumer():
 
 
 def test_dynamodb_cpu_table_gives_the_local_clouds_and_each_systems_own_cpu_per_job():
-    runs = {run.DDB_BASELINE: [{"jobs_per_s": 1000, "server_cpu_ms_per_job": 1.1, "client_cpu_ms_per_job": 0.1},
+    runs = {DDB.DDB_BASELINE: [{"jobs_per_s": 1000, "server_cpu_ms_per_job": 1.1, "client_cpu_ms_per_job": 0.1},
                                {"jobs_per_s": 900, "server_cpu_ms_per_job": 1.3, "client_cpu_ms_per_job": 0.3}],
-            run.DDB_STREAM: [{"jobs_per_s": 800, "client_cpu_ms_per_job": 0.25}]}  # moto: no local cloud pids
-    md = run.dynamodb_cpu_table({"runs": runs})
-    assert f"| {run.DDB_BASELINE} | 1.200 | 0.200 |" in md
-    assert f"| {run.DDB_STREAM} | - | 0.250 |" in md
+            DDB.DDB_STREAM: [{"jobs_per_s": 800, "client_cpu_ms_per_job": 0.25}]}  # moto: no local cloud pids
+    md = DDB.cpu_table({"runs": runs})
+    assert f"| {DDB.DDB_BASELINE} | 1.200 | 0.200 |" in md
+    assert f"| {DDB.DDB_STREAM} | - | 0.250 |" in md
 
 
 def test_dynamodb_ratios_set_the_check_against_the_write_in_rate_and_in_the_local_clouds_cpu():
     def runs(rate, server):
         return [{"jobs_per_s": rate, "server_cpu_ms_per_job": server, "client_cpu_ms_per_job": 0.1}]
 
-    c = {"baseline": run.DDB_BASELINE, "runs": {
-        run.DDB_BASELINE: runs(1000, 1.0), run.DDB_STREAM: runs(800, 1.35), run.DDB_CALLS: runs(900, 1.3),
+    c = {"baseline": DDB.DDB_BASELINE, "runs": {
+        DDB.DDB_BASELINE: runs(1000, 1.0), DDB.DDB_STREAM: runs(800, 1.35), DDB.DDB_CALLS: runs(900, 1.3),
         "BatchWriteItem alone (25 per call, 1 connection)": runs(500, 1.0),
         "kindling SQS handler, warm, events of 10 (1 connection)": runs(200, 2.0)}}
     lines = run.ratio_lines({"dynamodb": c})
@@ -172,10 +187,10 @@ def test_dynamodb_ratios_set_the_check_against_the_write_in_rate_and_in_the_loca
 def test_span_of_reads_a_child_that_prints_more_than_a_pipe_holds(monkeypatch):
     import threading
 
-    monkeypatch.setattr(run, "tree_rss", lambda proc: 0)
+    monkeypatch.setattr(harness, "tree_rss", lambda proc: 0)
     child = [sys.executable, "-c", "import sys; sys.stdout.write('log line\\n' * 40000); print('SPAN 1.5')"]
     got = []
-    reader = threading.Thread(target=lambda: got.append(run.span_of(child, {})), daemon=True)
+    reader = threading.Thread(target=lambda: got.append(harness.span_of(child, {})), daemon=True)
     reader.start()
     reader.join(30)
     assert got == [(1.5, 0.0)]  # with pipes the child blocked on its 64 KiB and this waited for ever
@@ -187,24 +202,24 @@ def test_a_watched_worker_that_logs_more_than_a_pipe_holds_runs_to_its_end_and_i
     import subprocess
 
     child = [sys.executable, "-c", "import sys; sys.stderr.write('log line\\n' * 40000 + 'the end'); sys.exit(3)"]
-    proc = run.children.popen(child, stdout=subprocess.DEVNULL)
+    proc = harness.children.popen(child, stdout=subprocess.DEVNULL)
     try:
         assert proc.wait(30) == 3  # with stderr=PIPE: TimeoutExpired, the child stuck on its write
     finally:
         proc.kill()
-    tail = run.children.stderr_tail(proc, limit=50)
+    tail = harness.children.stderr_tail(proc, limit=50)
     assert tail.endswith("log line\nthe end") and len(tail) == 50
 
 
 def test_each_repetition_starts_with_the_next_system_so_none_always_runs_first():
     systems = ["a", "b", "c"]
-    orders = [run.rotated(systems, i) for i in range(4)]
+    orders = [harness.rotated(systems, i) for i in range(4)]
     assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
-    assert run.rotated([], 2) == []
+    assert harness.rotated([], 2) == []
 
 
 def test_read_memory_gives_each_read_size_over_the_idle_worker_and_arq_beside_it():
-    rm = run.read_memory
+    rm = run.SCENARIOS["read_memory"]
 
     def runs(*pairs):
         return [{"peak_rss_mib": mib, "jobs_per_s": rate} for mib, rate in pairs]

@@ -11,7 +11,7 @@ Two parts, each interleaved (one of each path per repetition):
   ``Client.enqueue`` (SQS, LocalStack's event source mapping). Each Valkey job waits until
   the previous drain has returned (its flag gone), so every one is woken by its own kick.
 
-The report pieces at the end are pure (tests/unit/test_bench_report.py).
+The report pieces at the end are pure (tests/tooling/test_bench_report.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import sys
 import time
 
 import stats
+from harness import cold_child, log, new_job
 
 COLD_DRAIN = "kindling drain (Valkey event, -S + layer)"
 COLD_SQS = "kindling SQS handler (-S + layer)"
@@ -30,10 +31,10 @@ COLD_TARGET = 1.3
 POLL_S = 0.002
 
 
-def cold_drain(svc, layer: str, env: dict, cold_child):
+def cold_drain(svc, layer: str, env: dict):
     """The drain's cold start as a function of an optional CPU share (``share=None``): each call
     puts one noop on the stream and times a fresh child given the drain event, spawn to its
-    record in DynamoDB (``cold_child`` is run.py's). Used here and by the memory scenario."""
+    record in DynamoDB. Used here and by the memory scenario."""
     from cold_child import drain_cmd
     from kindling.valkey import StreamProducer
 
@@ -48,12 +49,11 @@ def cold_drain(svc, layer: str, env: dict, cold_child):
     return drain
 
 
-def scenario(ns, svc, layer: str, env: dict, results: dict, *, cold_child, new_job, log) -> None:
-    """``cold_child`` and ``new_job`` are run.py's (spawn a child, check its record; a job dict)."""
+def scenario(ns, svc, layer: str, env: dict, results: dict) -> None:
     from cold_child import kindling_cmd
 
     py = sys.executable
-    drain = cold_drain(svc, layer, env, cold_child)
+    drain = cold_drain(svc, layer, env)
     systems = {COLD_DRAIN: drain, COLD_SQS: lambda: cold_child(kindling_cmd(py, layer), env, svc, new_job())}
     samples: dict[str, list[float]] = {k: [] for k in systems}
     for fn in systems.values():  # untimed warm-up (page cache, pyc files; the drain's group is created)

@@ -12,7 +12,7 @@ interleaved, one fresh child each:
 
 Targets: the first batch within 1.2x of floor + one round trip (the read it adds), and the
 write-only batch within 1.2x of the floor. The report pieces are pure
-(tests/unit/test_bench_report.py).
+(tests/tooling/test_bench_report.py).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 import stats
+from harness import cold_child, log, new_job, sqs_event
 
 KINDLING = "kindling first batch (read + write)"
 WRITE_ONLY = "kindling, task with skip_succeeded=False (write only)"
@@ -30,8 +31,7 @@ PROTOCOLS = ("HTTP", "HTTPS")
 TARGET = 1.2
 
 
-def scenario(ns, svc, layer: str, env: dict, results: dict, *, cold_child, sqs_event, new_job, log) -> None:
-    """``cold_child``, ``sqs_event`` and ``new_job`` are run.py's."""
+def scenario(ns, svc, layer: str, env: dict, results: dict) -> None:
     from cold_child import floor_cmd, kindling_cmd, round_trip_cmd, write_only_cmd
     from cpushare import CgroupUnavailable, CpuShare
 

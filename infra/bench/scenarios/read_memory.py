@@ -31,9 +31,10 @@ import time
 from pathlib import Path
 
 import children
+import harness as h
 import stats
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # infra/bench
 N = 5000
 IDLE = "kindling, idle (empty stream)"
 GROWN = "kindling, reads grown from 100 to 2,000 (the defaults)"
@@ -95,7 +96,7 @@ def kindling_run(svc, env: dict, batch: int, most: int, n: int) -> dict:
     return {"peak_rss_mib": peak_kib / 1024, "jobs_per_s": n / seconds if n else None}
 
 
-def arq_run(svc, env: dict, n: int, h) -> dict:
+def arq_run(svc, env: dict, n: int) -> dict:
     r0 = svc.valkey(0)
     r0.flushall()
     h.peer_enqueue("arq", env, "noop", n)
@@ -116,13 +117,13 @@ def arq_run(svc, env: dict, n: int, h) -> dict:
     return {"peak_rss_mib": peak_kib / 1024, "jobs_per_s": n / (ended[0] - t0)}
 
 
-def scenario(ns, svc, env: dict, results: dict, *, h) -> None:
+def scenario(ns, svc, layer: str, env: dict, results: dict) -> None:
     systems = {IDLE: lambda: kindling_run(svc, env, 100, 0, 0)}
     for size in SIZES:
         systems[fixed(size)] = lambda size=size: kindling_run(svc, env, size, size, N)
     systems[GROWN] = lambda: kindling_run(svc, env, 100, 0, N)
     if (h.PEERS_BIN / "python").exists():
-        systems[ARQ] = lambda: arq_run(svc, env, N, h)
+        systems[ARQ] = lambda: arq_run(svc, env, N)
     else:
         h.log(f"read_memory: arq SKIPPED: no {h.PEERS_BIN / 'python'} (make bench installs it)")
     runs: dict[str, list[dict]] = {k: [] for k in systems}

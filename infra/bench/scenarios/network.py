@@ -34,9 +34,10 @@ import sys
 import time
 from pathlib import Path
 
+import harness as h
 import stats
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # infra/bench
 ROOT = HERE.parents[1]
 LATENCY_MS = 1  # each way
 CONCURRENCY = 200
@@ -165,8 +166,8 @@ class _Via:
         return getattr(self._svc, name)
 
 
-def scenario(ns, svc, layer: str, env: dict, results: dict, *, h) -> None:
-    """``h`` is run.py's module namespace: its drain, peer helpers, cold_child, span_of..."""
+def scenario(ns, svc, layer: str, env: dict, results: dict) -> None:
+    """``h`` is the harness (harness.py): its drain, peer helpers, cold_child, span_of..."""
     proxies = Proxies(svc, h.log)
     try:
         out: dict = {"latency_ms_each_way": LATENCY_MS, "concurrency": CONCURRENCY}
@@ -180,14 +181,14 @@ def scenario(ns, svc, layer: str, env: dict, results: dict, *, h) -> None:
         }
         h.log("network round trips: " + ", ".join(f"{k} {v:.2f} ms" for k, v in out["rtt_ms"].items()))
         results["network"] = out
-        out["processing"] = processing(ns, svc, env, proxies, h)
-        out["enqueue"] = enqueue(ns, svc, env, proxies, h)
-        out["dynamodb"] = dynamodb(ns, svc, layer, env, proxies, h)
+        out["processing"] = processing(ns, svc, env, proxies)
+        out["enqueue"] = enqueue(ns, svc, env, proxies)
+        out["dynamodb"] = dynamodb(ns, svc, layer, env, proxies)
     finally:
         proxies.close()
 
 
-def processing(ns, svc, env: dict, proxies: Proxies, h) -> dict:
+def processing(ns, svc, env: dict, proxies: Proxies) -> dict:
     lat, zero = proxies.urls["valkey-lat"], proxies.urls["valkey-zero"]
     via = {url: _Via(svc, url) for url in (lat, zero)}
     envs = {url: dict(env, KINDLING_BENCH_VALKEY=url) for url in (lat, zero)}
@@ -282,7 +283,7 @@ DRAMATIQ_FIX_ENV = {"DRAMATIQ_BENCH_MAX_CONNECTIONS": "400"}
 DRAMATIQ_FIX_LABEL = "BlockingConnectionPool(max_connections=400)"
 
 
-def enqueue(ns, svc, env: dict, proxies: Proxies, h) -> dict:
+def enqueue(ns, svc, env: dict, proxies: Proxies) -> dict:
     lat = proxies.urls["valkey-lat"]
     penv = dict(env, KINDLING_BENCH_VALKEY=lat)
     n = N_ASYNC
@@ -327,7 +328,7 @@ def enqueue(ns, svc, env: dict, proxies: Proxies, h) -> dict:
     return {"unit": "jobs/s", "n": n, "samples": samples}
 
 
-def dynamodb(ns, svc, layer: str, env: dict, proxies: Proxies, h) -> dict:
+def dynamodb(ns, svc, layer: str, env: dict, proxies: Proxies) -> dict:
     from cold_child import floor_cmd, kindling_cmd, round_trip_cmd
 
     n = ns.n_ddb
