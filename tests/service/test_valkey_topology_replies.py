@@ -4,7 +4,10 @@ the producer and the drain read the map again (a single node: open the connectio
 and go on, none of them exits.
 
 A loopback proxy in front of a real valkey-server answers the chosen command with each
-reply (tests/support/valkey_proxy.py), as a node does during ``CLUSTER FAILOVER``.
+reply (tests/support/valkey_proxy.py), as a node does during ``CLUSTER FAILOVER``. It also
+loses the reply of a read the server ran (the connection closed after the entries were
+delivered): those entries are the reader's pending ones, and it takes them back at its next
+read, counted once, instead of leaving them until another consumer reclaims them.
 
 Run: .venv/bin/python -m pytest tests/service/test_valkey_topology_replies.py -q
 """
@@ -15,7 +18,7 @@ import time
 import uuid
 
 import pytest
-from support.valkey_proxy import Interposer, blocking_read, command
+from support.valkey_proxy import LOST, Interposer, blocking_read, command
 
 pytestmark = pytest.mark.valkey
 
@@ -119,6 +122,72 @@ def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_o
     monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
     _send(own_valkey.url, stream, 4)
     proxy.answer(blocking_read, REPLIES[code])
+    ran: list = []
+    runner = Runner(_registry(ran), MemoryResultStore(), safety_ms=100, cutoff_ms=50, log=None)
+    deadline = time.monotonic() + 3
+    summary = drain(runner, {"kindling": "drain", "stream": stream, "flag": flag_key(stream)},
+                    lambda: max(0, int((deadline - time.monotonic()) * 1000)), invoker=lambda e: None)
+    assert len(proxy.answered) == 1
+    assert sorted(ran) == list(range(4)) and summary["processed"] == 4
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["one node", "cluster client"])
+def test_entries_a_lost_read_delivered_come_back_with_the_next_read_counted_once(own_valkey, proxy, cluster):
+    from kindling.stores.results import MemoryResultStore
+    from kindling.valkey import StreamWorker
+
+    stream = f"topo:{uuid.uuid4().hex[:8]}"
+    _send(own_valkey.url, stream, 5)
+    proxy.answer(blocking_read, LOST)
+    worker = StreamWorker(proxy.url + ("?cluster=true" if cluster else ""), store=MemoryResultStore(),
+                          registry=_registry([]), stream=stream, block_ms=50, visibility_ms=600_000,
+                          heartbeat=False, log=False)
+    try:
+        with pytest.raises(ConnectionError):
+            worker.fetch(50)  # the server delivered the five entries; their reply never came
+        assert len(proxy.answered) == 1
+        deliveries = worker.fetch(50)  # long before anyone may reclaim them (visibility_ms)
+        entries = [e.decode() if isinstance(e, bytes) else e for e, _ in worker.client.xrange(stream)]
+    finally:
+        worker.client.close()
+    assert [d.ref for d in deliveries] == entries and len(entries) == 5
+    assert [d.attempts for d in deliveries] == [1] * 5  # taking them back is not a delivery
+
+
+def test_a_worker_whose_read_reply_is_lost_runs_those_entries_without_waiting_for_a_reclaim(own_valkey, proxy):
+    import threading
+
+    from kindling.stores.results import MemoryResultStore
+    from kindling.valkey import StreamWorker
+
+    stream = f"topo:{uuid.uuid4().hex[:8]}"
+    _send(own_valkey.url, stream, 5)
+    proxy.answer(blocking_read, LOST)
+    ran: list = []
+    worker = StreamWorker(proxy.url, store=MemoryResultStore(), registry=_registry(ran), stream=stream,
+                          block_ms=50, visibility_ms=600_000, heartbeat=False, log=False)
+    counts: dict = {}
+    burst = threading.Thread(target=lambda: counts.update(worker.run(burst=True)), daemon=True)
+    burst.start()
+    burst.join(20)  # a bound for the failing case: the entries would wait 10 minutes to be reclaimed
+    worker.stop()
+    burst.join(5)
+    worker.client.close()
+    assert len(proxy.answered) == 1
+    assert sorted(ran) == list(range(5)) and counts.get("succeeded") == 5
+
+
+def test_the_drain_whose_read_reply_is_lost_goes_on_and_runs_those_entries(own_valkey, proxy, monkeypatch):
+    from kindling.core.valkey.keys import flag_key
+    from kindling.engine.runner import Runner
+    from kindling.stores.results import MemoryResultStore
+    from kindling.triggers.valkey.lambda_drain import drain
+
+    stream = f"topo:{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("KINDLING_VALKEY_URL", proxy.url)
+    monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
+    _send(own_valkey.url, stream, 4)
+    proxy.answer(blocking_read, LOST)
     ran: list = []
     runner = Runner(_registry(ran), MemoryResultStore(), safety_ms=100, cutoff_ms=50, log=None)
     deadline = time.monotonic() + 3

@@ -6,7 +6,10 @@ times)`` makes it answer the next ``times`` commands that ``match`` (a predicate
 command's arguments, as bytes) with the raw ``reply`` instead, without forwarding them: a
 server answering a blocking XREADGROUP with ``-UNBLOCKED ...`` as a failover does, or an
 XADD with ``-READONLY ...``. ``answered`` lists the commands it answered that way, so a test
-can show the reply it meant to provoke was sent.
+can show the reply it meant to provoke was sent. ``answer(match, LOST)`` forwards the command
+and reads the server's reply, then closes the client's connection without it: a reply lost
+after the server ran the command (a blocking read that delivered entries, then the
+connection dropped by a failover).
 
 A thread per client connection; each command waits for its reply before the next is
 forwarded (a pipeline costs a round trip per command: loopback, and fine for tests).
@@ -20,6 +23,9 @@ import threading
 from collections.abc import Callable
 
 from support import free_port
+
+LOST = b""
+"""The reply that is never sent: the command runs on the server, the client's connection is closed."""
 
 
 class _Buffered:
@@ -134,9 +140,12 @@ class Interposer:
             while True:
                 raw, args = read_value(from_client)
                 reply = self._take(args) if isinstance(args, list) else None
-                if reply is None:
+                if reply is None or reply is LOST:
                     server.sendall(raw)
+                    lost = reply is LOST
                     reply, _ = read_value(from_server)
+                    if lost:
+                        return  # the reply read and dropped: the connection closes below
                 client.sendall(reply)
         except (EOFError, OSError):
             pass

@@ -100,6 +100,9 @@ class StreamConsumer:
         self.verifier = verifier
         self.log = log
         self.next_due_ms: int | None = None  # the earliest delayed job still waiting, as of the last round
+        # The consumer whose read's reply may have been lost: its pending entries are taken
+        # back by the next plain read (_recover), not left until another consumer reclaims them.
+        self.unread_by: str | None = None
         self._group_ready = False
         self._move = client.register_script(MOVE_DUE)
 
@@ -154,28 +157,72 @@ class StreamConsumer:
         try:
             if together:
                 return self._reclaim(settle, read=True)
-            deliveries = self._reclaim(settle)
+            if self.unread_by is not None:  # this round takes back its own entries, no one else's
+                deliveries = self._reclaim(settle, autoclaim=False)
+                deliveries += self._recover()
+            else:
+                deliveries = self._reclaim(settle)
             if not deliveries:
                 deliveries = self._read(wait_ms)
         except errors.response_errors() as exc:
             if "NOGROUP" not in str(exc):
+                self._note_lost_reply(exc)
                 raise
             self.ensure_group()  # the server lost the group (restart without persistence)
             return []
+        except BaseException as exc:
+            self._note_lost_reply(exc)
+            raise
         return deliveries
 
-    def _reclaim(self, settle: Sequence[Settled] = (), read: bool = False) -> list[Delivery]:
+    def _note_lost_reply(self, exc: BaseException) -> None:
+        """A read whose reply may have been lost after the server ran it (the connection lost
+        or a timeout once it was sent, a cluster's WAIT unanswered after it): the entries it
+        delivered are this consumer's pending ones, which nobody else reclaims before
+        ``visibility_ms``. The next plain read (:meth:`fetch` without ``together``) takes them
+        back first (:meth:`_recover`)."""
+        if errors.outcome_unknown(exc) and self.unread_by is None:
+            self.unread_by = self.consumer
+
+    def _recover(self) -> list[Delivery]:
+        """The entries a lost reply delivered: those pending for the consumer that read
+        (``unread_by``), claimed by this one with ``XCLAIM ... RETRYCOUNT`` their own delivery
+        count, so taking them back counts no delivery (the lost read counted the one they are
+        now run as). No ``XAUTOCLAIM`` in the same round: one whose reply is lost too would
+        count a delivery of them again. Called only when this consumer holds no entry it is
+        running (after the batches it settles first): its pending entries are then unread
+        ones, or handed back (which then come back before their time, their count as it was)."""
+        pending = self.client.xpending_range(self.stream, self.group, min="-", max="+", count=self.batch,
+                                             consumername=self.unread_by)
+        counts: dict[int, list] = {}
+        for p in pending:
+            counts.setdefault(int(p["times_delivered"]), []).append(p["message_id"])
+        deliveries = []
+        if counts:
+            pipe = self.client.pipeline(transaction=False)
+            for times, ids in counts.items():
+                pipe.xclaim(self.stream, self.group, self.consumer, 0, ids, retrycount=times)
+            for times, claimed in zip(counts, pipe.execute(), strict=True):
+                deliveries += [self._delivery(i, f, times) for i, f in claimed if i is not None and f is not None]
+        if len(pending) < self.batch:  # all taken back (more: the next round takes the rest)
+            self.unread_by = None
+        return deliveries
+
+    def _reclaim(self, settle: Sequence[Settled] = (), read: bool = False, autoclaim: bool = True) -> list[Delivery]:
         pipe = self.client.pipeline(transaction=False)
         settled = [self._queue_settlement(pipe, outcomes, deliveries) for outcomes, deliveries in settle]
         self._move(keys=[self.scheduled, self.stream], args=move_args(now_ms()), client=pipe)
-        pipe.xautoclaim(self.stream, self.group, self.consumer, self.visibility_ms, start_id="0-0", count=self.batch)
+        if autoclaim:
+            pipe.xautoclaim(self.stream, self.group, self.consumer, self.visibility_ms, start_id="0-0",
+                            count=self.batch)
         if read:
             pipe.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=self.batch, block=None)
         replies = pipe.execute()
         for done in settled:
             done(replies)
         new = self._new_entries(replies.pop()) if read else []
-        moved, reply = replies[-2:]
+        reply = replies.pop() if autoclaim else ()
+        moved = replies[-1]
         self.next_due_ms = int(moved[1]) if int(moved[1]) >= 0 else None
         entries = reply[1] if len(reply) > 1 else []
         entries = [(i, f) for i, f in entries if f is not None]  # deleted meanwhile

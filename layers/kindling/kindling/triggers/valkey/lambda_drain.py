@@ -142,13 +142,16 @@ def drain(runner: Runner, event: dict, remaining_ms: Callable[[], int] | None, *
             else:
                 kept, work, soonest = handshake()
         except errors.valkey_errors() as exc:
-            if not errors.topology_changed(exc):
-                raise
-            # A failover (UNBLOCKED, READONLY...): nothing ran; the map is read again, the drain goes on.
+            if not errors.topology_changed(exc) and not errors.outcome_unknown(exc):
+                raise  # Valkey refused the connection: the next kick, or the schedule, tries again
+            # A failover (UNBLOCKED, READONLY...: nothing ran), or a connection lost or a WAIT
+            # unanswered after a command was sent (the entries a read delivered are taken back
+            # by the next one: StreamConsumer.fetch): the map is read again, the drain goes on.
             worker.port.connection_lost()
             changes += 1
             if runner.log:
-                runner.log({"kindling": "valkey_topology_changed", "error": str(exc)[:300]})
+                event = "valkey_topology_changed" if errors.topology_changed(exc) else "valkey_unavailable"
+                runner.log({"kindling": event, "error": str(exc)[:300]})
             TOPOLOGY_RETRY.wait(changes + 1, budget.before(stop_below), time.sleep, clip=True)  # never into the floor
             continue
         changes = 0
