@@ -1,10 +1,12 @@
 """The conformance suite's paths (see paths.py) as one fixture, and the table of cells.
 
-Each scenario module declares ``SCENARIOS`` and a test parametrized with :func:`grid.cells`:
-scenario x path, every cell asserting the same expected observation, unless known.py says
-the cell differs (strict xfail) or is an intended exception (skipped, with its reason, or,
-for one observation, compared without it). A module's ``DEPLOYMENT`` sets environment for
-some scenarios, over each path's deployed defaults, before its worker is built.
+Each scenario module declares ``SCENARIOS``, a :func:`scenario.table` of
+:class:`scenario.Scenario` values, and one test parametrized with :func:`grid.cells` that
+calls :func:`scenario.verify`: scenario x path, every cell asserting the scenario's expected
+observation, unless known.py says the cell differs (strict xfail) or is an intended exception
+(skipped, with its reason, or, for one observation, compared without it). A scenario's
+``deployment`` sets environment, over each path's deployed defaults, before its worker is
+built; its ``signing`` builds the path with signed jobs on.
 
 ``KINDLING_CONFORMANCE_MATRIX=PATH`` writes the scenario x path matrix, as markdown, from the run.
 """
@@ -27,13 +29,14 @@ _BUILDERS = {
 }
 
 
-def _build(request, name: str, signing: bool):
+def _build(request, name: str):
     """The path, its worker built with the environment its deployment sets, over which the
-    scenario's module may set more (``DEPLOYMENT``: ``{scenario: {variable: value}}``)."""
+    scenario may set more (its ``deployment``), with signed jobs on if the scenario says so."""
     from kindling.producer import dispatch
 
-    scenario = request.node.callspec.params.get("scenario")
-    settings = getattr(request.module, "DEPLOYMENT", {}).get(scenario, {})
+    scenario = getattr(request.module, "SCENARIOS", {}).get(request.node.callspec.params.get("scenario"))
+    settings = dict(scenario.deployment) if scenario is not None else {}
+    signing = scenario is not None and scenario.signing
     saved = dispatch.installed()  # before building: eager mode installs its producer as it starts
     built = _BUILDERS[name](request.getfixturevalue, signing, settings)
     dispatch.set_producer(built.producer())
@@ -43,14 +46,8 @@ def _build(request, name: str, signing: bool):
 
 @pytest.fixture
 def path(request) -> paths.Path:
-    """The path under test, built as deployed (signing off)."""
-    return _build(request, request.node.callspec.params["path_name"], signing=False)
-
-
-@pytest.fixture
-def signed_path(request) -> paths.Path:
-    """The path under test with signed jobs on."""
-    return _build(request, request.node.callspec.params["path_name"], signing=True)
+    """The path under test, built as deployed (signing off unless the scenario turns it on)."""
+    return _build(request, request.node.callspec.params["path_name"])
 
 
 @pytest.fixture(autouse=True)

@@ -6,43 +6,20 @@ from __future__ import annotations
 import time
 
 import pytest
-from conformance import paths
 from conformance import scenario_tasks as tasks
-from conformance.grid import cells, check
+from conformance.grid import cells
+from conformance.scenario import Scenario, records, table, verify, written
 from kindling.core.envelope import encode_job, new_job
-
-
-def _records(path) -> list[tuple]:
-    """Every record the path wrote: (status, error type), sorted."""
-    return sorted((r.get("status"), (r.get("error") or {}).get("type")) for r in path.records())
 
 
 def _raw(path, body: bytes, signature="sign") -> dict:
     path.enqueue_raw(body, signature)
     path.run_until_settled()
-    return {"records": _records(path)}
+    return records(path)
 
 
 def not_json(path):
     return _raw(path, b"{not json")
-
-
-def _by_name(path, name: str, args: list, kwargs: dict) -> dict:
-    """Sent by the task's name, as a producer without the task's code does: the producer
-    cannot check the arguments, so the worker's admission is what is tested."""
-    from kindling.producer.client import Call
-
-    path.send([Call(name, args, kwargs)])
-    path.run_until_settled()
-    return {"records": _records(path)}
-
-
-def unknown_task(path):
-    return _by_name(path, "c.no_such_task", [], {})
-
-
-def wrong_arguments(path):
-    return _by_name(path, "c.add", [1], {"c": 2})
 
 
 def wrong_arguments_at_the_call(path):
@@ -57,7 +34,7 @@ def wrong_arguments_at_the_call(path):
             refused.append("TypeError")
         else:
             refused.append(None)
-    return {"refused": refused, "rounds": path.run_until_settled(), "records": _records(path)}
+    return {"refused": refused, "rounds": path.run_until_settled(), "records": written(path)}
 
 
 def bad_signature(path):
@@ -72,7 +49,7 @@ def unsigned_delivered_too_often(path):
     path.enqueue_raw(encode_job(new_job("c.add", [1, 2])), signature=None)
     path.crash(path.crashes_to_exhaust)
     path.run_until_settled()
-    return {"records": _records(path)}
+    return records(path)
 
 
 def delivered_too_often(path):
@@ -134,7 +111,7 @@ def celery_message_with_callback(path):
 
     path.enqueue_raw(celery_body("c.add", [2, 3], {}, embed={"callbacks": [{"task": "c.echo"}]}))
     path.run_until_settled()
-    return {"records": _records(path),
+    return {"records": written(path),
             "reason": [(r.get("error") or {}).get("message", "")[:58] for r in path.records()]}
 
 
@@ -256,57 +233,56 @@ def delivery_that_breaks_the_runner(path):
         patch.setattr(Runner, "begin", breaking)
         ids = path.send([Call(tasks.echo, [1], {}), Call(tasks.echo, [marker], {}), Call(tasks.echo, [3], {})])
         path.run_until_settled()
-    return {"records": _records(path), "mates": [path.observe(i)["status"] for i in (ids[0], ids[2])],
+    return {"records": written(path), "mates": [path.observe(i)["status"] for i in (ids[0], ids[2])],
             "poison_by_its_job_id": path.record(ids[1])}
 
 
 REJECTED = {"records": [("rejected", "InvalidJob")]}
 REFUSED = {"status": "rejected", "error": "InvalidJob", "dead_letter": False, "says_why": True}
-SCENARIOS = {
-    "rejected_not_json": (not_json, REJECTED, False),
-    "rejected_unknown_task": (unknown_task, REJECTED, False),
-    "rejected_wrong_arguments": (wrong_arguments, REJECTED, False),
-    "refused_wrong_arguments_at_the_call": (wrong_arguments_at_the_call,
-                                            {"refused": ["TypeError"] * 3, "rounds": 0, "records": []}, False),
-    "rejected_bad_signature": (bad_signature, {"records": [("rejected", "InvalidJob")]}, True),
-    "rejected_unsigned": (unsigned, {"records": [("rejected", "InvalidJob")]}, True),
-    "rejected_unsigned_delivered_too_often": (unsigned_delivered_too_often,
-                                              {"records": [("rejected", "InvalidJob")]}, True),
-    "dead_delivered_too_often": (delivered_too_often, {"status": "dead", "error": "TooManyDeliveries", "result": None,
-                                                       "dead_letter": True}, False),
-    "duplicate_skipped": (duplicate_skipped, {"runs": 1, "status": "succeeded", "attempts": 1}, False),
-    "duplicate_run_again_without_skip_succeeded": (duplicate_run_again, {"runs": 2, "status": "succeeded"}, False),
-    "dead_id_sent_again": (dead_id_sent_again, {"runs": 1, "status": "dead", "error": "RuntimeError",
-                                                 "message": "run 1 fails"}, False),
-    "celery_message": (celery_message, {"status": "succeeded", "result": 5, "attempts": 1}, False),
-    "celery_message_with_callback": (celery_message_with_callback, {
+SCENARIOS = table(
+    Scenario("rejected_not_json", steps=not_json, expect=REJECTED),
+    # Sent by the task's name, as a producer without the task's code does: the producer
+    # cannot check the arguments, so the worker's admission is what is tested.
+    Scenario("rejected_unknown_task", "c.no_such_task", observe=records, expect=REJECTED),
+    Scenario("rejected_wrong_arguments", "c.add", (1,), {"kwargs": {"c": 2}}, observe=records, expect=REJECTED),
+    Scenario("refused_wrong_arguments_at_the_call", steps=wrong_arguments_at_the_call,
+             expect={"refused": ["TypeError"] * 3, "rounds": 0, "records": []}),
+    Scenario("rejected_bad_signature", steps=bad_signature, signing=True,
+             expect={"records": [("rejected", "InvalidJob")]}),
+    Scenario("rejected_unsigned", steps=unsigned, signing=True, expect={"records": [("rejected", "InvalidJob")]}),
+    Scenario("rejected_unsigned_delivered_too_often", steps=unsigned_delivered_too_often, signing=True,
+             expect={"records": [("rejected", "InvalidJob")]}),
+    Scenario("dead_delivered_too_often", steps=delivered_too_often, expect={
+        "status": "dead", "error": "TooManyDeliveries", "result": None, "dead_letter": True}),
+    Scenario("duplicate_skipped", steps=duplicate_skipped, expect={"runs": 1, "status": "succeeded", "attempts": 1}),
+    Scenario("duplicate_run_again_without_skip_succeeded", steps=duplicate_run_again,
+             expect={"runs": 2, "status": "succeeded"}),
+    Scenario("dead_id_sent_again", steps=dead_id_sent_again, expect={
+        "runs": 1, "status": "dead", "error": "RuntimeError", "message": "run 1 fails"}),
+    Scenario("celery_message", steps=celery_message, expect={"status": "succeeded", "result": 5, "attempts": 1}),
+    Scenario("celery_message_with_callback", steps=celery_message_with_callback, expect={
         "records": [("rejected", "InvalidJob")],
-        "reason": ["Celery task message: link callbacks cannot be honoured by "]}, False),
-    "over_the_rate_limit": (over_the_rate_limit, {"runs": 1, "outcomes": [("none", 0), ("succeeded", 1)]}, False),
-    "revoked_before_running": (revoked_before_running, {"runs": 0, "status": "revoked"}, False),
-    "not_before_ahead": (not_before_ahead, {"status": "scheduled", "attempts": 0, "delays": [3600],
-                                            "due_at_is_not_before": True}, False),
-    "delay_past_sqs_maximum": (delay_past_sqs_maximum, {"status": "scheduled", "attempts": 0, "due_in_an_hour": True},
-                               False),
-    "not_due_on_its_last_delivery": (not_due_on_its_last_delivery, {
-        "status": "dead", "error": "TooManyDeliveries", "dead_letter": True}, False),
-    "due_past_the_receive_count": (due_past_the_receive_count, REFUSED, False),
-    "not_before_past_retention": (not_before_past_retention, REFUSED, False),
-    "celery_eta_past_retention": (celery_eta_past_retention, REFUSED, False),
-    "rejected_delivery_that_breaks_the_runner": (delivery_that_breaks_the_runner, {
+        "reason": ["Celery task message: link callbacks cannot be honoured by "]}),
+    Scenario("over_the_rate_limit", steps=over_the_rate_limit,
+             expect={"runs": 1, "outcomes": [("none", 0), ("succeeded", 1)]}),
+    Scenario("revoked_before_running", steps=revoked_before_running, expect={"runs": 0, "status": "revoked"}),
+    Scenario("not_before_ahead", steps=not_before_ahead, expect={
+        "status": "scheduled", "attempts": 0, "delays": [3600], "due_at_is_not_before": True}),
+    Scenario("delay_past_sqs_maximum", steps=delay_past_sqs_maximum,
+             expect={"status": "scheduled", "attempts": 0, "due_in_an_hour": True}),
+    Scenario("not_due_on_its_last_delivery", steps=not_due_on_its_last_delivery, expect={
+        "status": "dead", "error": "TooManyDeliveries", "dead_letter": True}),
+    Scenario("due_past_the_receive_count", steps=due_past_the_receive_count, expect=REFUSED),
+    Scenario("not_before_past_retention", steps=not_before_past_retention, expect=REFUSED),
+    Scenario("celery_eta_past_retention", steps=celery_eta_past_retention, expect=REFUSED),
+    Scenario("rejected_delivery_that_breaks_the_runner", steps=delivery_that_breaks_the_runner, expect={
         "records": [("rejected", "RecursionError"), ("succeeded", None), ("succeeded", None)],
-        "mates": ["succeeded", "succeeded"], "poison_by_its_job_id": None}, False),
-    "results_none_delayed_job_keeps_its_attempts": (none_policy_delayed_job_keeps_its_attempts, {
-        "runs": 2, "status": "dead", "attempts": 2, "error": "RuntimeError"}, False),
-}
+        "mates": ["succeeded", "succeeded"], "poison_by_its_job_id": None}),
+    Scenario("results_none_delayed_job_keeps_its_attempts", steps=none_policy_delayed_job_keeps_its_attempts,
+             expect={"runs": 2, "status": "dead", "attempts": 2, "error": "RuntimeError"}),
+)
 
 
 @pytest.mark.parametrize(("path_name", "scenario"), cells(SCENARIOS))
-def test_every_path_admits_jobs_alike(request, path_name, scenario):
-    run, expected, signing = SCENARIOS[scenario]
-    path = request.getfixturevalue("signed_path" if signing else "path")
-    try:
-        observed = run(path)
-    except paths.NotApplicable as exc:
-        pytest.fail(f"not applicable: {exc}")
-    check(path_name, scenario, observed, expected)
+def test_every_path_admits_jobs_alike(path, path_name, scenario):
+    verify(SCENARIOS, path, path_name, scenario)

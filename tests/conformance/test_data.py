@@ -14,9 +14,9 @@ import hashlib
 import json
 
 import pytest
-from conformance import paths
 from conformance import scenario_tasks as tasks
-from conformance.grid import cells, check
+from conformance.grid import cells
+from conformance.scenario import Scenario, only, table, verify
 from kindling import chain, group
 
 
@@ -61,25 +61,19 @@ def _raised(path, handle) -> str | None:
     return None
 
 
-def large_argument(path):
-    data = "y" * 1_100_000  # past SQS's 1 MiB (and moto's 256 KiB): its arguments go through S3
-    job = path.enqueue(tasks.size, data)
-    path.run_until_settled()
-    seen = path.observe(job)
-    return {k: seen[k] for k in ("status", "result", "error")}
-
-
-def large_result(path):
-    job = path.enqueue(tasks.big, 400_000)  # past a record's 350,000 bytes: kept in S3
-    path.run_until_settled()
+def result_digest(path, job: str) -> dict:
+    """A large result compared by the start of its SHA-256."""
     seen = path.observe(job)
     result = seen["result"]
     digest = hashlib.sha256(result.encode()).hexdigest()[:12] if isinstance(result, str) else result
     return {"status": seen["status"], "result": digest, "error": seen["error"]}
 
 
-def _argument(kind):
-    def run(path):
+def argument(kind):
+    """A job sent with tasks.EDGE_VALUES[kind] as its argument: refused by the producer, at the
+    call, or run and echoed back."""
+
+    def steps(path):
         try:
             job = path.enqueue(tasks.echo, tasks.EDGE_VALUES[kind]())
         except (TypeError, ValueError, OverflowError) as exc:  # refused by the producer, at the call
@@ -88,17 +82,13 @@ def _argument(kind):
         seen = path.observe(job)
         return {"refused": None, "status": seen["status"], "result": _plain(seen["result"])}
 
-    return run
+    return steps
 
 
-def _result(kind):
-    def run(path):
-        job = path.enqueue(tasks.make, kind)  # max_attempts 3: a refused result is dead at once
-        path.run_until_settled()
-        seen = path.observe(job)
-        return {k: seen[k] for k in ("status", "attempts", "error")} | {"result": _plain(seen["result"])}
-
-    return run
+def plain_result(path, job: str) -> dict:
+    """What a job's result came back as (max_attempts 3: a refused result is dead at once)."""
+    seen = path.observe(job)
+    return {k: seen[k] for k in ("status", "attempts", "error")} | {"result": _plain(seen["result"])}
 
 
 def _plain(value):
@@ -153,49 +143,55 @@ def model_argument_invalid(path):
                               for r in path.records())}
 
 
-SCENARIOS = {
-    "chain_with_immutable_step": (chain_with_immutable_step, {"statuses": ["succeeded"] * 3, "result": 110}),
-    "empty_chord": (empty_chord, {"callback": 0, "records": 1}),
-    "model_argument": (model_argument, {"status": "succeeded",
-                                        "result": {"order_id": 2, "total": 15, "received": "Order"}}),
-    "model_argument_invalid": (model_argument_invalid, {"records": [("rejected", "InvalidJob", 1)]}),
-    "chain_succeeds": (chain_succeeds, {"statuses": ["succeeded", "succeeded"], "result": 13}),
-    "chain_with_failing_step": (chain_with_failing_step, {"statuses": ["succeeded", "dead", None],
-                                                           "handle": "JobFailed"}),
-    "chord_succeeds": (chord_succeeds, {"chord": "completed", "callback": 6}),
-    "chord_with_failing_member": (chord_with_failing_member, {"chord": "dead", "callback": None,
-                                                               "handle": "JobFailed"}),
-    "large_argument": (large_argument, {"status": "succeeded", "result": 1_100_000, "error": None}),
-    "large_result": (large_result, {"status": "succeeded", "error": None,
-                                    "result": hashlib.sha256(b"x" * 400_000).hexdigest()[:12]}),
-    "argument_nan": (_argument("nan"), REFUSED),
-    "argument_inf": (_argument("inf"), REFUSED),
-    "argument_int_2_64": (_argument("int_2_64"), _round_trip(2**64)),
-    "argument_int_2_70": (_argument("int_2_70"), _round_trip(2**70)),
-    "argument_int_minus_2_70": (_argument("int_minus_2_70"), _round_trip(-(2**70))),
-    "argument_int_keys": (_argument("int_keys"), REFUSED),
-    "argument_datetime": (_argument("datetime"), _round_trip(tasks.EDGE_VALUES["datetime"]().isoformat())),
-    "argument_nested_200": (_argument("nested_200"), _round_trip(tasks.EDGE_VALUES["nested_200"]())),
-    "argument_nested_2000": (_argument("nested_2000"), REFUSED),
-    "result_nan": (_result("nan"), DEAD),
-    "result_inf": (_result("inf"), DEAD),
-    "result_int_2_64": (_result("int_2_64"), _returned(2**64)),
-    "result_int_2_70": (_result("int_2_70"), _returned(2**70)),
-    "result_int_minus_2_70": (_result("int_minus_2_70"), _returned(-(2**70))),
-    "result_int_keys": (_result("int_keys"), DEAD),
-    "result_datetime": (_result("datetime"), _returned(tasks.EDGE_VALUES["datetime"]())),
-    "result_nested_200": (_result("nested_200"), _returned(tasks.EDGE_VALUES["nested_200"]())),
-    "result_nested_254": (_result("nested_254"), _returned(tasks.EDGE_VALUES["nested_254"]())),
-    "result_nested_255": (_result("nested_255"), DEAD),
-    "result_nested_2000": (_result("nested_2000"), DEAD),
-}
+SCENARIOS = table(
+    Scenario("chain_with_immutable_step", steps=chain_with_immutable_step,
+             expect={"statuses": ["succeeded"] * 3, "result": 110}),
+    Scenario("empty_chord", steps=empty_chord, expect={"callback": 0, "records": 1}),
+    Scenario("model_argument", steps=model_argument, expect={
+        "status": "succeeded", "result": {"order_id": 2, "total": 15, "received": "Order"}}),
+    Scenario("model_argument_invalid", steps=model_argument_invalid,
+             expect={"records": [("rejected", "InvalidJob", 1)]}),
+    Scenario("chain_succeeds", steps=chain_succeeds, expect={"statuses": ["succeeded", "succeeded"], "result": 13}),
+    Scenario("chain_with_failing_step", steps=chain_with_failing_step, expect={
+        "statuses": ["succeeded", "dead", None], "handle": "JobFailed"}),
+    Scenario("chord_succeeds", steps=chord_succeeds, expect={"chord": "completed", "callback": 6}),
+    Scenario("chord_with_failing_member", steps=chord_with_failing_member, expect={
+        "chord": "dead", "callback": None, "handle": "JobFailed"}),
+    # Past SQS's 1 MiB (and moto's 256 KiB): its arguments go through S3.
+    Scenario("large_argument", tasks.size, ("y" * 1_100_000,), observe=only("status", "result", "error"),
+             expect={"status": "succeeded", "result": 1_100_000, "error": None}),
+    # Past a record's 350,000 bytes: kept in S3.
+    Scenario("large_result", tasks.big, (400_000,), observe=result_digest, expect={
+        "status": "succeeded", "error": None, "result": hashlib.sha256(b"x" * 400_000).hexdigest()[:12]}),
+    Scenario("argument_nan", steps=argument("nan"), expect=REFUSED),
+    Scenario("argument_inf", steps=argument("inf"), expect=REFUSED),
+    Scenario("argument_int_2_64", steps=argument("int_2_64"), expect=_round_trip(2**64)),
+    Scenario("argument_int_2_70", steps=argument("int_2_70"), expect=_round_trip(2**70)),
+    Scenario("argument_int_minus_2_70", steps=argument("int_minus_2_70"), expect=_round_trip(-(2**70))),
+    Scenario("argument_int_keys", steps=argument("int_keys"), expect=REFUSED),
+    Scenario("argument_datetime", steps=argument("datetime"),
+             expect=_round_trip(tasks.EDGE_VALUES["datetime"]().isoformat())),
+    Scenario("argument_nested_200", steps=argument("nested_200"),
+             expect=_round_trip(tasks.EDGE_VALUES["nested_200"]())),
+    Scenario("argument_nested_2000", steps=argument("nested_2000"), expect=REFUSED),
+    Scenario("result_nan", tasks.make, ("nan",), observe=plain_result, expect=DEAD),
+    Scenario("result_inf", tasks.make, ("inf",), observe=plain_result, expect=DEAD),
+    Scenario("result_int_2_64", tasks.make, ("int_2_64",), observe=plain_result, expect=_returned(2**64)),
+    Scenario("result_int_2_70", tasks.make, ("int_2_70",), observe=plain_result, expect=_returned(2**70)),
+    Scenario("result_int_minus_2_70", tasks.make, ("int_minus_2_70",), observe=plain_result,
+             expect=_returned(-(2**70))),
+    Scenario("result_int_keys", tasks.make, ("int_keys",), observe=plain_result, expect=DEAD),
+    Scenario("result_datetime", tasks.make, ("datetime",), observe=plain_result,
+             expect=_returned(tasks.EDGE_VALUES["datetime"]())),
+    Scenario("result_nested_200", tasks.make, ("nested_200",), observe=plain_result,
+             expect=_returned(tasks.EDGE_VALUES["nested_200"]())),
+    Scenario("result_nested_254", tasks.make, ("nested_254",), observe=plain_result,
+             expect=_returned(tasks.EDGE_VALUES["nested_254"]())),
+    Scenario("result_nested_255", tasks.make, ("nested_255",), observe=plain_result, expect=DEAD),
+    Scenario("result_nested_2000", tasks.make, ("nested_2000",), observe=plain_result, expect=DEAD),
+)
 
 
 @pytest.mark.parametrize(("path_name", "scenario"), cells(SCENARIOS))
 def test_every_path_carries_data_alike(path, path_name, scenario):
-    run, expected = SCENARIOS[scenario]
-    try:
-        observed = run(path)
-    except paths.NotApplicable as exc:
-        pytest.fail(f"not applicable: {exc}")
-    check(path_name, scenario, observed, expected)
+    verify(SCENARIOS, path, path_name, scenario)

@@ -5,41 +5,13 @@ from __future__ import annotations
 
 import pytest
 from conformance import scenario_tasks as tasks
-from conformance.grid import cells, check
+from conformance.grid import cells
+from conformance.scenario import Scenario, table, verify
 
 
-def observe(path, job: str) -> dict:
+def with_hooks(path, job: str) -> dict:
+    """The job's observations and the hooks called for it: (hook, attempt, error type), in order."""
     return dict(path.observe(job), hooks=tasks.HOOK_CALLS.get(job, []))
-
-
-def success(path):
-    job = path.enqueue(tasks.hooked)
-    path.run_until_settled()
-    return observe(path, job)
-
-
-def retried_then_success(path):
-    job = path.enqueue(tasks.hooked, 1)
-    path.run_until_settled()
-    return observe(path, job)
-
-
-def dead(path):
-    job = path.enqueue(tasks.hooked, 5, max_attempts=2)
-    path.run_until_settled()
-    return observe(path, job)
-
-
-def hook_raises(path):
-    job = path.enqueue(tasks.hook_raises)
-    path.run_until_settled()
-    return observe(path, job)
-
-
-def hook_interrupts(path):
-    job = path.enqueue(tasks.hook_interrupts)
-    path.run_until_settled()
-    return observe(path, job)
 
 
 def hook_past_budget(path):
@@ -51,39 +23,41 @@ def hook_past_budget(path):
     try:
         job = path.enqueue(tasks.slow_hook)
         path.run_until_settled()
-        return observe(path, job)
+        return with_hooks(path, job)
     finally:
         tasks.SLOW_HOOK_RELEASE.set()
 
 
 OK = {"error": None, "dead_letter": False}
-SCENARIOS = {
-    "hooks_success": (success, dict(OK, status="succeeded", attempts=1, result=1, delays=[], hooks=[
-        ("task.on_success", 1, None), ("on_success", 1, None)])),
-    "hooks_retried_then_success": (retried_then_success, dict(OK, status="succeeded", attempts=2, result=2,
-                                                              delays=[5], hooks=[
-        ("task.on_failure", 1, "RuntimeError"), ("on_failure", 1, "RuntimeError"),
-        ("task.on_success", 2, None), ("on_success", 2, None)])),
-    "hooks_dead": (dead, {"status": "dead", "attempts": 2, "error": "RuntimeError", "result": None, "delays": [5],
-                          "dead_letter": True, "hooks": [
-        ("task.on_failure", 1, "RuntimeError"), ("on_failure", 1, "RuntimeError"),
-        ("task.on_failure", 2, "RuntimeError"), ("on_failure", 2, "RuntimeError"),
-        ("task.on_dead", 2, "RuntimeError"), ("on_dead", 2, "RuntimeError")]}),
+SCENARIOS = table(
+    Scenario("hooks_success", tasks.hooked, observe=with_hooks, expect=dict(
+        OK, status="succeeded", attempts=1, result=1, delays=[], hooks=[
+            ("task.on_success", 1, None), ("on_success", 1, None)])),
+    Scenario("hooks_retried_then_success", tasks.hooked, (1,), observe=with_hooks, expect=dict(
+        OK, status="succeeded", attempts=2, result=2, delays=[5], hooks=[
+            ("task.on_failure", 1, "RuntimeError"), ("on_failure", 1, "RuntimeError"),
+            ("task.on_success", 2, None), ("on_success", 2, None)])),
+    Scenario("hooks_dead", tasks.hooked, (5,), {"max_attempts": 2}, observe=with_hooks, expect={
+        "status": "dead", "attempts": 2, "error": "RuntimeError", "result": None, "delays": [5],
+        "dead_letter": True, "hooks": [
+            ("task.on_failure", 1, "RuntimeError"), ("on_failure", 1, "RuntimeError"),
+            ("task.on_failure", 2, "RuntimeError"), ("on_failure", 2, "RuntimeError"),
+            ("task.on_dead", 2, "RuntimeError"), ("on_dead", 2, "RuntimeError")]}),
     # The task's hook raised: the job is still succeeded, once, and the registry's hook still ran.
-    "hook_raises": (hook_raises, dict(OK, status="succeeded", attempts=1, result="done", delays=[], hooks=[
-        ("task.on_success", 1, None), ("on_success", 1, None)])),
+    Scenario("hook_raises", tasks.hook_raises, observe=with_hooks, expect=dict(
+        OK, status="succeeded", attempts=1, result="done", delays=[], hooks=[
+            ("task.on_success", 1, None), ("on_success", 1, None)])),
     # The same for a hook raising a BaseException that is not an Exception.
-    "hook_raises_base_exception": (hook_interrupts, dict(OK, status="succeeded", attempts=1, result="done",
-                                                         delays=[], hooks=[
-        ("task.on_success", 1, None), ("on_success", 1, None)])),
+    Scenario("hook_raises_base_exception", tasks.hook_interrupts, observe=with_hooks, expect=dict(
+        OK, status="succeeded", attempts=1, result="done", delays=[], hooks=[
+            ("task.on_success", 1, None), ("on_success", 1, None)])),
     # The task's hook outlived the invocation's budget: abandoned, the registry's never called,
     # the job recorded and its message settled once.
-    "hook_past_budget": (hook_past_budget, dict(OK, status="succeeded", attempts=1, result="done", delays=[],
-                                                hooks=[("task.on_success", 1, None)])),
-}
+    Scenario("hook_past_budget", steps=hook_past_budget, expect=dict(
+        OK, status="succeeded", attempts=1, result="done", delays=[], hooks=[("task.on_success", 1, None)])),
+)
 
 
 @pytest.mark.parametrize(("path_name", "scenario"), cells(SCENARIOS))
 def test_every_path_calls_each_hook_once_per_recorded_outcome(path, path_name, scenario):
-    run, expected = SCENARIOS[scenario]
-    check(path_name, scenario, run(path), expected)
+    verify(SCENARIOS, path, path_name, scenario)

@@ -22,11 +22,12 @@ import pytest
 from conformance import known, test_admission, test_data, test_outcomes
 from conformance.deployed import PARAMETERS, STACK, DeployedStack, ship_conformance_tasks
 from conformance.grid import check
+from conformance.scenario import table
 
 pytestmark = [pytest.mark.slow, pytest.mark.localstack, pytest.mark.conformance]
 
-SCENARIOS = {name: (entry[0], entry[1]) for module in (test_outcomes, test_admission, test_data)
-             for name, entry in module.SCENARIOS.items()}
+SCENARIOS = table(*test_outcomes.SCENARIOS.values(), *test_admission.SCENARIOS.values(),
+                  *test_data.SCENARIOS.values())
 ONE_AT_A_TIME = ["rejected_not_json", "rejected_unknown_task", "rejected_wrong_arguments",
                  "refused_wrong_arguments_at_the_call", "celery_message_with_callback",
                  "empty_chord"]  # they read every record
@@ -37,7 +38,7 @@ AT_ONCE = [s for s in RUN if s not in ONE_AT_A_TIME + LAST]
 
 def _run(path: DeployedStack, scenario: str):
     try:
-        return SCENARIOS[scenario][0](path)
+        return SCENARIOS[scenario].run(path)
     except Exception as exc:  # noqa: BLE001 - reported by the scenario's own cell
         return exc
 
@@ -103,7 +104,7 @@ def test_the_deployed_stack_records_what_every_path_records(outcomes, scenario):
         _column[scenario] = "FAILS"
         pytest.fail("".join(traceback.format_exception(observed)))
     try:
-        check(STACK, scenario, observed, SCENARIOS[scenario][1])
+        check(STACK, scenario, observed, SCENARIOS[scenario].expect)
     except AssertionError:
         _column[scenario] = "FAILS"
         raise
