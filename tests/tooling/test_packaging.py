@@ -172,6 +172,19 @@ def _copy_closure(requirement: str, site: Path) -> list[str]:
     return names
 
 
+def _install_and_init(python: Path, requirement: str, wheel_dir: Path, where: Path, env: dict[str, str]) -> Path:
+    """``requirement`` installed offline from ``wheel_dir`` with ``python``'s pip, then
+    ``kindling init app`` in ``where``; returns the project's folder."""
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
+                                "--quiet", "--find-links", str(wheel_dir), requirement],
+                               capture_output=True, text=True, env=env, cwd=where, timeout=120)
+    assert installed.returncode == 0, installed.stderr
+    init = subprocess.run([str(python.parent / "kindling"), "init", "app"], capture_output=True, text=True,
+                          env=env, cwd=where, timeout=60)
+    assert init.returncode == 0, init.stderr
+    return where / "app"
+
+
 def _clean_env() -> dict[str, str]:
     """This process's environment without what ties a child to this checkout or this pytest run."""
     return {k: v for k, v in os.environ.items()
@@ -223,13 +236,7 @@ def test_a_new_project_from_the_installed_wheel_passes_its_own_tests_outside_the
     ``kindling init app`` and the project's own ``make test``."""
     python, site = _fresh_venv(tmp_path / "venv", "pytest", "pluggy", "iniconfig", "packaging", "pygments")
     env = _clean_env()
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
-                                "--quiet", "--find-links", str(dists["wheel"].parent), "kindling-jobs"],
-                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert installed.returncode == 0, installed.stderr
-    init = subprocess.run([str(python.parent / "kindling"), "init", "app"], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)
-    assert init.returncode == 0, init.stderr
+    _install_and_init(python, "kindling-jobs", dists["wheel"].parent, tmp_path, env)
     where = subprocess.run([str(python), "-c", "import kindling, sys; print(kindling.__file__); print(sys.path)"],
                            check=True, capture_output=True, text=True, env=env, cwd=tmp_path / "app",
                            timeout=60).stdout
@@ -267,13 +274,7 @@ def test_make_dev_from_the_installed_wheel_runs_a_job_the_dashboard_shows_outsid
     python, site = _fresh_venv(tmp_path / "venv")
     assert "moto" in _copy_closure("kindling-jobs[demo]", site)
     env = _clean_env()
-    installed = subprocess.run([str(python), "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
-                                "--quiet", "--find-links", str(dists["wheel"].parent), "kindling-jobs[demo]"],
-                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
-    assert installed.returncode == 0, installed.stderr
-    init = subprocess.run([str(python.parent / "kindling"), "init", "app"], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)
-    assert init.returncode == 0, init.stderr
+    _install_and_init(python, "kindling-jobs[demo]", dists["wheel"].parent, tmp_path, env)
     where = subprocess.run([str(python), "-c", "import kindling, moto; print(kindling.__file__, moto.__file__)"],
                            check=True, capture_output=True, text=True, env=env, cwd=tmp_path / "app",
                            timeout=60).stdout
