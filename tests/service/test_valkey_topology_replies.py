@@ -110,8 +110,9 @@ def test_a_single_node_producer_says_not_sent_and_its_next_send_goes_through(own
     assert len(sent) == 3 and {s.entry for s in sent} <= entries
 
 
-@pytest.mark.parametrize("code", list(REPLIES))
-def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_on(own_valkey, proxy, code, monkeypatch):
+def _drain_through(own_valkey, proxy, reply: bytes, monkeypatch) -> None:
+    """A drain of 4 queued jobs whose first blocking read the proxy answers with ``reply``:
+    the drain goes on within its invocation and runs all 4."""
     from kindling.core.valkey.keys import flag_key
     from kindling.engine.runner import Runner
     from kindling.stores.results import MemoryResultStore
@@ -121,7 +122,7 @@ def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_o
     monkeypatch.setenv("KINDLING_VALKEY_URL", proxy.url)
     monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
     _send(own_valkey.url, stream, 4)
-    proxy.answer(blocking_read, REPLIES[code])
+    proxy.answer(blocking_read, reply)
     ran: list = []
     runner = Runner(_registry(ran), MemoryResultStore(), safety_ms=100, cutoff_ms=50, log=None)
     deadline = time.monotonic() + 3
@@ -129,6 +130,11 @@ def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_o
                     lambda: max(0, int((deadline - time.monotonic()) * 1000)), invoker=lambda e: None)
     assert len(proxy.answered) == 1
     assert sorted(ran) == list(range(4)) and summary["processed"] == 4
+
+
+@pytest.mark.parametrize("code", list(REPLIES))
+def test_the_drain_whose_blocking_read_is_answered_with_a_topology_change_goes_on(own_valkey, proxy, code, monkeypatch):
+    _drain_through(own_valkey, proxy, REPLIES[code], monkeypatch)
 
 
 @pytest.mark.parametrize("cluster", [False, True], ids=["one node", "cluster client"])
@@ -178,20 +184,4 @@ def test_a_worker_whose_read_reply_is_lost_runs_those_entries_without_waiting_fo
 
 
 def test_the_drain_whose_read_reply_is_lost_goes_on_and_runs_those_entries(own_valkey, proxy, monkeypatch):
-    from kindling.core.valkey.keys import flag_key
-    from kindling.engine.runner import Runner
-    from kindling.stores.results import MemoryResultStore
-    from kindling.triggers.valkey.lambda_drain import drain
-
-    stream = f"topo:{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("KINDLING_VALKEY_URL", proxy.url)
-    monkeypatch.setenv("KINDLING_VALKEY_STREAMS", stream)
-    _send(own_valkey.url, stream, 4)
-    proxy.answer(blocking_read, LOST)
-    ran: list = []
-    runner = Runner(_registry(ran), MemoryResultStore(), safety_ms=100, cutoff_ms=50, log=None)
-    deadline = time.monotonic() + 3
-    summary = drain(runner, {"kindling": "drain", "stream": stream, "flag": flag_key(stream)},
-                    lambda: max(0, int((deadline - time.monotonic()) * 1000)), invoker=lambda e: None)
-    assert len(proxy.answered) == 1
-    assert sorted(ran) == list(range(4)) and summary["processed"] == 4
+    _drain_through(own_valkey, proxy, LOST, monkeypatch)
